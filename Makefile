@@ -1,0 +1,51 @@
+# Stator — one entry point over cargo. Every target depends on `deps`, so on a fresh machine
+# `make demo` and `make test` are all a user types.
+SHELL := /bin/bash
+CARGO ?= cargo
+# Debian packages Stator needs to build, test, benchmark and run its lab.
+APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config bird2 iproute2 \
+                ethtool tcpdump netsniff-ng wrk iperf3 hyperfine fonts-dejavu-core \
+                libfontconfig1-dev libfreetype-dev procps psmisc kmod
+
+.PHONY: all deps build test bench demo fuzz fmt lint clean
+
+all: build
+
+# Install whatever is missing with apt-get; quiet and quick when everything is present.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
+	fi
+	@command -v $(CARGO) >/dev/null || { echo "make deps: cargo not found (install Rust stable >= 1.95 with rustup)"; exit 1; }
+	@rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+build: deps
+	$(CARGO) build --release --workspace
+
+fmt: deps
+	$(CARGO) fmt --all
+
+lint: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test: deps lint
+	$(CARGO) test --workspace --release
+
+bench: deps
+	./scripts/bench.sh
+
+demo: deps build
+	./target/release/stator bench hashing --quick
+
+fuzz: deps
+	./scripts/fuzz.sh
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,2 @@
+//! stator-hash (skeleton; see issue 2).
+#![forbid(unsafe_code)]

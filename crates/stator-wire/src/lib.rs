@@ -1,0 +1,2 @@
+//! stator-wire (skeleton; see issue 2).
+#![forbid(unsafe_code)]
