@@ -7,7 +7,7 @@ APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config b
                 ethtool tcpdump netsniff-ng wrk iperf3 hyperfine fonts-dejavu-core \
                 libfontconfig1-dev libfreetype-dev procps psmisc kmod
 
-.PHONY: all deps build test bench demo fuzz fmt lint clean
+.PHONY: all deps build test bench demo fuzz fmt lint clean abi
 
 all: build
 
@@ -49,3 +49,8 @@ fuzz: deps
 
 clean:
 	$(CARGO) clean
+
+# Regenerate the Rust mirror of bpf/include/stator_abi.h (checked in; a test fails when stale).
+abi:
+	cc -Wall -Werror -Ibpf/include crates/stator-abi/gen/abi_gen.c -o target/abi_gen
+	./target/abi_gen > crates/stator-abi/src/generated.rs

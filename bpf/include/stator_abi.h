@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR Apache-2.0) */
+/*
+ * stator_abi.h — the one definition of everything shared between Stator's BPF programs and
+ * user space: map keys and values, limits, flags, counter indices and drop reasons.
+ *
+ * The Rust mirror lives in crates/stator-abi. Its `generated.rs` is produced from this file by
+ * `crates/stator-abi/gen/abi_gen.c` (run `make abi`); a test regenerates it and fails if it is
+ * stale, and the hand-written `#[repr(C)]` mirror structs assert their size and field offsets
+ * against the generated numbers at compile time. Never keep a second hand-written copy of a value.
+ *
+ * Layout rules: every struct is naturally aligned with explicit padding fields, so the layout is
+ * the same for clang -target bpf and for the host compiler; no bitfields; no pointers; addresses
+ * and ports are kept in network byte order (__be32/__be16) exactly as they sit in packets.
+ *
+ * Generations: all configuration maps are double-buffered. `stator_ctl[0].active_gen` (0 or 1)
+ * says which half packets use; a packet reads it once, first, and uses only that half. User space
+ * writes the inactive half completely, flips `active_gen`, then waits for an RCU grace period
+ * (membarrier(MEMBARRIER_CMD_GLOBAL) calls synchronize_rcu) before it touches the old half again.
+ * So no packet ever sees a mix of two snapshots.
+ */
+#ifndef STATOR_ABI_H
+#define STATOR_ABI_H
+
+#include <linux/types.h>
+
+/* ---- limits (compiled into the programs; config validation checks against them) ---------- */
+
+/* VIPs per generation (key space of stator_vips is 2 * STATOR_MAX_VIPS). */
+#define STATOR_MAX_VIPS 1024
+/* (VIP, backend) pairs ("reals") per generation; a real id indexes half of stator_reals. */
+#define STATOR_MAX_REALS 65536
+/* Default Maglev slots per generation; the loader may set another size at load time
+ * (stator_slots has 2 * slots_per_gen entries). 4 Mi slots = 64 VIPs of the default 65537. */
+#define STATOR_DEFAULT_SLOTS_PER_GEN (1u << 22)
+/* Largest Maglev table a single VIP may have (the paper's larger size, 655373, fits). */
+#define STATOR_MAX_TABLE_SIZE 1048573
+/* Default connection-table capacity (entries); the loader may override it. */
+#define STATOR_DEFAULT_CT_ENTRIES (1u << 20)
+/* Egress interfaces the forwarder may redirect to (stator_tx_ports, a DEVMAP_HASH). */
+#define STATOR_MAX_TX_PORTS 64
+/* IPv6 extension headers walked before giving up (drop reason IPV6_EXT_LIMIT). */
+#define STATOR_MAX_IPV6_EXT_HDRS 4
+/* Addresses the backend-side decap program accepts as outer destinations. */
+#define STATOR_MAX_DECAP_ADDRS 64
+
+/* Real id meaning "no backend" in a Maglev slot (an empty table: every backend unusable). */
+#define STATOR_NO_REAL 0xffffffffu
+
+/* Default GUE UDP destination port (IANA "gue"). */
+#define STATOR_GUE_PORT 6080
+
+/* ---- enums ---------------------------------------------------------------------------------- */
+
+/* Address family tag used in keys and reals (not AF_INET/AF_INET6, to stay one byte). */
+enum stator_family {
+	STATOR_FAMILY_NONE = 0,
+	STATOR_FAMILY_V4 = 4,
+	STATOR_FAMILY_V6 = 6,
+};
+
+/* Encapsulation toward a backend. */
+enum stator_encap {
+	STATOR_ENCAP_GRE = 0,  /* outer IP + 4-byte GRE (RFC 2784), protocol = inner ethertype */
+	STATOR_ENCAP_IPIP = 1, /* outer IP only: IPv4 proto 4 / IPv6 next-header 41 (or 4/41 mixed) */
+	STATOR_ENCAP_GUE = 2,  /* outer IP + UDP + 4-byte GUE variant 0 header */
+	STATOR_ENCAP_MAX = 3,
+};
+
+/* VIP flags (struct stator_vip.flags). */
+#define STATOR_VIP_F_NO_CT (1u << 0) /* never consult or fill the connection table */
+
+/* Real flags (struct stator_real.flags). */
+#define STATOR_REAL_F_USABLE (1u << 0)   /* healthy: new and existing flows may use it */
+#define STATOR_REAL_F_DRAINING (1u << 1) /* existing flows keep it; it is absent from the table */
+
+/* Node flags (struct stator_node_cfg.flags). */
+#define STATOR_NODE_F_ICMP_ECHO (1u << 0) /* answer ICMP/ICMPv6 echo requests to VIPs in XDP */
+
+/*
+ * Counter indices of the per-CPU array stator_counters. The names (lower case, without the
+ * prefix) are metric labels; their numeric values never change once released.
+ */
+enum stator_counter {
+	/* XDP actions returned */
+	STATOR_CNT_ACT_ABORTED = 0,
+	STATOR_CNT_ACT_DROP = 1,
+	STATOR_CNT_ACT_PASS = 2,
+	STATOR_CNT_ACT_TX = 3,
+	STATOR_CNT_ACT_REDIRECT = 4,
+	/* connection table */
+	STATOR_CNT_CT_HIT = 5,      /* entry found, backend still usable: reused */
+	STATOR_CNT_CT_MISS = 6,     /* no entry (or SYN, or expired): Maglev decided */
+	STATOR_CNT_CT_RESELECT = 7, /* entry found but backend unusable: Maglev decided again */
+	STATOR_CNT_CT_INSERT = 8,   /* entry written after a Maglev decision */
+	STATOR_CNT_CT_EXPIRED = 9,  /* entry found but idle longer than the timeout */
+	STATOR_CNT_CT_GUARD = 10,   /* insert skipped: the SYN-flood guard holds */
+	/* other events */
+	STATOR_CNT_ICMP_ERROR_FWD = 11, /* ICMP frag-needed / PTB forwarded to a flow's backend */
+	STATOR_CNT_ICMP_ECHO_REPLY = 12,
+	STATOR_CNT_NON_VIP = 13, /* IP traffic not addressed to a VIP (passed) */
+	STATOR_CNT_NON_IP = 14,  /* not IPv4/IPv6 (passed) */
+	STATOR_CNT_MAX = 15,
+};
+
+/*
+ * Drop reasons (per-CPU array stator_drops). Shared codes that double as metric labels
+ * (`stator_drops_total{reason="..."}`); numeric values never change once released.
+ */
+enum stator_drop_reason {
+	STATOR_DROP_NONE = 0,
+	STATOR_DROP_MALFORMED_L3 = 1,   /* truncated or invalid IPv4/IPv6 header (bad IHL, length) */
+	STATOR_DROP_MALFORMED_L4 = 2,   /* VIP traffic with a truncated TCP/UDP/ICMP header */
+	STATOR_DROP_FRAGMENT = 3,       /* IPv4/IPv6 fragment to a VIP (redirect not yet built) */
+	STATOR_DROP_IPV6_EXT_LIMIT = 4, /* more than STATOR_MAX_IPV6_EXT_HDRS extension headers */
+	STATOR_DROP_NO_BACKEND = 5,     /* VIP has no usable backend */
+	STATOR_DROP_NO_SOURCE = 6,      /* node has no source address of the backend's family */
+	STATOR_DROP_FIB = 7,            /* bpf_fib_lookup found no route / forwarding disabled */
+	STATOR_DROP_NO_NEIGH = 8,       /* bpf_fib_lookup found a route but no neighbour entry */
+	STATOR_DROP_TX_PORT = 9,        /* egress interface not in stator_tx_ports */
+	STATOR_DROP_ADJUST = 10,        /* bpf_xdp_adjust_head failed (no headroom) */
+	STATOR_DROP_ICMP = 11,          /* ICMP to a VIP that is neither an error we route nor echo */
+	STATOR_DROP_BAD_CONFIG = 12,    /* a map lookup that configuration guarantees failed */
+	STATOR_DROP_MTU = 13,           /* encapsulated packet larger than the egress MTU */
+	STATOR_DROP_MAX = 14,
+};
+
+/* ---- maps --------------------------------------------------------------------------------------
+ * Names are at most 15 characters (BPF_OBJ_NAME_LEN) and are also the pin names under the pin
+ * directory (default /sys/fs/bpf/stator/).
+ *
+ *  forwarder (stator_fwd.bpf.c)
+ *   stator_ctl       ARRAY[1]                      struct stator_ctl
+ *   stator_cfg       ARRAY[2]                      struct stator_node_cfg        (per generation)
+ *   stator_vaddrs    HASH  stator_vaddr_key      → struct stator_vaddr          (per generation)
+ *   stator_vips      HASH  stator_vip_key        → struct stator_vip            (per generation)
+ *   stator_reals     ARRAY[2 * STATOR_MAX_REALS]   struct stator_real            (per generation)
+ *   stator_slots     ARRAY[2 * slots_per_gen]      __u32 real id, BPF_F_MMAPABLE (per generation)
+ *   stator_ct        LRU_PERCPU_HASH (or LRU_HASH, "shared" build) flow_key → ct_entry
+ *   stator_flood     PERCPU_ARRAY[1]               struct stator_flood
+ *   stator_counters  PERCPU_ARRAY[STATOR_CNT_MAX]  __u64
+ *   stator_drops     PERCPU_ARRAY[STATOR_DROP_MAX] __u64
+ *   stator_vipstats  PERCPU_ARRAY[STATOR_MAX_VIPS] struct stator_traffic
+ *   stator_realstat  PERCPU_ARRAY[STATOR_MAX_REALS] struct stator_traffic
+ *   stator_tx_ports  DEVMAP_HASH[STATOR_MAX_TX_PORTS] ifindex → ifindex
+ *  decap (stator_decap.bpf.c)
+ *   stator_dcfg      ARRAY[1]                      struct stator_decap_cfg
+ *   stator_daddrs    HASH  stator_decap_addr     → __u8 (1)
+ *   stator_dcnt      PERCPU_ARRAY[STATOR_DECAP_CNT_MAX] __u64
+ */
+
+/* ---- map keys and values ---------------------------------------------------------------------- */
+
+/* stator_ctl[0]: which generation packets use, plus a test clock. */
+struct stator_ctl {
+	__u32 active_gen;    /* 0 or 1 */
+	__u32 _pad0;
+	__u64 test_clock_ns; /* if non-zero, the programs use it instead of bpf_ktime_get_coarse_ns()
+	                      * (tests only; the loader always writes 0) */
+};
+
+/* stator_cfg[gen]: node-wide settings that change atomically with the rest of a snapshot. */
+struct stator_node_cfg {
+	__be32 src_v4;         /* outer source for IPv4 backends; 0 = none */
+	__be32 src_v6[4];      /* outer source for IPv6 backends; :: = none */
+	__u32 flags;           /* STATOR_NODE_F_* */
+	__u64 tcp_timeout_ns;  /* idle timeout of TCP connection-table entries */
+	__u64 udp_timeout_ns;  /* idle timeout of UDP connection-table entries */
+	__u32 flood_new_per_sec; /* SYN-flood guard: max CT inserts per second per CPU; 0 = no limit */
+	__be16 gue_port;       /* GUE UDP destination port (network order) */
+	__u8 outer_ttl;        /* TTL / hop limit of the outer header */
+	__u8 _pad0;
+};
+
+/*
+ * stator_vaddrs: every address that has at least one VIP, per generation. Looked up first, with
+ * the destination address only: a miss means "not VIP traffic, XDP_PASS untouched" after a single
+ * lookup. The flags say which stator_vips lookups can succeed, so VIP traffic never pays for a
+ * lookup that cannot match (semantics-neutral: they are derived from the VIP set).
+ */
+struct stator_vaddr_key {
+	__be32 addr[4];
+	__u8 family;
+	__u8 generation;
+	__u8 _pad0[2];
+};
+
+#define STATOR_VADDR_F_TCP_PORTS (1u << 0) /* some TCP VIP on this address has a port */
+#define STATOR_VADDR_F_TCP_ANY (1u << 1)   /* a TCP VIP on this address has port 0 (any) */
+#define STATOR_VADDR_F_UDP_PORTS (1u << 2)
+#define STATOR_VADDR_F_UDP_ANY (1u << 3)
+
+struct stator_vaddr {
+	__u32 flags; /* STATOR_VADDR_F_* */
+};
+
+/* stator_vips key: exact (address, port, protocol) or the wildcard (address, 0, protocol). */
+struct stator_vip_key {
+	__be32 addr[4]; /* IPv4 in addr[0], rest zero */
+	__be16 port;    /* 0 = any port */
+	__u8 proto;     /* IPPROTO_TCP / IPPROTO_UDP */
+	__u8 family;    /* STATOR_FAMILY_V4 / V6 */
+	__u8 generation; /* generation this entry belongs to (0 or 1) */
+	__u8 _pad0[3];
+};
+
+/* stator_vips value. */
+struct stator_vip {
+	__u32 vip_id;     /* stable id (< STATOR_MAX_VIPS): index into stator_vip_stats */
+	__u32 flags;      /* STATOR_VIP_F_* */
+	__u32 table_off;  /* absolute index of slot 0 of this VIP's Maglev table in stator_slots */
+	__u32 table_size; /* M (prime); 0 = no table (drop NO_BACKEND) */
+};
+
+/* stator_reals[gen * STATOR_MAX_REALS + real_id]: one (VIP, backend) pair. */
+struct stator_real {
+	__be32 addr[4]; /* backend address; IPv4 in addr[0] */
+	__u32 vip_id;   /* the VIP this real belongs to (a conntrack entry is valid only for it) */
+	__u16 flags;    /* STATOR_REAL_F_*; 0 = slot unused */
+	__u8 family;    /* STATOR_FAMILY_V4 / V6 */
+	__u8 encap;     /* enum stator_encap */
+};
+
+/* stator_slots[i]: a real id, or STATOR_NO_REAL. Tables live at stator_vip.table_off. */
+
+/* Connection-table key: the flow as the client sent it (for ICMP errors: the inner flow,
+ * reversed, so it is the same key as the flow's own packets). */
+struct stator_flow_key {
+	__be32 src[4];
+	__be32 dst[4];
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 family;
+	__u8 _pad0[2];
+};
+
+/* Connection-table value. */
+struct stator_ct_entry {
+	__u32 real_id;
+	__u32 _pad0;
+	__u64 last_seen_ns; /* refreshed on use when older than STATOR_CT_REFRESH_NS */
+};
+
+/* Hits refresh last_seen only when it is this stale, to avoid a write per packet. */
+#define STATOR_CT_REFRESH_NS 1000000000ull
+
+/* stator_flood[0] (per CPU): the SYN-flood guard's one-second window. */
+struct stator_flood {
+	__u64 window_start_ns;
+	__u64 inserts;
+};
+
+/* stator_vip_stats[vip_id], stator_real_stats[real_id] (per CPU). */
+struct stator_traffic {
+	__u64 packets;
+	__u64 bytes; /* bytes of the frame as received */
+};
+
+/* ---- backend side: the decap program --------------------------------------------------------- */
+
+/* stator_decap_addrs key: an outer destination the decap program accepts. Empty map = accept
+ * any destination. */
+struct stator_decap_addr {
+	__be32 addr[4];
+	__u8 family;
+	__u8 _pad0[3];
+};
+
+/* stator_decap_cfg[0]. */
+struct stator_decap_cfg {
+	__be16 gue_port; /* network order */
+	__u16 _pad0;
+	__u32 _pad1;
+};
+
+enum stator_decap_counter {
+	STATOR_DECAP_CNT_GRE = 0,
+	STATOR_DECAP_CNT_IPIP = 1,
+	STATOR_DECAP_CNT_GUE = 2,
+	STATOR_DECAP_CNT_PASS = 3,       /* not a tunnel packet for us: passed untouched */
+	STATOR_DECAP_CNT_REJECTED = 4,   /* tunnel packet rejected: counted by reason below */
+	STATOR_DECAP_CNT_BAD_OUTER = 5,  /* truncated/invalid outer headers */
+	STATOR_DECAP_CNT_BAD_INNER = 6,  /* inner is not a well-formed IPv4/IPv6 header */
+	STATOR_DECAP_CNT_GRE_UNSUPPORTED = 7, /* GRE with checksum/routing/version != 0 etc. */
+	STATOR_DECAP_CNT_NOT_OURS = 8,   /* outer destination not in stator_decap_addrs */
+	STATOR_DECAP_CNT_MAX = 9,
+};
+
+#endif /* STATOR_ABI_H */

@@ -1,0 +1,193 @@
+/*
+ * Prints crates/stator-abi/src/generated.rs from bpf/include/stator_abi.h: every constant, enum
+ * value, struct size and field offset the Rust mirror needs. Run by `make abi`; the test
+ * `generated_is_fresh` rebuilds it and fails if the checked-in file differs.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include "stator_abi.h"
+
+#define CONST_U32(name) printf("pub const %s: u32 = %u;\n", #name, (unsigned)(name))
+#define CONST_U64(name) printf("pub const %s: u64 = %llu;\n", #name, (unsigned long long)(name))
+#define SIZE(st) printf("pub const SIZEOF_%s: usize = %zu;\n", #st, sizeof(struct st))
+#define OFF(st, f) printf("pub const OFFSETOF_%s_%s: usize = %zu;\n", #st, #f, offsetof(struct st, f))
+#define NAME(prefix, e, label) printf("    (%s%s, \"%s\"),\n", prefix, #e, label)
+
+/* Every enum value with its metric label. Adding a value to the header without adding it here
+ * fails the completeness check below (a label left empty). */
+#define COUNTERS(X)                                                                               \
+	X(STATOR_CNT_ACT_ABORTED, "act_aborted")                                                  \
+	X(STATOR_CNT_ACT_DROP, "act_drop")                                                        \
+	X(STATOR_CNT_ACT_PASS, "act_pass")                                                        \
+	X(STATOR_CNT_ACT_TX, "act_tx")                                                            \
+	X(STATOR_CNT_ACT_REDIRECT, "act_redirect")                                                \
+	X(STATOR_CNT_CT_HIT, "ct_hit")                                                            \
+	X(STATOR_CNT_CT_MISS, "ct_miss")                                                          \
+	X(STATOR_CNT_CT_RESELECT, "ct_reselect")                                                  \
+	X(STATOR_CNT_CT_INSERT, "ct_insert")                                                      \
+	X(STATOR_CNT_CT_EXPIRED, "ct_expired")                                                    \
+	X(STATOR_CNT_CT_GUARD, "ct_guard")                                                        \
+	X(STATOR_CNT_ICMP_ERROR_FWD, "icmp_error_fwd")                                            \
+	X(STATOR_CNT_ICMP_ECHO_REPLY, "icmp_echo_reply")                                          \
+	X(STATOR_CNT_NON_VIP, "non_vip")                                                          \
+	X(STATOR_CNT_NON_IP, "non_ip")
+
+#define DROPS(X)                                                                                  \
+	X(STATOR_DROP_NONE, "none")                                                               \
+	X(STATOR_DROP_MALFORMED_L3, "malformed_l3")                                               \
+	X(STATOR_DROP_MALFORMED_L4, "malformed_l4")                                               \
+	X(STATOR_DROP_FRAGMENT, "fragment")                                                       \
+	X(STATOR_DROP_IPV6_EXT_LIMIT, "ipv6_ext_limit")                                           \
+	X(STATOR_DROP_NO_BACKEND, "no_backend")                                                   \
+	X(STATOR_DROP_NO_SOURCE, "no_source")                                                     \
+	X(STATOR_DROP_FIB, "fib")                                                                 \
+	X(STATOR_DROP_NO_NEIGH, "no_neigh")                                                       \
+	X(STATOR_DROP_TX_PORT, "tx_port")                                                         \
+	X(STATOR_DROP_ADJUST, "adjust")                                                           \
+	X(STATOR_DROP_ICMP, "icmp")                                                               \
+	X(STATOR_DROP_BAD_CONFIG, "bad_config")                                                   \
+	X(STATOR_DROP_MTU, "mtu")
+
+#define DECAP_COUNTERS(X)                                                                         \
+	X(STATOR_DECAP_CNT_GRE, "gre")                                                            \
+	X(STATOR_DECAP_CNT_IPIP, "ipip")                                                          \
+	X(STATOR_DECAP_CNT_GUE, "gue")                                                            \
+	X(STATOR_DECAP_CNT_PASS, "pass")                                                          \
+	X(STATOR_DECAP_CNT_REJECTED, "rejected")                                                  \
+	X(STATOR_DECAP_CNT_BAD_OUTER, "bad_outer")                                                \
+	X(STATOR_DECAP_CNT_BAD_INNER, "bad_inner")                                                \
+	X(STATOR_DECAP_CNT_GRE_UNSUPPORTED, "gre_unsupported")                                    \
+	X(STATOR_DECAP_CNT_NOT_OURS, "not_ours")
+
+#define EMIT_CONST(e, label) printf("pub const %s: u32 = %u;\n", #e, (unsigned)(e));
+#define EMIT_LABEL(e, label) names[e] = label;
+#define EMIT_TABLE(rust, what, max, LIST)                                                         \
+	do {                                                                                       \
+		const char *names[max] = { 0 };                                                    \
+		LIST(EMIT_CONST)                                                                   \
+		LIST(EMIT_LABEL)                                                                   \
+		printf("\n/// %s → metric label, in index order.\n", what);                        \
+		printf("pub const %s_NAMES: [&str; %u] = [\n", rust, (unsigned)(max));           \
+		for (unsigned i = 0; i < (max); i++) {                                             \
+			if (!names[i]) {                                                           \
+				fprintf(stderr, "abi_gen: %s %u has no label\n", rust, i);      \
+				return 1;                                                          \
+			}                                                                          \
+			printf("    \"%s\",\n", names[i]);                                         \
+		}                                                                                  \
+		printf("];\n");                                                                  \
+	} while (0)
+
+int main(void)
+{
+	printf("// @generated by crates/stator-abi/gen/abi_gen.c from bpf/include/stator_abi.h.\n");
+	printf("// Do not edit: run `make abi`.\n\n");
+	printf("#![allow(missing_docs, non_upper_case_globals)]\n\n");
+
+	CONST_U32(STATOR_MAX_VIPS);
+	CONST_U32(STATOR_MAX_REALS);
+	CONST_U32(STATOR_DEFAULT_SLOTS_PER_GEN);
+	CONST_U32(STATOR_MAX_TABLE_SIZE);
+	CONST_U32(STATOR_DEFAULT_CT_ENTRIES);
+	CONST_U32(STATOR_MAX_TX_PORTS);
+	CONST_U32(STATOR_MAX_IPV6_EXT_HDRS);
+	CONST_U32(STATOR_MAX_DECAP_ADDRS);
+	CONST_U32(STATOR_NO_REAL);
+	CONST_U32(STATOR_GUE_PORT);
+	CONST_U64(STATOR_CT_REFRESH_NS);
+
+	CONST_U32(STATOR_FAMILY_NONE);
+	CONST_U32(STATOR_FAMILY_V4);
+	CONST_U32(STATOR_FAMILY_V6);
+	CONST_U32(STATOR_ENCAP_GRE);
+	CONST_U32(STATOR_ENCAP_IPIP);
+	CONST_U32(STATOR_ENCAP_GUE);
+	CONST_U32(STATOR_ENCAP_MAX);
+	CONST_U32(STATOR_VIP_F_NO_CT);
+	CONST_U32(STATOR_VADDR_F_TCP_PORTS);
+	CONST_U32(STATOR_VADDR_F_TCP_ANY);
+	CONST_U32(STATOR_VADDR_F_UDP_PORTS);
+	CONST_U32(STATOR_VADDR_F_UDP_ANY);
+	CONST_U32(STATOR_REAL_F_USABLE);
+	CONST_U32(STATOR_REAL_F_DRAINING);
+	CONST_U32(STATOR_NODE_F_ICMP_ECHO);
+
+	CONST_U32(STATOR_CNT_MAX);
+	CONST_U32(STATOR_DROP_MAX);
+	CONST_U32(STATOR_DECAP_CNT_MAX);
+
+	EMIT_TABLE("COUNTER", "Counter index", STATOR_CNT_MAX, COUNTERS);
+	EMIT_TABLE("DROP_REASON", "Drop reason code", STATOR_DROP_MAX, DROPS);
+	EMIT_TABLE("DECAP_COUNTER", "Decap counter index", STATOR_DECAP_CNT_MAX, DECAP_COUNTERS);
+	printf("\n");
+
+	SIZE(stator_ctl);
+	OFF(stator_ctl, active_gen);
+	OFF(stator_ctl, test_clock_ns);
+
+	SIZE(stator_node_cfg);
+	OFF(stator_node_cfg, src_v4);
+	OFF(stator_node_cfg, src_v6);
+	OFF(stator_node_cfg, flags);
+	OFF(stator_node_cfg, tcp_timeout_ns);
+	OFF(stator_node_cfg, udp_timeout_ns);
+	OFF(stator_node_cfg, flood_new_per_sec);
+	OFF(stator_node_cfg, gue_port);
+	OFF(stator_node_cfg, outer_ttl);
+
+	SIZE(stator_vaddr_key);
+	OFF(stator_vaddr_key, addr);
+	OFF(stator_vaddr_key, family);
+	OFF(stator_vaddr_key, generation);
+
+	SIZE(stator_vaddr);
+	OFF(stator_vaddr, flags);
+
+	SIZE(stator_vip_key);
+	OFF(stator_vip_key, addr);
+	OFF(stator_vip_key, port);
+	OFF(stator_vip_key, proto);
+	OFF(stator_vip_key, family);
+	OFF(stator_vip_key, generation);
+
+	SIZE(stator_vip);
+	OFF(stator_vip, vip_id);
+	OFF(stator_vip, flags);
+	OFF(stator_vip, table_off);
+	OFF(stator_vip, table_size);
+
+	SIZE(stator_real);
+	OFF(stator_real, addr);
+	OFF(stator_real, vip_id);
+	OFF(stator_real, flags);
+	OFF(stator_real, family);
+	OFF(stator_real, encap);
+
+	SIZE(stator_flow_key);
+	OFF(stator_flow_key, src);
+	OFF(stator_flow_key, dst);
+	OFF(stator_flow_key, sport);
+	OFF(stator_flow_key, dport);
+	OFF(stator_flow_key, proto);
+	OFF(stator_flow_key, family);
+
+	SIZE(stator_ct_entry);
+	OFF(stator_ct_entry, real_id);
+	OFF(stator_ct_entry, last_seen_ns);
+
+	SIZE(stator_flood);
+	OFF(stator_flood, window_start_ns);
+	OFF(stator_flood, inserts);
+
+	SIZE(stator_traffic);
+	OFF(stator_traffic, packets);
+	OFF(stator_traffic, bytes);
+
+	SIZE(stator_decap_addr);
+	OFF(stator_decap_addr, addr);
+	OFF(stator_decap_addr, family);
+
+	SIZE(stator_decap_cfg);
+	OFF(stator_decap_cfg, gue_port);
+	return 0;
+}

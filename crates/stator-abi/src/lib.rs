@@ -1,0 +1,441 @@
+//! # stator-abi — the user-space mirror of `bpf/include/stator_abi.h`
+//!
+//! Layer: the bottom of the data-plane stack, beside `stator-wire`. Everything the BPF programs
+//! and user space exchange through maps — keys, values, limits, flags, counter indices and drop
+//! reasons — is defined once, in C, in `bpf/include/stator_abi.h`. This crate mirrors it:
+//!
+//! - [`generated`] is produced *from the header* by `gen/abi_gen.c` (`make abi`): every constant,
+//!   every enum value with its metric label, every struct size and field offset. It is checked in
+//!   (the build needs no C compiler) and the test `generated_is_fresh` fails if it is stale.
+//! - The `#[repr(C)]` structs below are the hand-written Rust shapes; each is asserted at compile
+//!   time against the generated size and offsets, so a drift between C and Rust does not build.
+//! - [`DropReason`] and [`Counter`] take their discriminants from the generated constants.
+//!
+//! Contract: pure data, no I/O, no `unsafe`. Byte-order conventions follow the header: fields
+//! named `addr`, `port`, `src`, `dst`, `gue_port` hold network-order bytes (`[u8; N]` here, so
+//! nobody has to remember which integers are swapped).
+#![forbid(unsafe_code)]
+
+#[rustfmt::skip]
+pub mod generated;
+
+use core::mem::{offset_of, size_of};
+pub use generated::*;
+
+macro_rules! assert_layout {
+    ($ty:ty, $size:expr, $( $field:ident => $off:expr ),* $(,)?) => {
+        const _: () = assert!(size_of::<$ty>() == $size, concat!("size of ", stringify!($ty)));
+        $( const _: () = assert!(offset_of!($ty, $field) == $off,
+            concat!("offset of ", stringify!($ty), ".", stringify!($field))); )*
+    };
+}
+
+/// Address family tag of keys and reals (`enum stator_family`).
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    /// IPv4.
+    V4 = STATOR_FAMILY_V4 as u8,
+    /// IPv6.
+    V6 = STATOR_FAMILY_V6 as u8,
+}
+
+/// Encapsulation toward a backend (`enum stator_encap`).
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Encap {
+    /// Outer IP + 4-byte GRE header (RFC 2784); the paper's default.
+    #[default]
+    Gre = STATOR_ENCAP_GRE as u8,
+    /// Outer IP only (IPIP, IP6IP6, or mixed 4-in-6 / 6-in-4).
+    Ipip = STATOR_ENCAP_IPIP as u8,
+    /// Outer IP + UDP + 4-byte GUE variant 0 header.
+    Gue = STATOR_ENCAP_GUE as u8,
+}
+
+impl Encap {
+    /// The encapsulation with this ABI code, if any.
+    pub fn from_code(code: u8) -> Option<Self> {
+        match u32::from(code) {
+            STATOR_ENCAP_GRE => Some(Self::Gre),
+            STATOR_ENCAP_IPIP => Some(Self::Ipip),
+            STATOR_ENCAP_GUE => Some(Self::Gue),
+            _ => None,
+        }
+    }
+}
+
+/// Why the forwarder dropped a packet (`enum stator_drop_reason`). The codes double as metric
+/// labels ([`DropReason::label`]) and never change once released.
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)] // each variant is documented in stator_abi.h
+pub enum DropReason {
+    MalformedL3 = STATOR_DROP_MALFORMED_L3 as u8,
+    MalformedL4 = STATOR_DROP_MALFORMED_L4 as u8,
+    Fragment = STATOR_DROP_FRAGMENT as u8,
+    Ipv6ExtLimit = STATOR_DROP_IPV6_EXT_LIMIT as u8,
+    NoBackend = STATOR_DROP_NO_BACKEND as u8,
+    NoSource = STATOR_DROP_NO_SOURCE as u8,
+    Fib = STATOR_DROP_FIB as u8,
+    NoNeigh = STATOR_DROP_NO_NEIGH as u8,
+    TxPort = STATOR_DROP_TX_PORT as u8,
+    Adjust = STATOR_DROP_ADJUST as u8,
+    Icmp = STATOR_DROP_ICMP as u8,
+    BadConfig = STATOR_DROP_BAD_CONFIG as u8,
+    Mtu = STATOR_DROP_MTU as u8,
+}
+
+impl DropReason {
+    /// Every reason, in code order.
+    pub const ALL: [DropReason; 13] = [
+        Self::MalformedL3,
+        Self::MalformedL4,
+        Self::Fragment,
+        Self::Ipv6ExtLimit,
+        Self::NoBackend,
+        Self::NoSource,
+        Self::Fib,
+        Self::NoNeigh,
+        Self::TxPort,
+        Self::Adjust,
+        Self::Icmp,
+        Self::BadConfig,
+        Self::Mtu,
+    ];
+
+    /// The numeric code (index into the `stator_drops` per-CPU array).
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The reason with this code; `None` for 0 (no drop) and unknown codes.
+    pub fn from_code(code: u32) -> Option<Self> {
+        Self::ALL.iter().copied().find(|r| r.code() == code)
+    }
+
+    /// The metric label, e.g. `"no_backend"`.
+    pub fn label(self) -> &'static str {
+        DROP_REASON_NAMES[self as usize]
+    }
+}
+
+/// Index of a global per-CPU counter (`enum stator_counter`).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)] // each variant is documented in stator_abi.h
+pub enum Counter {
+    ActAborted = STATOR_CNT_ACT_ABORTED,
+    ActDrop = STATOR_CNT_ACT_DROP,
+    ActPass = STATOR_CNT_ACT_PASS,
+    ActTx = STATOR_CNT_ACT_TX,
+    ActRedirect = STATOR_CNT_ACT_REDIRECT,
+    CtHit = STATOR_CNT_CT_HIT,
+    CtMiss = STATOR_CNT_CT_MISS,
+    CtReselect = STATOR_CNT_CT_RESELECT,
+    CtInsert = STATOR_CNT_CT_INSERT,
+    CtExpired = STATOR_CNT_CT_EXPIRED,
+    CtGuard = STATOR_CNT_CT_GUARD,
+    IcmpErrorFwd = STATOR_CNT_ICMP_ERROR_FWD,
+    IcmpEchoReply = STATOR_CNT_ICMP_ECHO_REPLY,
+    NonVip = STATOR_CNT_NON_VIP,
+    NonIp = STATOR_CNT_NON_IP,
+}
+
+impl Counter {
+    /// The metric label, e.g. `"ct_hit"`.
+    pub fn label(self) -> &'static str {
+        COUNTER_NAMES[self as usize]
+    }
+}
+
+/// `struct stator_ctl` — `stator_ctl[0]`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ctl {
+    /// Generation packets use (0 or 1).
+    pub active_gen: u32,
+    /// Padding.
+    pub _pad0: u32,
+    /// Test clock; 0 = use the kernel clock.
+    pub test_clock_ns: u64,
+}
+assert_layout!(Ctl, SIZEOF_stator_ctl,
+    active_gen => OFFSETOF_stator_ctl_active_gen,
+    test_clock_ns => OFFSETOF_stator_ctl_test_clock_ns);
+
+/// `struct stator_node_cfg` — `stator_cfg[gen]`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCfg {
+    /// Outer source for IPv4 backends (network order); zero = none.
+    pub src_v4: [u8; 4],
+    /// Outer source for IPv6 backends; all-zero = none.
+    pub src_v6: [u8; 16],
+    /// `STATOR_NODE_F_*`.
+    pub flags: u32,
+    /// Idle timeout of TCP connection-table entries.
+    pub tcp_timeout_ns: u64,
+    /// Idle timeout of UDP connection-table entries.
+    pub udp_timeout_ns: u64,
+    /// SYN-flood guard: max inserts per second per CPU; 0 = unlimited.
+    pub flood_new_per_sec: u32,
+    /// GUE destination port, network order.
+    pub gue_port: [u8; 2],
+    /// Outer TTL / hop limit.
+    pub outer_ttl: u8,
+    /// Padding.
+    pub _pad0: u8,
+}
+assert_layout!(NodeCfg, SIZEOF_stator_node_cfg,
+    src_v4 => OFFSETOF_stator_node_cfg_src_v4,
+    src_v6 => OFFSETOF_stator_node_cfg_src_v6,
+    flags => OFFSETOF_stator_node_cfg_flags,
+    tcp_timeout_ns => OFFSETOF_stator_node_cfg_tcp_timeout_ns,
+    udp_timeout_ns => OFFSETOF_stator_node_cfg_udp_timeout_ns,
+    flood_new_per_sec => OFFSETOF_stator_node_cfg_flood_new_per_sec,
+    gue_port => OFFSETOF_stator_node_cfg_gue_port,
+    outer_ttl => OFFSETOF_stator_node_cfg_outer_ttl);
+
+/// `struct stator_vaddr_key` — key of `stator_vaddrs`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct VaddrKey {
+    /// Address, network order; IPv4 in the first 4 bytes, rest zero.
+    pub addr: [u8; 16],
+    /// `STATOR_FAMILY_V4` / `V6`.
+    pub family: u8,
+    /// Generation (0 or 1).
+    pub generation: u8,
+    /// Padding.
+    pub _pad0: [u8; 2],
+}
+assert_layout!(VaddrKey, SIZEOF_stator_vaddr_key,
+    addr => OFFSETOF_stator_vaddr_key_addr,
+    family => OFFSETOF_stator_vaddr_key_family,
+    generation => OFFSETOF_stator_vaddr_key_generation);
+
+/// `struct stator_vaddr` — value of `stator_vaddrs`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Vaddr {
+    /// `STATOR_VADDR_F_*`: which `stator_vips` lookups can match on this address.
+    pub flags: u32,
+}
+assert_layout!(Vaddr, SIZEOF_stator_vaddr, flags => OFFSETOF_stator_vaddr_flags);
+
+/// `struct stator_vip_key` — key of `stator_vips`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct VipKey {
+    /// Address, network order; IPv4 in the first 4 bytes, rest zero.
+    pub addr: [u8; 16],
+    /// Port, network order; zero = any port.
+    pub port: [u8; 2],
+    /// IP protocol number.
+    pub proto: u8,
+    /// `STATOR_FAMILY_V4` / `V6`.
+    pub family: u8,
+    /// Generation (0 or 1).
+    pub generation: u8,
+    /// Padding.
+    pub _pad0: [u8; 3],
+}
+assert_layout!(VipKey, SIZEOF_stator_vip_key,
+    addr => OFFSETOF_stator_vip_key_addr,
+    port => OFFSETOF_stator_vip_key_port,
+    proto => OFFSETOF_stator_vip_key_proto,
+    family => OFFSETOF_stator_vip_key_family,
+    generation => OFFSETOF_stator_vip_key_generation);
+
+/// `struct stator_vip` — value of `stator_vips`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Vip {
+    /// Stable id (< `STATOR_MAX_VIPS`), index of `stator_vip_stats`.
+    pub vip_id: u32,
+    /// `STATOR_VIP_F_*`.
+    pub flags: u32,
+    /// Absolute index of slot 0 of this VIP's Maglev table in `stator_slots`.
+    pub table_off: u32,
+    /// M (prime); 0 = no table.
+    pub table_size: u32,
+}
+assert_layout!(Vip, SIZEOF_stator_vip,
+    vip_id => OFFSETOF_stator_vip_vip_id,
+    flags => OFFSETOF_stator_vip_flags,
+    table_off => OFFSETOF_stator_vip_table_off,
+    table_size => OFFSETOF_stator_vip_table_size);
+
+/// `struct stator_real` — `stator_reals[gen * STATOR_MAX_REALS + real_id]`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Real {
+    /// Backend address, network order; IPv4 in the first 4 bytes.
+    pub addr: [u8; 16],
+    /// The VIP this real belongs to.
+    pub vip_id: u32,
+    /// `STATOR_REAL_F_*`; 0 = unused slot.
+    pub flags: u16,
+    /// `STATOR_FAMILY_V4` / `V6`.
+    pub family: u8,
+    /// [`Encap`] code.
+    pub encap: u8,
+}
+assert_layout!(Real, SIZEOF_stator_real,
+    addr => OFFSETOF_stator_real_addr,
+    vip_id => OFFSETOF_stator_real_vip_id,
+    flags => OFFSETOF_stator_real_flags,
+    family => OFFSETOF_stator_real_family,
+    encap => OFFSETOF_stator_real_encap);
+
+/// `struct stator_flow_key` — key of the connection table.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    /// Source address, network order.
+    pub src: [u8; 16],
+    /// Destination address, network order.
+    pub dst: [u8; 16],
+    /// Source port, network order.
+    pub sport: [u8; 2],
+    /// Destination port, network order.
+    pub dport: [u8; 2],
+    /// IP protocol number.
+    pub proto: u8,
+    /// `STATOR_FAMILY_V4` / `V6`.
+    pub family: u8,
+    /// Padding.
+    pub _pad0: [u8; 2],
+}
+assert_layout!(FlowKey, SIZEOF_stator_flow_key,
+    src => OFFSETOF_stator_flow_key_src,
+    dst => OFFSETOF_stator_flow_key_dst,
+    sport => OFFSETOF_stator_flow_key_sport,
+    dport => OFFSETOF_stator_flow_key_dport,
+    proto => OFFSETOF_stator_flow_key_proto,
+    family => OFFSETOF_stator_flow_key_family);
+
+/// `struct stator_ct_entry` — value of the connection table.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CtEntry {
+    /// The real this flow uses.
+    pub real_id: u32,
+    /// Padding.
+    pub _pad0: u32,
+    /// Last time the entry was refreshed.
+    pub last_seen_ns: u64,
+}
+assert_layout!(CtEntry, SIZEOF_stator_ct_entry,
+    real_id => OFFSETOF_stator_ct_entry_real_id,
+    last_seen_ns => OFFSETOF_stator_ct_entry_last_seen_ns);
+
+/// `struct stator_flood` — the SYN-flood guard's per-CPU window.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flood {
+    /// Start of the current one-second window.
+    pub window_start_ns: u64,
+    /// Inserts in the current window.
+    pub inserts: u64,
+}
+assert_layout!(Flood, SIZEOF_stator_flood,
+    window_start_ns => OFFSETOF_stator_flood_window_start_ns,
+    inserts => OFFSETOF_stator_flood_inserts);
+
+/// `struct stator_traffic` — per-VIP and per-real packet/byte counters.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes of the frames as received.
+    pub bytes: u64,
+}
+assert_layout!(Traffic, SIZEOF_stator_traffic,
+    packets => OFFSETOF_stator_traffic_packets,
+    bytes => OFFSETOF_stator_traffic_bytes);
+
+/// `struct stator_decap_addr` — key of `stator_decap_addrs`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct DecapAddr {
+    /// Address, network order.
+    pub addr: [u8; 16],
+    /// `STATOR_FAMILY_V4` / `V6`.
+    pub family: u8,
+    /// Padding.
+    pub _pad0: [u8; 3],
+}
+assert_layout!(DecapAddr, SIZEOF_stator_decap_addr,
+    addr => OFFSETOF_stator_decap_addr_addr,
+    family => OFFSETOF_stator_decap_addr_family);
+
+/// `struct stator_decap_cfg` — `stator_decap_cfg[0]`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecapCfg {
+    /// GUE port, network order.
+    pub gue_port: [u8; 2],
+    /// Padding.
+    pub _pad0: u16,
+    /// Padding.
+    pub _pad1: u32,
+}
+assert_layout!(DecapCfg, SIZEOF_stator_decap_cfg, gue_port => OFFSETOF_stator_decap_cfg_gue_port);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::process::Command;
+
+    /// Regenerates `generated.rs` from the C header and fails if the checked-in copy differs.
+    /// Needs a host C compiler (`cc`); fails loudly, never skips, when there is none.
+    #[test]
+    fn generated_is_fresh() {
+        let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let include = crate_dir.join("../../bpf/include");
+        let out = std::env::temp_dir().join(format!("stator_abi_gen_{}", std::process::id()));
+        let status = Command::new("cc")
+            .args(["-Wall", "-Werror", "-I"])
+            .arg(&include)
+            .arg(crate_dir.join("gen/abi_gen.c"))
+            .arg("-o")
+            .arg(&out)
+            .status()
+            .expect("running `cc` (a host C compiler is needed to check the ABI mirror)");
+        assert!(status.success(), "compiling gen/abi_gen.c failed");
+        let fresh = Command::new(&out).output().expect("running abi_gen");
+        let _ = std::fs::remove_file(&out);
+        assert!(
+            fresh.status.success(),
+            "abi_gen failed: {}",
+            String::from_utf8_lossy(&fresh.stderr)
+        );
+        let checked_in = std::fs::read_to_string(crate_dir.join("src/generated.rs")).unwrap();
+        assert_eq!(
+            String::from_utf8(fresh.stdout).unwrap(),
+            checked_in,
+            "crates/stator-abi/src/generated.rs is stale: run `make abi`"
+        );
+    }
+
+    #[test]
+    fn drop_reasons_round_trip_and_have_labels() {
+        for r in DropReason::ALL {
+            assert_eq!(DropReason::from_code(r.code()), Some(r));
+            assert!(!r.label().is_empty());
+        }
+        assert_eq!(DropReason::from_code(0), None);
+        assert_eq!(DropReason::ALL.len() + 1, STATOR_DROP_MAX as usize);
+        assert_eq!(DropReason::NoBackend.label(), "no_backend");
+    }
+
+    #[test]
+    fn counter_labels() {
+        assert_eq!(Counter::CtHit.label(), "ct_hit");
+        assert_eq!(Counter::NonIp as u32 + 1, STATOR_CNT_MAX);
+    }
+}
