@@ -1,0 +1,35 @@
+//! Loads the baseline programs and runs them through BPF_PROG_TEST_RUN. Needs root (CAP_BPF).
+use aya::{Ebpf, programs::Xdp};
+use stator_xdp::testrun::{TestRunOpts, run_xdp};
+
+#[test]
+fn baselines_run_under_test_run() {
+    assert!(
+        nix_is_root(),
+        "this test needs root (CAP_BPF, CAP_NET_ADMIN) to load BPF programs; run as root"
+    );
+    let mut bpf = Ebpf::load(stator_xdp::objects::PASS).expect("load stator_pass.o");
+    let prog: &mut Xdp = bpf
+        .program_mut("stator_swap_tx")
+        .unwrap()
+        .try_into()
+        .unwrap();
+    prog.load().unwrap();
+    let mut frame = vec![0u8; 64];
+    frame[..6].copy_from_slice(&[1, 1, 1, 1, 1, 1]);
+    frame[6..12].copy_from_slice(&[2, 2, 2, 2, 2, 2]);
+    let out = run_xdp(prog.fd().unwrap(), &frame, TestRunOpts::default()).unwrap();
+    assert_eq!(out.action, 3, "XDP_TX");
+    assert_eq!(&out.data[..12], &[2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1]);
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
