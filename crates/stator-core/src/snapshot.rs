@@ -1,0 +1,142 @@
+//! The immutable configuration a data plane forwards with.
+//!
+//! A [`Snapshot`] says everything the forwarding decision needs and nothing about where it came
+//! from (config files, health checks and id allocation are the controller's business). Ids are
+//! stable across snapshots: a connection-table entry names a [`RealId`], and it stays meaningful
+//! for as long as the same (VIP, backend) pair keeps that id.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+pub use stator_abi::Encap;
+
+/// Stable VIP id (< `STATOR_MAX_VIPS`): the index of the VIP's traffic counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VipId(pub u32);
+
+/// Stable id of a (VIP, backend) pair (< `STATOR_MAX_REALS`): what Maglev slots and
+/// connection-table entries hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RealId(pub u32);
+
+/// Transport protocol of a VIP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Proto {
+    /// TCP (6).
+    Tcp,
+    /// UDP (17).
+    Udp,
+}
+
+impl Proto {
+    /// The IP protocol number.
+    pub fn number(self) -> u8 {
+        match self {
+            Proto::Tcp => 6,
+            Proto::Udp => 17,
+        }
+    }
+}
+
+/// What a VIP is matched on: address, port (0 = any) and protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VipKey {
+    /// The VIP address.
+    pub addr: IpAddr,
+    /// The port; 0 matches any port (after exact matches).
+    pub port: u16,
+    /// The protocol.
+    pub proto: Proto,
+}
+
+/// Per-VIP flags (`STATOR_VIP_F_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VipFlags {
+    /// Never consult or fill the connection table: Maglev alone decides.
+    pub no_conntrack: bool,
+}
+
+/// A VIP and its Maglev lookup table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vip {
+    /// Stable id.
+    pub id: VipId,
+    /// Flags.
+    pub flags: VipFlags,
+    /// The Maglev table: `M` slots (M prime) of real ids, `STATOR_NO_REAL` for "no backend";
+    /// empty when the VIP has no usable backend. Shared, because tables are large and often
+    /// unchanged between snapshots.
+    pub table: Arc<[u32]>,
+}
+
+/// Whether a real may take flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RealState {
+    /// Healthy: in the Maglev table; new and existing flows use it.
+    Usable,
+    /// Draining: out of the Maglev table; existing flows (connection-table hits) keep it.
+    Draining,
+}
+
+/// A (VIP, backend) pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Real {
+    /// The backend's address (either family, whatever the VIP's).
+    pub addr: IpAddr,
+    /// The VIP this pair belongs to.
+    pub vip: VipId,
+    /// Usable or draining. Unhealthy and removed backends are simply absent.
+    pub state: RealState,
+    /// Encapsulation toward the backend.
+    pub encap: Encap,
+}
+
+/// Node-wide parameters (`struct stator_node_cfg`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeParams {
+    /// Outer source address for IPv4 backends.
+    pub src_v4: Option<Ipv4Addr>,
+    /// Outer source address for IPv6 backends.
+    pub src_v6: Option<Ipv6Addr>,
+    /// Answer ICMP/ICMPv6 echo requests to VIP addresses.
+    pub icmp_echo: bool,
+    /// Idle timeout of TCP connection-table entries, in nanoseconds.
+    pub tcp_timeout_ns: u64,
+    /// Idle timeout of UDP connection-table entries, in nanoseconds.
+    pub udp_timeout_ns: u64,
+    /// SYN-flood guard: connection-table inserts per second per CPU; 0 = unlimited.
+    pub flood_new_per_sec: u32,
+    /// GUE destination port.
+    pub gue_port: u16,
+    /// TTL / hop limit of outer headers.
+    pub outer_ttl: u8,
+}
+
+impl Default for NodeParams {
+    fn default() -> Self {
+        Self {
+            src_v4: None,
+            src_v6: None,
+            icmp_echo: true,
+            tcp_timeout_ns: 900 * 1_000_000_000,
+            udp_timeout_ns: 300 * 1_000_000_000,
+            flood_new_per_sec: 0,
+            gue_port: stator_abi::STATOR_GUE_PORT as u16,
+            outer_ttl: 64,
+        }
+    }
+}
+
+/// A complete, immutable forwarding configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    /// Monotonic config generation this snapshot was built from (for status and metrics).
+    pub generation: u64,
+    /// Node parameters.
+    pub node: NodeParams,
+    /// VIPs by match key.
+    pub vips: BTreeMap<VipKey, Vip>,
+    /// Reals by id.
+    pub reals: BTreeMap<RealId, Real>,
+}
