@@ -1,0 +1,478 @@
+//! Network namespaces, veth pairs and processes inside them.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Errors of namespace operations.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    /// A command could not be started.
+    #[error("cannot run `{cmd}`: {source}")]
+    Spawn {
+        /// The command line.
+        cmd: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A command exited unsuccessfully.
+    #[error("`{cmd}` failed ({status}): {stderr}")]
+    Failed {
+        /// The command line.
+        cmd: String,
+        /// Exit status.
+        status: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+    /// Entering a namespace failed.
+    #[error("cannot enter network namespace {name}: {source}")]
+    Enter {
+        /// Namespace name.
+        name: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not running as root.
+    #[error("network namespaces need root (CAP_NET_ADMIN, CAP_SYS_ADMIN); run as root")]
+    NotRoot,
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, NetnsError>;
+
+/// True when the process has uid 0.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::geteuid() == 0
+    }
+}
+
+fn render(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+/// Runs a command to completion; fails with its command line and stderr unless it succeeded.
+pub fn run(cmd: &mut Command) -> Result<Output> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| NetnsError::Spawn {
+            cmd: render(cmd),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(NetnsError::Failed {
+            cmd: render(cmd),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// `ip <args>` in the current namespace.
+pub fn ip<I, S>(args: I) -> Result<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let out = run(Command::new("ip").args(args))?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Names of all network namespaces whose name starts with `prefix`.
+pub fn list(prefix: &str) -> Result<Vec<String>> {
+    let out = ip(["netns", "list"])?;
+    Ok(out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_string)
+        .collect())
+}
+
+/// Removes every namespace whose name starts with `prefix`, killing the processes inside first.
+/// Idempotent: nothing to remove is success.
+pub fn cleanup(prefix: &str) -> Result<usize> {
+    let names = list(prefix)?;
+    for name in &names {
+        Netns::existing(name).kill_all();
+    }
+    for name in &names {
+        // A namespace can be busy for a moment while its last process exits.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            match ip(["netns", "delete", name]) {
+                Ok(_) => break,
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+    Ok(names.len())
+}
+
+/// A named network namespace (`/run/netns/<name>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// Creates the namespace (replacing a stale one of the same name) and brings `lo` up.
+    pub fn create(name: &str) -> Result<Self> {
+        if !is_root() {
+            return Err(NetnsError::NotRoot);
+        }
+        if list(name)?.iter().any(|n| n == name) {
+            cleanup_exact(name)?;
+        }
+        ip(["netns", "add", name])?;
+        let ns = Self {
+            name: name.to_string(),
+        };
+        ns.ip(["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// A handle on a namespace that already exists (nothing is checked).
+    pub fn existing(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+        }
+    }
+
+    /// The namespace's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Path of the namespace's handle, for `setns(2)`.
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from("/run/netns").join(&self.name)
+    }
+
+    /// A `Command` that runs `program` inside the namespace (`ip netns exec`).
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name]).arg(program);
+        c
+    }
+
+    /// Runs `program args…` inside the namespace to completion and returns its stdout.
+    pub fn exec<I, S>(&self, program: &str, args: I) -> Result<String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let out = run(self.command(program).args(args))?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `ip -n <ns> <args>`.
+    pub fn ip<I, S>(&self, args: I) -> Result<String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut c = Command::new("ip");
+        c.args(["-n", &self.name]).args(args);
+        let out = run(&mut c)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Sets a sysctl inside the namespace (e.g. `net.ipv4.ip_forward`, `1`).
+    pub fn sysctl(&self, key: &str, value: &str) -> Result<()> {
+        self.exec("sysctl", ["-q", "-w", &format!("{key}={value}")])
+            .map(|_| ())
+    }
+
+    /// Adds an address (`10.0.0.1/24`, `fd00::1/64`) to a device and brings it up.
+    pub fn addr_add(&self, dev: &str, cidr: &str) -> Result<()> {
+        let mut args = vec!["addr", "add", cidr, "dev", dev];
+        if cidr.contains(':') {
+            args.push("nodad");
+        }
+        self.ip(args)?;
+        self.ip(["link", "set", dev, "up"]).map(|_| ())
+    }
+
+    /// Index of a device in this namespace.
+    pub fn ifindex(&self, dev: &str) -> Result<u32> {
+        let out = self.exec("cat", [format!("/sys/class/net/{dev}/ifindex")])?;
+        out.trim().parse().map_err(|_| NetnsError::Failed {
+            cmd: format!("read ifindex of {dev} in {}", self.name),
+            status: "parse".into(),
+            stderr: out,
+        })
+    }
+
+    /// MAC address of a device in this namespace.
+    pub fn mac(&self, dev: &str) -> Result<[u8; 6]> {
+        let out = self.exec("cat", [format!("/sys/class/net/{dev}/address")])?;
+        let mut mac = [0u8; 6];
+        let parts: Vec<_> = out.trim().split(':').collect();
+        if parts.len() != 6 {
+            return Err(NetnsError::Failed {
+                cmd: format!("read MAC of {dev} in {}", self.name),
+                status: "parse".into(),
+                stderr: out,
+            });
+        }
+        for (m, p) in mac.iter_mut().zip(parts) {
+            *m = u8::from_str_radix(p, 16).map_err(|_| NetnsError::Failed {
+                cmd: format!("read MAC of {dev} in {}", self.name),
+                status: "parse".into(),
+                stderr: out.clone(),
+            })?;
+        }
+        Ok(mac)
+    }
+
+    /// Starts a long-running process inside the namespace; it is killed when the guard drops.
+    pub fn spawn(&self, program: &str, args: &[&str]) -> Result<ChildGuard> {
+        let mut cmd = self.command(program);
+        cmd.args(args).stdin(Stdio::null());
+        let child = cmd.spawn().map_err(|source| NetnsError::Spawn {
+            cmd: render(&cmd),
+            source,
+        })?;
+        Ok(ChildGuard {
+            child: Some(child),
+            what: render(&cmd),
+        })
+    }
+
+    /// Runs `f` on a new thread whose network namespace is this one, and returns its result.
+    /// Sockets `f` creates belong to this namespace (and keep working after the thread ends).
+    pub fn run_in<F, R>(&self, f: F) -> Result<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let handle = self.spawn_thread(f)?;
+        Ok(handle.join().expect("namespace thread panicked"))
+    }
+
+    /// Like [`Netns::run_in`] but returns the thread's handle instead of waiting.
+    pub fn spawn_thread<F, R>(&self, f: F) -> Result<std::thread::JoinHandle<R>>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let file = File::open(self.path()).map_err(|source| NetnsError::Enter {
+            name: self.name.clone(),
+            source,
+        })?;
+        let name = self.name.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name(format!("netns-{name}"))
+            .spawn(move || {
+                // SAFETY: setns on this thread only (CLONE_NEWNET affects the calling thread);
+                // `file` is an open /run/netns handle that outlives the call.
+                #[allow(unsafe_code)]
+                let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                if rc != 0 {
+                    let _ = tx.send(Err(std::io::Error::last_os_error()));
+                    panic!("setns failed");
+                }
+                let _ = tx.send(Ok(()));
+                f()
+            })
+            .map_err(|source| NetnsError::Enter {
+                name: self.name.clone(),
+                source,
+            })?;
+        match rx.recv() {
+            Ok(Ok(())) => Ok(handle),
+            Ok(Err(source)) => Err(NetnsError::Enter {
+                name: self.name.clone(),
+                source,
+            }),
+            Err(_) => Err(NetnsError::Enter {
+                name: self.name.clone(),
+                source: std::io::Error::other("namespace thread died"),
+            }),
+        }
+    }
+
+    /// Kills every process inside the namespace (best effort).
+    pub fn kill_all(&self) {
+        if let Ok(out) = run(Command::new("ip").args(["netns", "pids", &self.name])) {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                if let Ok(pid) = pid.parse::<i32>() {
+                    // SAFETY: kill(2) with a pid read from `ip netns pids`; no memory involved.
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kills the processes inside and deletes the namespace.
+    pub fn delete(self) -> Result<()> {
+        cleanup_exact(&self.name)
+    }
+}
+
+fn cleanup_exact(name: &str) -> Result<()> {
+    Netns::existing(name).kill_all();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match ip(["netns", "delete", name]) {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// Creates a veth pair with one end in each namespace (names ≤ 15 characters).
+pub fn veth(a: &Netns, a_dev: &str, b: &Netns, b_dev: &str) -> Result<()> {
+    ip([
+        "link",
+        "add",
+        a_dev,
+        "netns",
+        a.name(),
+        "type",
+        "veth",
+        "peer",
+        "name",
+        b_dev,
+        "netns",
+        b.name(),
+    ])?;
+    a.ip(["link", "set", a_dev, "up"])?;
+    b.ip(["link", "set", b_dev, "up"])?;
+    Ok(())
+}
+
+/// A process started in a namespace; killed (and reaped) when dropped.
+#[derive(Debug)]
+pub struct ChildGuard {
+    child: Option<Child>,
+    what: String,
+}
+
+impl ChildGuard {
+    /// The process id.
+    pub fn id(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Sends a signal (e.g. `libc::SIGTERM`).
+    pub fn signal(&self, sig: i32) {
+        if let Some(c) = &self.child {
+            // SAFETY: kill(2) on our own child's pid; no memory involved.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::kill(c.id() as i32, sig);
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for the process to exit; returns its exit status if it did.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What was started (for messages).
+    pub fn describe(&self) -> &str {
+        &self.what
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    /// Two namespaces joined by a veth pair: a TCP connection crosses it, and cleanup by prefix
+    /// removes both. Needs root.
+    #[test]
+    fn veth_pair_carries_tcp_and_cleanup_removes_everything() {
+        assert!(
+            is_root(),
+            "this test needs root to create network namespaces; run as root"
+        );
+        let prefix = format!("stl-t{}-", std::process::id());
+        let a = Netns::create(&format!("{prefix}a")).unwrap();
+        let b = Netns::create(&format!("{prefix}b")).unwrap();
+        veth(&a, "va", &b, "vb").unwrap();
+        a.addr_add("va", "10.99.0.1/24").unwrap();
+        b.addr_add("vb", "10.99.0.2/24").unwrap();
+        assert!(a.ifindex("va").unwrap() > 0);
+        assert_ne!(a.mac("va").unwrap(), [0; 6]);
+
+        let listener = b
+            .run_in(|| TcpListener::bind("10.99.0.2:7000").unwrap())
+            .unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 5];
+            s.read_exact(&mut buf).unwrap();
+            s.write_all(&buf).unwrap();
+        });
+        let echoed = a
+            .run_in(|| {
+                let mut c = TcpStream::connect("10.99.0.2:7000").unwrap();
+                c.write_all(b"hello").unwrap();
+                let mut buf = [0u8; 5];
+                c.read_exact(&mut buf).unwrap();
+                buf
+            })
+            .unwrap();
+        server.join().unwrap();
+        assert_eq!(&echoed, b"hello");
+
+        let _sleeper = a.spawn("sleep", &["30"]).unwrap();
+        assert_eq!(list(&prefix).unwrap().len(), 2);
+        assert_eq!(cleanup(&prefix).unwrap(), 2);
+        assert!(list(&prefix).unwrap().is_empty());
+        assert_eq!(cleanup(&prefix).unwrap(), 0, "cleanup is idempotent");
+    }
+}
