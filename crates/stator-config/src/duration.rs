@@ -91,27 +91,37 @@ fn scaled(number: &str, scale: u128) -> Result<u128, String> {
     Ok(value)
 }
 
-/// Formats a duration in the same grammar, largest units first: `1m30s`, `250ms`, `0s`.
+/// Formats a duration in the same grammar, largest units first: `1m30s`, `1.5s`, `250ms`,
+/// `0s`. Above a second, whole milliseconds are written as a fraction of the seconds.
 pub fn format_duration(d: Duration) -> String {
-    let mut nanos = d.as_nanos();
-    if nanos == 0 {
+    if d.is_zero() {
         return "0s".into();
     }
+    let secs = d.as_secs();
+    let nanos = d.subsec_nanos();
     let mut out = String::new();
-    for (name, scale) in [
-        ("d", 86_400_000_000_000u128),
-        ("h", 3_600_000_000_000),
-        ("m", 60_000_000_000),
-        ("s", 1_000_000_000),
-        ("ms", 1_000_000),
-        ("us", 1_000),
-        ("ns", 1),
-    ] {
-        if nanos >= scale {
-            out.push_str(&format!("{}{name}", nanos / scale));
-            nanos %= scale;
+    let mut part = |value: u64, unit: &str| {
+        if value != 0 {
+            out.push_str(&format!("{value}{unit}"));
         }
+    };
+    part(secs / 86_400, "d");
+    part(secs % 86_400 / 3_600, "h");
+    part(secs % 3_600 / 60, "m");
+    let s = secs % 60;
+    if secs > 0 && nanos.is_multiple_of(1_000_000) {
+        if nanos == 0 {
+            part(s, "s");
+        } else {
+            let frac = format!("{:03}", nanos / 1_000_000);
+            out.push_str(&format!("{s}.{}s", frac.trim_end_matches('0')));
+        }
+        return out;
     }
+    part(s, "s");
+    part(u64::from(nanos / 1_000_000), "ms");
+    part(u64::from(nanos / 1_000 % 1_000), "us");
+    part(u64::from(nanos % 1_000), "ns");
     out
 }
 
@@ -175,7 +185,16 @@ mod tests {
 
     #[test]
     fn formats_round_trip() {
-        for text in ["0s", "250ms", "1m30s", "15m", "2h", "1d1h1m1s1ms1us1ns"] {
+        for text in [
+            "0s",
+            "250ms",
+            "1m30s",
+            "15m",
+            "2h",
+            "1.5s",
+            "1m0.25s",
+            "1d1h1m1s1ms1us1ns",
+        ] {
             let d = parse_duration(text).unwrap();
             assert_eq!(format_duration(d), text);
             assert_eq!(parse_duration(&format_duration(d)), Ok(d));

@@ -109,14 +109,26 @@ fn field_path(path: &serde_path_to_error::Path) -> FieldPath {
         .into()
 }
 
-/// serde speaks of fields and variants; a TOML file has keys and values.
+/// serde speaks of fields, variants, maps, sequences and Rust struct names; a TOML file has
+/// keys, values, tables and arrays.
 fn toml_words(message: &str) -> String {
-    message
+    let mut out = message
         .trim()
         .replace("unknown field", "unknown key")
         .replace("missing field", "missing key")
         .replace("unknown variant", "unknown value")
         .replace("there are no fields", "this table has no keys")
+        .replace("a sequence", "an array")
+        .replace("type: sequence", "type: array")
+        .replace("type: map", "type: table");
+    // "expected struct RawNode" names a type of this crate; the user wrote TOML.
+    while let Some(start) = out.find("struct Raw") {
+        let end = out[start + 7..]
+            .find(|c: char| !c.is_alphanumeric())
+            .map_or(out.len(), |i| start + 7 + i);
+        out.replace_range(start..end, "a table");
+    }
+    out
 }
 
 #[cfg(test)]
@@ -154,6 +166,23 @@ mod tests {
         let errors = parse("a = \nb = 1\nb = 2\n").err().unwrap();
         assert!(errors.len() >= 2, "{errors:?}");
         assert!(errors.iter().all(|e| e.location.is_some()));
+    }
+
+    #[test]
+    fn schema_messages_speak_toml() {
+        let message = |text: &str| parse(text).err().unwrap()[0].error.to_string();
+        assert_eq!(
+            message("node = 1\n"),
+            "invalid type: integer `1`, expected a table"
+        );
+        assert_eq!(
+            message("[dataplane]\ninterfaces = \"eth0\"\n"),
+            "invalid type: string \"eth0\", expected an array"
+        );
+        assert_eq!(
+            message("[[vip]]\npools = { a = 1 }\n"),
+            "invalid type: table, expected an array"
+        );
     }
 
     #[test]

@@ -127,8 +127,8 @@ fn entries(ctx: &mut Ctx, raw: &[RawPool], broken: &mut [bool]) -> Vec<Entry> {
                 ctx.error(
                     at.key("address"),
                     Error::Duplicate {
-                        what: "backend in this pool",
-                        value: Backend::derived_name(address, port),
+                        what: "backend",
+                        value: format!("{} in this pool", Backend::derived_name(address, port)),
                         first: first.clone(),
                     },
                 );
