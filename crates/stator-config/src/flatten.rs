@@ -91,6 +91,9 @@ pub fn flatten(pools: &[Pool], roots: &[PoolId]) -> Flattened {
 }
 
 /// The members of a VIP's backend list: flattened members sorted by stable name.
+///
+/// # Panics
+/// If a member's backend id is not an index into `backends`.
 pub fn sorted_members(backends: &[Backend], flat: &Flattened) -> Vec<Member> {
     let mut members: Vec<Member> = flat
         .members

@@ -4,8 +4,10 @@
 //! construction: addresses are of the right family and usable, pool references resolve, the
 //! include graph is acyclic, every VIP has a non-empty, deduplicated backend list with a
 //! positive total weight, table sizes are prime and everything fits the compiled map limits.
-//! Fields are public for reading; build a `Config` only through [`crate::from_toml_str`],
-//! [`crate::load_file`] or `Config::try_from(RawConfig)`.
+//! Fields are public for reading. Other crates cannot build a `Config` (or a [`Vip`], [`Node`],
+//! ...) field by field (`#[non_exhaustive]`): it comes from [`crate::from_toml_str`],
+//! [`crate::load_file`] or `Config::try_from(RawConfig)`. Ids ([`BackendId`], [`PoolId`]) index
+//! the `Config` they came from; methods taking an id panic on an id from elsewhere.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -20,6 +22,7 @@ use crate::health::HealthSpec;
 
 /// A complete, valid configuration of one Stator node.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Config {
     /// `[node]`.
     pub node: Node,
@@ -96,6 +99,7 @@ fn duration_ns(d: Duration) -> u64 {
 
 /// `[node]`: who this node is and which addresses it encapsulates from.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Node {
     /// Node name (logs, metrics, status).
     pub name: String,
@@ -152,6 +156,7 @@ pub enum OnExit {
 
 /// `[dataplane]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Dataplane {
     /// Which data plane.
     pub mode: DataplaneMode,
@@ -192,6 +197,7 @@ pub struct EncapDefaults {
 
 /// `[bgp]`: what the announcer needs to write BIRD's side and talk to BIRD.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Bgp {
     /// BIRD's control socket (`birdc` talks to it).
     pub bird_socket: PathBuf,
@@ -210,6 +216,7 @@ pub struct Bgp {
 
 /// `[[bgp.neighbor]]`: one BGP session. A neighbor announces the VIPs of its own address family.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Neighbor {
     /// Protocol name in BIRD (configured, else `stator_<index>`); a BIRD symbol.
     pub name: String,
@@ -265,6 +272,7 @@ pub enum Token {
 
 /// `[api]`: the admin API.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Api {
     /// Listen address (default `127.0.0.1:9180`).
     pub listen: SocketAddr,
@@ -283,7 +291,7 @@ pub enum LogFormat {
     Json,
 }
 
-/// Log level (the `RUST_LOG` environment variable, when set, overrides it).
+/// Log level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogLevel {
@@ -374,6 +382,7 @@ pub struct Pool {
 
 /// `[[vip]]`: a virtual service.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Vip {
     /// Name: configured, else `<protocol>/<address>:<port|any>` (e.g. `tcp/192.0.2.10:80`).
     pub name: String,
