@@ -453,6 +453,13 @@ pub enum WarningKind {
         /// The VIP's port.
         vip_port: u16,
     },
+    /// One address behind a VIP as several backends (different ports): it gets several shares.
+    SharedAddress {
+        /// The address.
+        address: String,
+        /// The backends' stable names.
+        backends: Vec<String>,
+    },
     /// VIPs of a family that no BGP neighbour of that family can announce.
     NotAnnounced {
         /// "IPv4" or "IPv6".
@@ -482,6 +489,14 @@ impl fmt::Display for WarningKind {
                 "backend {backend} has a port different from the VIP's port {vip_port}: Stator \
                  does not rewrite ports (direct server return), the backend receives port \
                  {vip_port}; the backend port only sets the health-check port and the stable name"
+            ),
+            Self::SharedAddress { address, backends } => write!(
+                f,
+                "{address} is behind this VIP as {} backends ({}): packets are forwarded by \
+                 address (ports are not rewritten), so it receives {} shares",
+                backends.len(),
+                backends.join(", "),
+                backends.len()
             ),
             Self::NotAnnounced { family } => write!(
                 f,

@@ -1,6 +1,9 @@
 //! Warnings: valid configurations that are probably not what was meant. Computed from a
 //! [`Config`] on demand; they never reject anything.
 
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
 use crate::error::{FieldPath, Warning, WarningKind};
 use crate::types::{Config, PoolId};
 
@@ -62,6 +65,24 @@ impl Config {
                         backends,
                     },
                 );
+            }
+            let mut by_address: BTreeMap<IpAddr, Vec<String>> = BTreeMap::new();
+            for (backend, _) in self.vip_backends(vip) {
+                by_address
+                    .entry(backend.address)
+                    .or_default()
+                    .push(backend.name.clone());
+            }
+            for (address, backends) in by_address {
+                if backends.len() > 1 {
+                    warn(
+                        at.key("pools"),
+                        WarningKind::SharedAddress {
+                            address: address.to_string(),
+                            backends,
+                        },
+                    );
+                }
             }
             if vip.key.port != 0 {
                 for (backend, _) in self.vip_backends(vip) {

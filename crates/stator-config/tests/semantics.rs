@@ -403,6 +403,10 @@ name = "web"
 address = "10.1.1.1"
 port = 8080
 
+[[pool.backend]]
+address = "10.1.1.1"
+port = 8443
+
 [[pool]]
 name = "old"
 [[pool.backend]]
@@ -432,11 +436,14 @@ table_size = 13
              not loopback, without a token: anyone who can reach it can change the configuration",
             "t.toml:12:1: warning: bgp: no IPv6 BGP neighbor: IPv6 VIPs will not be announced (a \
              neighbor announces the VIPs of its own address family)",
-            "t.toml:24:1: warning: pool[1]: pool \"old\" is not used by any VIP",
-            "t.toml:34:9: warning: vip[0].pools: backend 10.1.1.1:8080 has a port different from \
+            "t.toml:28:1: warning: pool[1]: pool \"old\" is not used by any VIP",
+            "t.toml:38:9: warning: vip[0].pools: 10.1.1.1 is behind this VIP as 2 backends \
+             (10.1.1.1:8080, 10.1.1.1:8443): packets are forwarded by address (ports are not \
+             rewritten), so it receives 2 shares",
+            "t.toml:38:9: warning: vip[0].pools: backend 10.1.1.1:8080 has a port different from \
              the VIP's port 80: Stator does not rewrite ports (direct server return), the backend \
              receives port 80; the backend port only sets the health-check port and the stable name",
-            "t.toml:35:14: warning: vip[0].table_size: table_size 13 is less than 100 x 1 backends: \
+            "t.toml:39:14: warning: vip[0].table_size: table_size 13 is less than 100 x 2 backends: \
              Maglev keeps weight shares within 1% only when table_size >= 100 x backends",
         ]
     );

@@ -324,9 +324,9 @@ pub(crate) fn family_name(addr: IpAddr) -> &'static str {
     if addr.is_ipv4() { "IPv4" } else { "IPv6" }
 }
 
-/// A suggestion for a misspelt name: "; did you mean \"web\"?" when one known name is within
+/// A suggestion for a misspelt pool name: "; did you mean \"web\"?" when one known name is within
 /// edit distance 2, else the list of known names (or nothing when there are none).
-pub(crate) fn suggest<'a>(name: &str, known: impl Iterator<Item = &'a str> + Clone) -> String {
+pub(crate) fn suggest_pool<'a>(name: &str, known: impl Iterator<Item = &'a str> + Clone) -> String {
     let best = known
         .clone()
         .map(|k| (edit_distance(name, k), k))
@@ -367,14 +367,17 @@ mod tests {
     fn suggestions() {
         let known = ["web", "canary", "dns"];
         assert_eq!(
-            suggest("webb", known.iter().copied()),
+            suggest_pool("webb", known.iter().copied()),
             "; did you mean \"web\"?"
         );
         assert_eq!(
-            suggest("zzzzzz", known.iter().copied()),
+            suggest_pool("zzzzzz", known.iter().copied()),
             "; defined pools: web, canary, dns"
         );
-        assert_eq!(suggest("x", [].iter().copied()), "; no pools are defined");
+        assert_eq!(
+            suggest_pool("x", [].iter().copied()),
+            "; no pools are defined"
+        );
         assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 

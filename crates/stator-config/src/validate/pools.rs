@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
-use super::{Ctx, family_name, suggest};
+use super::{Ctx, family_name, suggest_pool};
 use crate::defaults as d;
 use crate::error::{Error, FieldPath};
 use crate::health::validate_health;
@@ -355,7 +355,7 @@ fn includes(ctx: &mut Ctx, raw: &[RawPool], out: &mut Pools) -> Vec<Vec<usize>> 
                 }
                 None => {
                     out.broken[i] = true;
-                    let hint = suggest(name, out.names());
+                    let hint = suggest_pool(name, out.names());
                     ctx.error(
                         at.index(k),
                         Error::UnknownPool {

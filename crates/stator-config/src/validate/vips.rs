@@ -8,7 +8,7 @@ use stator_abi::{STATOR_MAX_REALS, STATOR_MAX_VIPS};
 
 use super::pools::Pools;
 use super::sections::encap_of;
-use super::{Ctx, suggest};
+use super::{Ctx, suggest_pool};
 use crate::defaults as d;
 use crate::error::{Error, FieldPath};
 use crate::flatten::{flatten, sorted_members};
@@ -289,7 +289,7 @@ fn pool_refs(
             Some(&id) => out.push(id),
             None => {
                 ok = false;
-                let hint = suggest(name, pools.names());
+                let hint = suggest_pool(name, pools.names());
                 ctx.error(
                     at.index(k),
                     Error::UnknownPool {
