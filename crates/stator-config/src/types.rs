@@ -1,0 +1,426 @@
+//! The validated configuration: what the rest of Stator consumes.
+//!
+//! A [`Config`] exists only if validation found no error, so its invariants hold by
+//! construction: addresses are of the right family and usable, pool references resolve, the
+//! include graph is acyclic, every VIP has a non-empty, deduplicated backend list with a
+//! positive total weight, table sizes are prime and everything fits the compiled map limits.
+//! Fields are public for reading. Other crates cannot build a `Config` (or a [`Vip`], [`Node`],
+//! ...) field by field (`#[non_exhaustive]`): it comes from [`crate::from_toml_str`],
+//! [`crate::load_file`] or `Config::try_from(RawConfig)`. Ids ([`BackendId`], [`PoolId`]) index
+//! the `Config` they came from; methods taking an id panic on an id from elsewhere.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+pub use stator_abi::Encap;
+pub use stator_core::{Proto, VipFlags, VipKey};
+
+use crate::health::HealthSpec;
+
+/// A complete, valid configuration of one Stator node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Config {
+    /// `[node]`.
+    pub node: Node,
+    /// `[dataplane]`.
+    pub dataplane: Dataplane,
+    /// `[encap]`.
+    pub encap: EncapDefaults,
+    /// `[bgp]`; `None` when absent or `enabled = false`.
+    pub bgp: Option<Bgp>,
+    /// `[api]`.
+    pub api: Api,
+    /// `[log]`.
+    pub log: Log,
+    /// Every distinct backend, in order of first appearance; indexed by [`BackendId`].
+    pub backends: Vec<Backend>,
+    /// The pools, in file order; indexed by [`PoolId`].
+    pub pools: Vec<Pool>,
+    /// The VIPs, in file order.
+    pub vips: Vec<Vip>,
+}
+
+impl Config {
+    /// The backend with this id.
+    pub fn backend(&self, id: BackendId) -> &Backend {
+        &self.backends[id.0]
+    }
+
+    /// The pool with this id.
+    pub fn pool(&self, id: PoolId) -> &Pool {
+        &self.pools[id.0]
+    }
+
+    /// The pool with this name.
+    pub fn pool_by_name(&self, name: &str) -> Option<PoolId> {
+        self.pools.iter().position(|p| p.name == name).map(PoolId)
+    }
+
+    /// A VIP's backends with their effective weights, in Maglev order (see [`Vip::backends`]).
+    pub fn vip_backends<'a>(&'a self, vip: &'a Vip) -> impl Iterator<Item = (&'a Backend, u32)> {
+        vip.backends
+            .iter()
+            .map(|m| (self.backend(m.backend), m.weight))
+    }
+
+    /// Number of (VIP, backend) pairs — the data plane's "reals".
+    pub fn reals(&self) -> usize {
+        self.vips.iter().map(|v| v.backends.len()).sum()
+    }
+
+    /// Maglev slots all VIP tables need (per generation).
+    pub fn slots(&self) -> u64 {
+        self.vips.iter().map(|v| u64::from(v.table_size)).sum()
+    }
+
+    /// The node-wide forwarding parameters of a `stator_core::Snapshot`.
+    pub fn node_params(&self) -> stator_core::NodeParams {
+        stator_core::NodeParams {
+            src_v4: self.node.address_v4,
+            src_v6: self.node.address_v6,
+            icmp_echo: self.dataplane.icmp_echo,
+            tcp_timeout_ns: duration_ns(self.dataplane.tcp_timeout),
+            udp_timeout_ns: duration_ns(self.dataplane.udp_timeout),
+            flood_new_per_sec: self.dataplane.flood_new_per_sec,
+            gue_port: self.encap.gue_port,
+            outer_ttl: self.encap.outer_ttl,
+        }
+    }
+}
+
+/// Nanoseconds of a validated timeout (bounded to a day, so it fits).
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `[node]`: who this node is and which addresses it encapsulates from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Node {
+    /// Node name (logs, metrics, status).
+    pub name: String,
+    /// Outer source address toward IPv4 backends.
+    pub address_v4: Option<Ipv4Addr>,
+    /// Outer source address toward IPv6 backends.
+    pub address_v6: Option<Ipv6Addr>,
+}
+
+/// Which data plane forwards packets (raw `"afxdp"` is reserved and rejected for now).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DataplaneMode {
+    /// The XDP program (`bpf/stator_fwd.bpf.c`).
+    Xdp,
+}
+
+/// How the XDP program is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpMode {
+    /// Native if the driver supports it, else generic.
+    #[default]
+    Auto,
+    /// Driver (native) mode only; fail if unsupported.
+    Native,
+    /// Generic (skb) mode: slow, works everywhere.
+    Generic,
+}
+
+/// Connection-table flavour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConntrackMode {
+    /// One LRU table per CPU (`LRU_PERCPU_HASH`), as in the paper: no cross-CPU contention;
+    /// relies on the NIC's RSS keeping a flow on one CPU.
+    #[default]
+    Percpu,
+    /// One table shared by all CPUs (`LRU_HASH`): survives RSS changes, costs contention.
+    Shared,
+}
+
+/// What happens to the data plane when Stator exits (after withdrawing its VIPs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnExit {
+    /// Detach the XDP program and remove the pins: the node stops forwarding.
+    #[default]
+    Detach,
+    /// Leave the program attached and its maps pinned, so packets already routed to this node
+    /// keep flowing while a new Stator starts (a hitless restart).
+    Keep,
+}
+
+/// `[dataplane]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Dataplane {
+    /// Which data plane.
+    pub mode: DataplaneMode,
+    /// Interfaces to attach to (non-empty, unique).
+    pub interfaces: Vec<String>,
+    /// XDP attach mode.
+    pub xdp_mode: XdpMode,
+    /// bpffs directory where maps are pinned.
+    pub pin_path: PathBuf,
+    /// Connection-table flavour.
+    pub conntrack: ConntrackMode,
+    /// Connection-table capacity (entries; per CPU when `percpu`).
+    pub conntrack_entries: u32,
+    /// Maglev slots per generation (`stator_slots` holds twice this many).
+    pub slots_per_generation: u32,
+    /// Idle timeout of TCP connection-table entries.
+    pub tcp_timeout: Duration,
+    /// Idle timeout of UDP connection-table entries.
+    pub udp_timeout: Duration,
+    /// SYN-flood guard: connection-table inserts per second per CPU; 0 = no guard.
+    pub flood_new_per_sec: u32,
+    /// Answer ICMP echo requests to VIP addresses in XDP.
+    pub icmp_echo: bool,
+    /// What to do with the data plane on exit.
+    pub on_exit: OnExit,
+}
+
+/// `[encap]`: encapsulation defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncapDefaults {
+    /// Encapsulation of VIPs that do not set their own.
+    pub default: Encap,
+    /// GUE UDP destination port.
+    pub gue_port: u16,
+    /// TTL / hop limit of outer headers.
+    pub outer_ttl: u8,
+}
+
+/// `[bgp]`: what the announcer needs to write BIRD's side and talk to BIRD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Bgp {
+    /// BIRD's control socket (`birdc` talks to it).
+    pub bird_socket: PathBuf,
+    /// The file Stator writes (VIP routes and BGP sessions); BIRD's own configuration
+    /// `include`s it.
+    pub bird_config: PathBuf,
+    /// Local AS number.
+    pub local_as: u32,
+    /// BGP router id.
+    pub router_id: Ipv4Addr,
+    /// Standard communities (RFC 1997) attached to every VIP route, as (AS, value).
+    pub communities: Vec<(u16, u16)>,
+    /// BGP sessions (at least one).
+    pub neighbors: Vec<Neighbor>,
+}
+
+/// `[[bgp.neighbor]]`: one BGP session. A neighbor announces the VIPs of its own address family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Neighbor {
+    /// Protocol name in BIRD (configured, else `stator_<index>`); a BIRD symbol.
+    pub name: String,
+    /// Peer address.
+    pub address: IpAddr,
+    /// Peer AS number (equal to `local_as` for iBGP).
+    pub remote_as: u32,
+    /// Local address of the session (BIRD `source address`), same family as `address`.
+    pub source_address: Option<IpAddr>,
+    /// Hold time, whole seconds (BIRD's default when `None`).
+    pub hold_time: Option<u16>,
+    /// Keepalive time, whole seconds (BIRD's default, a third of the hold time, when `None`).
+    pub keepalive: Option<u16>,
+    /// Run BFD on this session.
+    pub bfd: bool,
+    /// eBGP multihop TTL (`None` = directly connected).
+    pub multihop: Option<u8>,
+    /// Announce VIPs with the session's local address as next hop.
+    pub next_hop_self: bool,
+}
+
+/// A secret string (a bearer token). Its `Debug` never shows the value.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself; call only where it is used (comparing a request's token).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Where the admin API's bearer token comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Token {
+    /// Written in the configuration (`api.token`).
+    Inline(Secret),
+    /// Read from this file at start and on reload (`api.token_file`); the API layer reads it.
+    File(PathBuf),
+}
+
+/// `[api]`: the admin API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Api {
+    /// Listen address (default `127.0.0.1:9180`).
+    pub listen: SocketAddr,
+    /// Bearer token required on every request, if any.
+    pub token: Option<Token>,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Log level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Errors only.
+    Error,
+    /// Warnings and errors.
+    Warn,
+    /// The default.
+    #[default]
+    Info,
+    /// Debugging detail.
+    Debug,
+    /// Everything.
+    Trace,
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Log {
+    /// Output format.
+    pub format: LogFormat,
+    /// Level.
+    pub level: LogLevel,
+}
+
+/// Index of a backend in [`Config::backends`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct BackendId(pub usize);
+
+/// Index of a pool in [`Config::pools`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct PoolId(pub usize);
+
+/// A backend: one machine (address, optional port) with one health state, however many pools
+/// list it. Identity is (address, port); `name` is its stable Maglev name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Backend {
+    /// Address (either family, whatever the VIP's).
+    pub address: IpAddr,
+    /// Port: the default health-check port and part of the derived name. Packets are never
+    /// rewritten to it (direct server return keeps the VIP's port).
+    pub port: Option<u16>,
+    /// Stable Maglev name: the configured `id`, else `address:port` (`[v6]:port`), else
+    /// `address`, with addresses in canonical form (RFC 5952 for IPv6). Every node derives the
+    /// same Maglev permutation from it.
+    pub name: String,
+}
+
+impl Backend {
+    /// The derived name of a backend without an `id`: `10.0.0.1`, `10.0.0.1:80`,
+    /// `2001:db8::1`, `[2001:db8::1]:80`.
+    pub fn derived_name(address: IpAddr, port: Option<u16>) -> String {
+        match (address, port) {
+            (address, None) => address.to_string(),
+            (IpAddr::V4(a), Some(p)) => format!("{a}:{p}"),
+            (IpAddr::V6(a), Some(p)) => format!("[{a}]:{p}"),
+        }
+    }
+
+    /// `address:port` or `address`, for messages.
+    pub fn endpoint(&self) -> String {
+        Self::derived_name(self.address, self.port)
+    }
+}
+
+/// A backend's membership in a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Member {
+    /// The backend.
+    pub backend: BackendId,
+    /// Its weight in this pool (0 = draining: keeps existing flows, gets no new ones).
+    pub weight: u32,
+}
+
+/// `[[pool]]`: a named set of backends, possibly including other pools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pool {
+    /// Name (unique).
+    pub name: String,
+    /// Pools whose backends this pool also contains (acyclic, resolved).
+    pub includes: Vec<PoolId>,
+    /// The backends this pool lists itself, in file order.
+    pub members: Vec<Member>,
+    /// How this pool's own members are checked; `None` = `method = "none"` (always up).
+    /// Included pools' backends are checked by their own pools' checks.
+    pub health: Option<HealthSpec>,
+}
+
+/// `[[vip]]`: a virtual service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Vip {
+    /// Name: configured, else `<protocol>/<address>:<port|any>` (e.g. `tcp/192.0.2.10:80`).
+    pub name: String,
+    /// What packets match: address, port (0 = any), protocol.
+    pub key: VipKey,
+    /// The pools it serves from (resolved, non-empty).
+    pub pools: Vec<PoolId>,
+    /// Encapsulation toward its backends.
+    pub encap: Encap,
+    /// Maglev table size M (prime).
+    pub table_size: u32,
+    /// Flags.
+    pub flags: VipFlags,
+    /// Flattened, deduplicated backends with their effective weights, sorted by stable name
+    /// (byte order). Maglev population must iterate backends in this order: it breaks ties by
+    /// position, and every node must build the same table.
+    pub backends: Vec<Member>,
+}
+
+impl Vip {
+    /// The derived name of a VIP without a `name`.
+    pub fn derived_name(key: &VipKey) -> String {
+        let proto = match key.proto {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        };
+        let port = match key.port {
+            0 => "any".to_string(),
+            p => p.to_string(),
+        };
+        match key.addr {
+            IpAddr::V4(a) => format!("{proto}/{a}:{port}"),
+            IpAddr::V6(a) => format!("{proto}/[{a}]:{port}"),
+        }
+    }
+
+    /// Sum of the backends' weights (positive).
+    pub fn total_weight(&self) -> u64 {
+        self.backends.iter().map(|m| u64::from(m.weight)).sum()
+    }
+}

@@ -1,0 +1,346 @@
+//! `[node]`, `[dataplane]`, `[encap]`, `[api]`, `[log]`.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+
+use stator_abi::STATOR_MAX_TX_PORTS;
+
+use super::{Ctx, family_name};
+use crate::defaults as d;
+use crate::error::{Error, FieldPath};
+use crate::raw::{
+    DataplaneModeName, EncapName, RawApi, RawDataplane, RawEncap, RawLog, RawNode, Scalar,
+};
+use crate::types::{Api, Dataplane, DataplaneMode, Encap, EncapDefaults, Log, Node, Token};
+
+pub(super) fn node(ctx: &mut Ctx, raw: Option<&RawNode>) -> Option<Node> {
+    let at = FieldPath::root().key("node");
+    let Some(raw) = raw else {
+        return ctx.missing(
+            at,
+            "add a [node] table with name and address_v4 and/or address_v6",
+        );
+    };
+    let name = match &raw.name {
+        Some(name) => ctx.name(at.key("name"), name),
+        None => ctx.missing(at.key("name"), "name this node, e.g. name = \"lb1\""),
+    };
+    let mut ok = true;
+    let mut address = |ctx: &mut Ctx, key: &str, text: Option<&str>, want_v4: bool| {
+        let text = text?;
+        let addr = ctx.unicast(at.key(key), text);
+        match addr {
+            Some(addr) if addr.is_ipv4() == want_v4 => Some(addr),
+            Some(addr) => {
+                let hint = if want_v4 {
+                    "use node.address_v6"
+                } else {
+                    "use node.address_v4"
+                };
+                ok = false;
+                wrong_family(ctx, at.key(key), addr, hint)
+            }
+            None => {
+                ok = false;
+                None
+            }
+        }
+    };
+    let address_v4 = match address(ctx, "address_v4", raw.address_v4.as_deref(), true) {
+        Some(IpAddr::V4(a)) => Some(a),
+        _ => None,
+    };
+    let address_v6 = match address(ctx, "address_v6", raw.address_v6.as_deref(), false) {
+        Some(IpAddr::V6(a)) => Some(a),
+        _ => None,
+    };
+    if raw.address_v4.is_none() && raw.address_v6.is_none() {
+        ok = false;
+        ctx.missing::<()>(
+            at.key("address_v4"),
+            "set node.address_v4 and/or node.address_v6 (the outer source addresses of \
+             encapsulated packets)",
+        );
+    }
+    if !ok {
+        return None;
+    }
+    Some(Node {
+        name: name?,
+        address_v4,
+        address_v6,
+    })
+}
+
+/// Records an address of the wrong family for `path` ("must be IPv4; {hint}").
+pub(super) fn wrong_family<T>(
+    ctx: &mut Ctx,
+    path: FieldPath,
+    addr: IpAddr,
+    hint: &str,
+) -> Option<T> {
+    let expected = if addr.is_ipv4() { "IPv6" } else { "IPv4" };
+    ctx.error(
+        path.clone(),
+        Error::WrongFamily {
+            address: addr.to_string(),
+            actual: family_name(addr),
+            expected: format!("{path} must be {expected} ({hint})"),
+        },
+    );
+    None
+}
+
+pub(super) fn dataplane(ctx: &mut Ctx, raw: Option<&RawDataplane>) -> Option<Dataplane> {
+    let at = FieldPath::root().key("dataplane");
+    let Some(raw) = raw else {
+        return ctx.missing(
+            at,
+            "add a [dataplane] table with interfaces = [\"eth0\"] (the interfaces to forward on)",
+        );
+    };
+    let mode = match raw.mode.unwrap_or(DataplaneModeName::Xdp) {
+        DataplaneModeName::Xdp => Some(DataplaneMode::Xdp),
+        DataplaneModeName::Afxdp => {
+            ctx.error(
+                at.key("mode"),
+                Error::Unsupported {
+                    what: "\"afxdp\"".into(),
+                    hint: "; use \"xdp\"".into(),
+                },
+            );
+            None
+        }
+    };
+    let interfaces = interfaces(ctx, &at, raw.interfaces.as_deref());
+    let pin_path = ctx.absolute_path(
+        at.key("pin_path"),
+        raw.pin_path.as_deref().unwrap_or(d::PIN_PATH),
+    );
+    let conntrack_entries = match raw.conntrack_entries {
+        None => Some(d::CONNTRACK_ENTRIES),
+        Some(n) => ctx.int(
+            at.key("conntrack_entries"),
+            n,
+            d::MIN_CONNTRACK_ENTRIES.into(),
+            d::MAX_CONNTRACK_ENTRIES.into(),
+        ),
+    };
+    let slots_per_generation = match raw.slots_per_generation {
+        None => Some(d::SLOTS_PER_GENERATION),
+        Some(n) => ctx.int(
+            at.key("slots_per_generation"),
+            n,
+            d::MIN_TABLE_SIZE.into(),
+            d::MAX_SLOTS_PER_GENERATION.into(),
+        ),
+    };
+    let mut timeout = |key: &str, raw: Option<&Scalar>, default| match raw {
+        None => Some(default),
+        Some(v) => ctx.duration_in(at.key(key), v, d::MIN_CT_TIMEOUT, d::MAX_CT_TIMEOUT),
+    };
+    let tcp_timeout = timeout("tcp_timeout", raw.tcp_timeout.as_ref(), d::TCP_TIMEOUT);
+    let udp_timeout = timeout("udp_timeout", raw.udp_timeout.as_ref(), d::UDP_TIMEOUT);
+    let flood_new_per_sec = match raw.flood_new_per_sec {
+        None => Some(0),
+        Some(n) => ctx.int(at.key("flood_new_per_sec"), n, 0, u32::MAX.into()),
+    };
+    Some(Dataplane {
+        mode: mode?,
+        interfaces: interfaces?,
+        xdp_mode: raw.xdp_mode.unwrap_or_default(),
+        pin_path: pin_path?,
+        conntrack: raw.conntrack.unwrap_or_default(),
+        conntrack_entries: conntrack_entries?,
+        slots_per_generation: slots_per_generation?,
+        tcp_timeout: tcp_timeout?,
+        udp_timeout: udp_timeout?,
+        flood_new_per_sec: flood_new_per_sec?,
+        icmp_echo: raw.icmp_echo.unwrap_or(true),
+        on_exit: raw.on_exit.unwrap_or_default(),
+    })
+}
+
+fn interfaces(ctx: &mut Ctx, at: &FieldPath, raw: Option<&[String]>) -> Option<Vec<String>> {
+    let at = at.key("interfaces");
+    let Some(raw) = raw else {
+        return ctx.missing(at, "list the interfaces to forward on, e.g. [\"eth0\"]");
+    };
+    if raw.is_empty() {
+        ctx.error(
+            at,
+            Error::Empty {
+                hint: "; list the interfaces to forward on, e.g. [\"eth0\"]".into(),
+            },
+        );
+        return None;
+    }
+    let mut ok = true;
+    if raw.len() > STATOR_MAX_TX_PORTS as usize {
+        ok = false;
+        ctx.error(
+            at.clone(),
+            Error::Limit {
+                what: "interfaces".into(),
+                count: raw.len() as u64,
+                limit_name: "STATOR_MAX_TX_PORTS",
+                limit: STATOR_MAX_TX_PORTS.into(),
+                hint: String::new(),
+            },
+        );
+    }
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (i, name) in raw.iter().enumerate() {
+        if !is_interface_name(name) {
+            ok = false;
+            ctx.error(
+                at.index(i),
+                Error::Invalid {
+                    value: format!("{name:?}"),
+                    expected: "a Linux interface name (1-15 bytes, no '/', ':' or whitespace, \
+                               not \".\" or \"..\")"
+                        .into(),
+                },
+            );
+        } else if let Some(first) = seen.insert(name, i) {
+            ok = false;
+            seen.insert(name, first);
+            ctx.error(
+                at.index(i),
+                Error::Duplicate {
+                    what: "interface",
+                    value: format!("{name:?}"),
+                    first: at.index(first),
+                },
+            );
+        }
+    }
+    ok.then(|| raw.to_vec())
+}
+
+/// Linux's `dev_valid_name()`: 1–15 bytes (IFNAMSIZ − 1), not `.` or `..`, no `/`, `:` or
+/// whitespace.
+fn is_interface_name(name: &str) -> bool {
+    (1..=15).contains(&name.len())
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c == '\0' || c.is_whitespace())
+}
+
+pub(super) fn encap(ctx: &mut Ctx, raw: &RawEncap) -> Option<EncapDefaults> {
+    let at = FieldPath::root().key("encap");
+    let gue_port = match raw.gue_port {
+        None => Some(d::GUE_PORT),
+        Some(p) => ctx.int(at.key("gue_port"), p, 1, 65535),
+    };
+    let outer_ttl = match raw.outer_ttl {
+        None => Some(d::OUTER_TTL),
+        Some(t) => ctx.int(at.key("outer_ttl"), t, 1, 255),
+    };
+    Some(EncapDefaults {
+        default: encap_of(raw.default.unwrap_or(EncapName::Gre)),
+        gue_port: gue_port?,
+        outer_ttl: outer_ttl?,
+    })
+}
+
+/// The ABI encapsulation of a configured name.
+pub(super) fn encap_of(name: EncapName) -> Encap {
+    match name {
+        EncapName::Gre => Encap::Gre,
+        EncapName::Ipip => Encap::Ipip,
+        EncapName::Gue => Encap::Gue,
+    }
+}
+
+pub(super) fn api(ctx: &mut Ctx, raw: &RawApi) -> Option<Api> {
+    let at = FieldPath::root().key("api");
+    let listen = match raw.listen.as_deref() {
+        None => Some(d::API_LISTEN),
+        Some(text) => match text.parse::<SocketAddr>() {
+            Ok(addr) if addr.port() != 0 => Some(addr),
+            Ok(_) => {
+                ctx.error(
+                    at.key("listen"),
+                    Error::Invalid {
+                        value: format!("{text:?}"),
+                        expected: "a listen address with a non-zero port".into(),
+                    },
+                );
+                None
+            }
+            Err(_) => {
+                ctx.error(
+                    at.key("listen"),
+                    Error::Invalid {
+                        value: format!("{text:?}"),
+                        expected: "an address:port such as \"127.0.0.1:9180\" or \"[::1]:9180\""
+                            .into(),
+                    },
+                );
+                None
+            }
+        },
+    };
+    let token = match (&raw.token, &raw.token_file) {
+        (Some(_), Some(_)) => {
+            ctx.error(
+                at.key("token_file"),
+                Error::Exclusive {
+                    first: "api.token",
+                    second: "api.token_file",
+                },
+            );
+            None
+        }
+        (Some(token), None) if token.expose().trim().is_empty() => {
+            ctx.error(
+                at.key("token"),
+                Error::Empty {
+                    hint: "; remove api.token to run without one".into(),
+                },
+            );
+            None
+        }
+        (Some(token), None) => Some(Some(Token::Inline(token.clone()))),
+        (None, Some(file)) => ctx
+            .absolute_path(at.key("token_file"), file)
+            .map(|p| Some(Token::File(p))),
+        (None, None) => Some(None),
+    };
+    Some(Api {
+        listen: listen?,
+        token: token?,
+    })
+}
+
+pub(super) fn log(raw: &RawLog) -> Log {
+    Log {
+        format: raw.format.unwrap_or_default(),
+        level: raw.level.unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_names() {
+        for good in [
+            "eth0",
+            "enp1s0f0",
+            "veth-lb1",
+            "a",
+            "123456789012345",
+            "bond0.100",
+        ] {
+            assert!(is_interface_name(good), "{good}");
+        }
+        for bad in ["", ".", "..", "eth/0", "eth:0", "eth 0", "1234567890123456"] {
+            assert!(!is_interface_name(bad), "{bad}");
+        }
+    }
+}
