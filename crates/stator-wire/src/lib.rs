@@ -58,7 +58,17 @@ extern crate std;
 
 pub mod checksum;
 mod error;
+pub mod ethernet;
 mod ip;
+pub mod ipv4;
+pub mod ipv6;
+pub mod ipv6ext;
 
 pub use error::{Error, Result};
+pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanTag};
 pub use ip::{FragmentInfo, IpPair, IpProtocol};
+pub use ipv4::{Ipv4Packet, Ipv4Repr};
+pub use ipv6::{Ipv6Packet, Ipv6Repr};
+pub use ipv6ext::{
+    Ipv6ExtHeader, Ipv6ExtHeaderRepr, Ipv6FragmentHeader, Ipv6FragmentRepr, Ipv6UpperLayer,
+};
