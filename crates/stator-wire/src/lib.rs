@@ -59,16 +59,26 @@ extern crate std;
 pub mod checksum;
 mod error;
 pub mod ethernet;
+pub mod icmp;
+pub mod icmpv4;
+pub mod icmpv6;
 mod ip;
 pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6ext;
+pub mod tcp;
+pub mod udp;
 
 pub use error::{Error, Result};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanTag};
+pub use icmp::InvokingPacket;
+pub use icmpv4::{Icmpv4Message, Icmpv4Packet, Icmpv4Repr};
+pub use icmpv6::{Icmpv6Message, Icmpv6Packet, Icmpv6Repr};
 pub use ip::{FragmentInfo, IpPair, IpProtocol};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
 pub use ipv6ext::{
     Ipv6ExtHeader, Ipv6ExtHeaderRepr, Ipv6FragmentHeader, Ipv6FragmentRepr, Ipv6UpperLayer,
 };
+pub use tcp::{TcpFlags, TcpPacket, TcpRepr};
+pub use udp::{UdpPacket, UdpRepr};
