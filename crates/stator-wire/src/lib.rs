@@ -57,8 +57,11 @@
 extern crate std;
 
 pub mod checksum;
+pub mod encap;
 mod error;
 pub mod ethernet;
+pub mod gre;
+pub mod gue;
 pub mod icmp;
 pub mod icmpv4;
 pub mod icmpv6;
@@ -71,6 +74,8 @@ pub mod udp;
 
 pub use error::{Error, Result};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanTag};
+pub use gre::{GrePacket, GreRepr};
+pub use gue::{GuePacket, GueRepr, GueVariant};
 pub use icmp::InvokingPacket;
 pub use icmpv4::{Icmpv4Message, Icmpv4Packet, Icmpv4Repr};
 pub use icmpv6::{Icmpv6Message, Icmpv6Packet, Icmpv6Repr};
