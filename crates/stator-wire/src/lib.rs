@@ -60,6 +60,7 @@ pub mod checksum;
 pub mod encap;
 mod error;
 pub mod ethernet;
+pub mod flow;
 pub mod gre;
 pub mod gue;
 pub mod icmp;
@@ -74,6 +75,7 @@ pub mod udp;
 
 pub use error::{Error, Result};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanTag};
+pub use flow::{FlowTuple, parse_flow};
 pub use gre::{GrePacket, GreRepr};
 pub use gue::{GuePacket, GueRepr, GueVariant};
 pub use icmp::InvokingPacket;
