@@ -180,6 +180,23 @@ pub fn parse_flow(frame: &[u8]) -> Result<FlowTuple> {
     }
 }
 
+/// Parses a bare IPv4 or IPv6 packet (no Ethernet header: a tunnel's inner packet, a TUN
+/// device's, a GRE payload) into its flow, by the same rules as [`parse_flow`]. The offsets are
+/// from the start of `packet`, so `l3_offset` is 0; `vlan` is `None`.
+///
+/// # Errors
+/// [`Error::Truncated`] on an empty packet, [`Error::BadVersion`] if the first nibble is neither
+/// 4 nor 6; otherwise as [`parse_flow`].
+#[inline]
+pub fn parse_ip(packet: &[u8]) -> Result<FlowTuple> {
+    match packet.first().map(|b| b >> 4) {
+        Some(4) => parse_ipv4(packet, 0, None),
+        Some(6) => parse_ipv6(packet, 0, None),
+        Some(_) => Err(Error::BadVersion),
+        None => Err(Error::Truncated),
+    }
+}
+
 #[inline]
 fn parse_ipv4(frame: &[u8], l3: usize, vlan: Option<VlanTag>) -> Result<FlowTuple> {
     let ip = frame.get(l3..).unwrap_or(&[]);
@@ -327,8 +344,7 @@ mod tests {
     use super::*;
 
     // 52:54:00:12:34:56 -> 52:54:00:ab:cd:ef, IPv4 10.0.0.1 -> 10.0.0.2, the Linux SYN of the tcp
-    // module's tests (54321 -> 80), plus 6 bytes of Ethernet padding... which a 60-byte minimum
-    // frame would not need here, but a shorter segment would; kept to prove it is ignored.
+    // module's tests (54321 -> 80), then 6 bytes of Ethernet padding that must be ignored.
     fn syn_v4() -> std::vec::Vec<u8> {
         let mut f = std::vec![
             0x52, 0x54, 0x00, 0xab, 0xcd, 0xef, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0x08, 0x00,
@@ -420,6 +436,63 @@ mod tests {
                 more: false
             })
         );
+    }
+
+    #[test]
+    fn icmp_error_quotes_the_connection() {
+        // A router tells the backend 198.51.100.7 that its 1500-byte reply to the client
+        // 203.0.113.10 does not fit: frag-needed, MTU 1400, from 192.0.2.254. (The ICMP bytes
+        // are the icmpv4 module's test vector.)
+        let icmp: [u8; 36] = [
+            0x03, 0x04, 0x2a, 0x8a, 0x00, 0x00, 0x05, 0x78, 0x45, 0x00, 0x05, 0xdc, 0x1c, 0x46,
+            0x40, 0x00, 0x40, 0x06, 0xb2, 0x90, 0xc6, 0x33, 0x64, 0x07, 0xcb, 0x00, 0x71, 0x0a,
+            0x01, 0xbb, 0xc7, 0x38, 0x01, 0x02, 0x03, 0x04,
+        ];
+        let mut frame = std::vec![
+            0x52, 0x54, 0, 0xab, 0xcd, 0xef, 0x52, 0x54, 0, 0x12, 0x34, 0x56, 0x08, 0x00
+        ];
+        frame.extend_from_slice(&[
+            0x45, 0xc0, 0x00, 56, 0, 0, 0, 0, 0xff, 0x01, 0, 0, 192, 0, 2, 254, 198, 51, 100, 7,
+        ]);
+        frame.extend_from_slice(&icmp);
+        let t = parse_flow(&frame).unwrap();
+        assert_eq!(t.protocol, IpProtocol::ICMP);
+        assert_eq!((t.icmp_type, t.icmp_code), (3, 4));
+        assert!(t.is_icmp_error() && !t.has_ports());
+        let quoted = t.icmp_invoking(&frame).unwrap().unwrap();
+        assert_eq!(
+            quoted.addrs,
+            IpPair::V4 {
+                src: Ipv4Addr::new(198, 51, 100, 7),
+                dst: Ipv4Addr::new(203, 0, 113, 10)
+            }
+        );
+        assert_eq!(
+            (quoted.protocol, quoted.src_port, quoted.dst_port),
+            (IpProtocol::TCP, 443, 51000)
+        );
+        // An echo request is no error and quotes nothing.
+        let mut echo = frame.clone();
+        echo[34] = 8;
+        echo[35] = 0;
+        let t = parse_flow(&echo).unwrap();
+        assert!(!t.is_icmp_error());
+        assert_eq!(t.icmp_invoking(&echo), Ok(None));
+    }
+
+    #[test]
+    fn bare_ip_packets() {
+        let frame = syn_v4();
+        let t = parse_flow(&frame).unwrap();
+        let bare = parse_ip(t.ip_packet(&frame)).unwrap();
+        assert_eq!((bare.l3_offset, bare.l4_offset, bare.l3_end), (0, 20, 60));
+        assert_eq!(
+            (bare.addrs, bare.src_port, bare.dst_port, bare.tcp_flags),
+            (t.addrs, 54321, 80, t.tcp_flags)
+        );
+        assert_eq!(parse_ip(&[]), Err(Error::Truncated));
+        assert_eq!(parse_ip(&[0x50; 40]), Err(Error::BadVersion));
+        assert_eq!(parse_ip(&[0x60; 39]), Err(Error::Truncated));
     }
 
     #[test]

@@ -75,7 +75,7 @@ pub mod udp;
 
 pub use error::{Error, Result};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanTag};
-pub use flow::{FlowTuple, parse_flow};
+pub use flow::{FlowTuple, parse_flow, parse_ip};
 pub use gre::{GrePacket, GreRepr};
 pub use gue::{GuePacket, GueRepr, GueVariant};
 pub use icmp::InvokingPacket;

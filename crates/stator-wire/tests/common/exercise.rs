@@ -403,9 +403,26 @@ pub fn gue(data: &[u8]) {
     assert_eq!(buf[..], data[..repr.buffer_len()]);
 }
 
-/// `parse_flow` on arbitrary bytes; when it succeeds, the views must agree with it.
+/// `parse_flow` on arbitrary bytes; when it succeeds, the views must agree with it, and
+/// `parse_ip` on the IP packet alone must give the same flow, offsets shifted.
 pub fn flow(data: &[u8]) {
+    if let Ok(t) = parse_ip(data) {
+        assert_eq!((t.l3_offset, t.vlan), (0, None));
+        assert!(t.l4_offset <= t.l3_end && t.l3_end <= data.len());
+    }
     let Ok(t) = parse_flow(data) else { return };
+    let bare = parse_ip(t.ip_packet(data)).expect("parse_ip accepts the packet parse_flow did");
+    let shift = t.l3_offset;
+    assert_eq!(
+        bare,
+        FlowTuple {
+            vlan: None,
+            l3_offset: 0,
+            l4_offset: t.l4_offset - shift,
+            l3_end: t.l3_end - shift,
+            ..t
+        }
+    );
     assert!(t.l3_offset <= t.l4_offset && t.l4_offset <= t.l3_end && t.l3_end <= data.len());
     black_box((
         t.ip_packet(data),
