@@ -62,7 +62,7 @@ for t in "${targets[@]}"; do
     tail -n 40 "fuzz/$t.log"
     failed+=("$t")
   else
-    grep -E "^stat::number_of_executed_units|^Done" "fuzz/$t.log" | tail -n 2 | sed "s/^/fuzz: $t: /"
+    grep -E "^Done" "fuzz/$t.log" | tail -n 1 | sed "s/^/fuzz: $t: /"
   fi
   rm -f "fuzz/$t.log"
 done
