@@ -227,24 +227,25 @@ fn parse_ipv4(frame: &[u8], l3: usize, vlan: Option<VlanTag>) -> Result<FlowTupl
     } else {
         None
     };
-    let tuple = FlowTuple {
+    let protocol = IpProtocol(h[9]);
+    let l4_info = parse_l4(protocol, fragment, l4)?;
+    Ok(FlowTuple {
         addrs: IpPair::V4 {
             src: Ipv4Addr::new(h[12], h[13], h[14], h[15]),
             dst: Ipv4Addr::new(h[16], h[17], h[18], h[19]),
         },
-        src_port: 0,
-        dst_port: 0,
-        protocol: IpProtocol(h[9]),
-        tcp_flags: TcpFlags::EMPTY,
-        icmp_type: 0,
-        icmp_code: 0,
+        src_port: l4_info.src_port,
+        dst_port: l4_info.dst_port,
+        protocol,
+        tcp_flags: l4_info.tcp_flags,
+        icmp_type: l4_info.icmp_type,
+        icmp_code: l4_info.icmp_code,
         fragment,
         vlan,
         l3_offset: l3,
         l4_offset: l3 + header_len,
         l3_end: l3 + total_len,
-    };
-    parse_l4(tuple, l4)
+    })
 }
 
 #[inline]
@@ -278,33 +279,49 @@ fn parse_ipv6(frame: &[u8], l3: usize, vlan: Option<VlanTag>) -> Result<FlowTupl
     let mut dst = [0u8; 16];
     src.copy_from_slice(&h[8..24]);
     dst.copy_from_slice(&h[24..40]);
-    let tuple = FlowTuple {
+    let fragment = upper.fragment.filter(|f| !f.is_atomic());
+    // The walk keeps the offset within the packet.
+    let l4_info = parse_l4(
+        upper.protocol,
+        fragment,
+        ip.get(upper.offset..).unwrap_or(&[]),
+    )?;
+    Ok(FlowTuple {
         addrs: IpPair::V6 {
             src: Ipv6Addr::from(src),
             dst: Ipv6Addr::from(dst),
         },
-        src_port: 0,
-        dst_port: 0,
+        src_port: l4_info.src_port,
+        dst_port: l4_info.dst_port,
         protocol: upper.protocol,
-        tcp_flags: TcpFlags::EMPTY,
-        icmp_type: 0,
-        icmp_code: 0,
-        fragment: upper.fragment.filter(|f| !f.is_atomic()),
+        tcp_flags: l4_info.tcp_flags,
+        icmp_type: l4_info.icmp_type,
+        icmp_code: l4_info.icmp_code,
+        fragment,
         vlan,
         l3_offset: l3,
         l4_offset: l3 + upper.offset,
         l3_end: l3 + total_len,
-    };
-    // The walk keeps the offset within the packet.
-    parse_l4(tuple, ip.get(upper.offset..).unwrap_or(&[]))
+    })
+}
+
+/// What the upper-layer header adds to the flow.
+#[derive(Default)]
+struct L4Info {
+    src_port: u16,
+    dst_port: u16,
+    tcp_flags: TcpFlags,
+    icmp_type: u8,
+    icmp_code: u8,
 }
 
 #[inline]
-fn parse_l4(mut tuple: FlowTuple, l4: &[u8]) -> Result<FlowTuple> {
-    if tuple.is_non_first_fragment() {
-        return Ok(tuple);
+fn parse_l4(protocol: IpProtocol, fragment: Option<FragmentInfo>, l4: &[u8]) -> Result<L4Info> {
+    let mut info = L4Info::default();
+    if fragment.is_some_and(|f| !f.is_first()) {
+        return Ok(info);
     }
-    match tuple.protocol {
+    match protocol {
         IpProtocol::TCP => {
             let Some(t) = l4.first_chunk::<20>() else {
                 return Err(Error::Truncated);
@@ -316,27 +333,27 @@ fn parse_l4(mut tuple: FlowTuple, l4: &[u8]) -> Result<FlowTuple> {
             if header_len > l4.len() {
                 return Err(Error::Truncated);
             }
-            tuple.src_port = u16::from_be_bytes([t[0], t[1]]);
-            tuple.dst_port = u16::from_be_bytes([t[2], t[3]]);
-            tuple.tcp_flags = TcpFlags::from_bits(u16::from_be_bytes([t[12], t[13]]));
+            info.src_port = u16::from_be_bytes([t[0], t[1]]);
+            info.dst_port = u16::from_be_bytes([t[2], t[3]]);
+            info.tcp_flags = TcpFlags::from_bits(u16::from_be_bytes([t[12], t[13]]));
         }
         IpProtocol::UDP => {
             let Some(u) = l4.first_chunk::<8>() else {
                 return Err(Error::Truncated);
             };
-            tuple.src_port = u16::from_be_bytes([u[0], u[1]]);
-            tuple.dst_port = u16::from_be_bytes([u[2], u[3]]);
+            info.src_port = u16::from_be_bytes([u[0], u[1]]);
+            info.dst_port = u16::from_be_bytes([u[2], u[3]]);
         }
         IpProtocol::ICMP | IpProtocol::ICMPV6 => {
             let Some(i) = l4.first_chunk::<8>() else {
                 return Err(Error::Truncated);
             };
-            tuple.icmp_type = i[0];
-            tuple.icmp_code = i[1];
+            info.icmp_type = i[0];
+            info.icmp_code = i[1];
         }
         _ => {}
     }
-    Ok(tuple)
+    Ok(info)
 }
 
 #[cfg(test)]
