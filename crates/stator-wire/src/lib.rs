@@ -18,9 +18,17 @@
 //!   into a buffer; `buffer_len` says how many bytes that needs (each type documents whether that
 //!   counts the payload).
 //!
-//! [`flow::parse_flow`] is the exception: the forwarder's hot path, a single pass from an
-//! Ethernet frame to the flow tuple, written directly on fixed-size array views for speed, and
-//! tested against the views.
+//! [`flow::parse_flow`] (and [`flow::parse_ip`] for a packet without Ethernet header) is the
+//! exception: the forwarder's hot path, a single pass from a frame to the flow tuple, written
+//! directly on fixed-size array views for speed, and tested against the views.
+//!
+//! ## How it is tested
+//! Inline `test_deconstruct` / `test_construct` byte vectors per protocol (checksums computed
+//! independently; RFC 1071's and RFC 1624's examples for the checksum); property tests in
+//! `tests/` (emit → parse round-trips for every representation, incremental checksums against
+//! full ones, `parse_flow` against a byte-by-byte model, and "any bytes, no panic" with oracles);
+//! and one cargo-fuzz target per parser in the top-level `fuzz/` directory (`make fuzz`), which
+//! shares the property tests' oracles (`tests/common/exercise.rs`).
 //!
 //! ## The contract
 //! - **No panic on any byte string through the checked interface.** `new_checked`, `check_len`,
