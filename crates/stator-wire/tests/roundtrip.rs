@@ -338,3 +338,34 @@ proptest! {
         prop_assert_eq!(carried, &inner[..]);
     }
 }
+
+proptest! {
+    /// A buffer shorter than `buffer_len` is an error, never a panic, and is left untouched.
+    #[test]
+    fn short_buffers_are_refused(ip in ipv4_repr(), tunnel in tunnel(), inner in inner(), cut in any::<usize>()) {
+        let mut buf = vec![0xeeu8; cut % ip.buffer_len()];
+        prop_assert_eq!(ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[..])), Err(Error::Truncated));
+        prop_assert!(buf.iter().all(|&b| b == 0xee));
+
+        let tcp = TcpRepr {
+            src_port: 1, dst_port: 2, seq_number: 3, ack_number: 4, flags: TcpFlags::SYN, window_len: 5,
+            urgent_at: 0, options: &[1, 1, 1, 0], payload: &inner,
+        };
+        let mut buf = vec![0xeeu8; cut % tcp.buffer_len()];
+        prop_assert_eq!(tcp.emit(&mut TcpPacket::new_unchecked(&mut buf[..]), &v4()), Err(Error::Truncated));
+        prop_assert!(buf.iter().all(|&b| b == 0xee));
+
+        // An encapsulation with no room for the inner packet's first byte.
+        let encap = Encap { outer: OuterIp::V4(Ipv4Outer::new(Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST)), tunnel };
+        let mut buf = vec![0xeeu8; cut % (encap.header_len() + 1)];
+        prop_assert_eq!(encap.emit(&mut buf), Err(Error::Truncated));
+        prop_assert!(buf.iter().all(|&b| b == 0xee));
+    }
+}
+
+fn v4() -> IpPair {
+    IpPair::V4 {
+        src: Ipv4Addr::new(192, 0, 2, 1),
+        dst: Ipv4Addr::new(192, 0, 2, 2),
+    }
+}

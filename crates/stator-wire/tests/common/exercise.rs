@@ -496,8 +496,36 @@ pub fn flow(data: &[u8]) {
     }
 }
 
+/// `Repr::parse` must not panic even on a view nobody checked: it checks for itself.
+pub fn parse_unchecked(data: &[u8]) {
+    let (v4, v6) = (v4_pair(), v6_pair());
+    let IpPair::V6 { src, dst } = v6 else {
+        unreachable!()
+    };
+    let _ = black_box(EthernetRepr::parse(&EthernetFrame::new_unchecked(data)));
+    let _ = black_box(Ipv4Repr::parse(&Ipv4Packet::new_unchecked(data)));
+    let _ = black_box(Ipv6Repr::parse(&Ipv6Packet::new_unchecked(data)));
+    let _ = black_box(Ipv6ExtHeaderRepr::parse(&Ipv6ExtHeader::new_unchecked(
+        data,
+    )));
+    let _ = black_box(Ipv6FragmentRepr::parse(&Ipv6FragmentHeader::new_unchecked(
+        data,
+    )));
+    let _ = black_box(TcpRepr::parse(&TcpPacket::new_unchecked(data), &v4));
+    let _ = black_box(UdpRepr::parse(&UdpPacket::new_unchecked(data), Some(&v6)));
+    let _ = black_box(Icmpv4Repr::parse(&Icmpv4Packet::new_unchecked(data)));
+    let _ = black_box(Icmpv6Repr::parse(
+        &Icmpv6Packet::new_unchecked(data),
+        &src,
+        &dst,
+    ));
+    let _ = black_box(GreRepr::parse(&GrePacket::new_unchecked(data)));
+    let _ = black_box(GueRepr::parse(&GuePacket::new_unchecked(data)));
+}
+
 /// Every parser over the same bytes.
 pub fn all(data: &[u8]) {
+    parse_unchecked(data);
     ethernet(data);
     ipv4(data);
     ipv6(data);
