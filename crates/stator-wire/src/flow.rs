@@ -23,6 +23,14 @@
 //!
 //! Everything after the IP length (Ethernet padding) is ignored: [`FlowTuple::l3_end`] says where
 //! the IP packet ends, which is what an encapsulating forwarder must copy.
+//!
+//! [`parse_flow`] and [`parse_ip`] are `#[inline(always)]`, on purpose. Called out of line, the
+//! 80-byte tuple comes back through memory, written field by field; a caller that then reads
+//! two fields with one wide load (the compiler merges the two IPv4 addresses, say) stalls on
+//! store forwarding. Measured with the criterion benchmark on the 2.3 GHz VM this was written on,
+//! both under the same background load: about
+//! 27 ns per TCP/IPv4 frame out of line, about 10 ns inlined. Inlined, the fields stay in
+//! registers. The cost is code size at each call site, and a forwarder has one or two.
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
@@ -154,7 +162,7 @@ impl FlowTuple {
 /// documentation's list that fails: [`Error::Truncated`], [`Error::BadVersion`],
 /// [`Error::BadHeaderLength`], [`Error::BadLength`], [`Error::Unsupported`] (jumbogram), or an
 /// extension-header error.
-#[inline]
+#[inline(always)]
 pub fn parse_flow(frame: &[u8]) -> Result<FlowTuple> {
     let Some(eth) = frame.first_chunk::<{ ethernet::HEADER_LEN }>() else {
         return Err(Error::Truncated);
@@ -197,7 +205,7 @@ pub fn parse_ip(packet: &[u8]) -> Result<FlowTuple> {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn parse_ipv4(frame: &[u8], l3: usize, vlan: Option<VlanTag>) -> Result<FlowTuple> {
     let ip = frame.get(l3..).unwrap_or(&[]);
     let Some(h) = ip.first_chunk::<20>() else {
@@ -248,7 +256,7 @@ fn parse_ipv4(frame: &[u8], l3: usize, vlan: Option<VlanTag>) -> Result<FlowTupl
     })
 }
 
-#[inline]
+#[inline(always)]
 fn parse_ipv6(frame: &[u8], l3: usize, vlan: Option<VlanTag>) -> Result<FlowTuple> {
     let ip = frame.get(l3..).unwrap_or(&[]);
     let Some(h) = ip.first_chunk::<40>() else {
@@ -315,7 +323,7 @@ struct L4Info {
     icmp_code: u8,
 }
 
-#[inline]
+#[inline(always)]
 fn parse_l4(protocol: IpProtocol, fragment: Option<FragmentInfo>, l4: &[u8]) -> Result<L4Info> {
     let mut info = L4Info::default();
     if fragment.is_some_and(|f| !f.is_first()) {
