@@ -27,10 +27,10 @@
 //! [`parse_flow`] and [`parse_ip`] are `#[inline(always)]`, on purpose. Called out of line, the
 //! 80-byte tuple comes back through memory, written field by field; a caller that then reads
 //! two fields with one wide load (the compiler merges the two IPv4 addresses, say) stalls on
-//! store forwarding. Measured with the criterion benchmark on the 2.3 GHz VM this was written on,
-//! both under the same background load: about
-//! 27 ns per TCP/IPv4 frame out of line, about 10 ns inlined. Inlined, the fields stay in
-//! registers. The cost is code size at each call site, and a forwarder has one or two.
+//! store forwarding. Measured with the criterion benchmark on the 2.3 GHz VM this was written
+//! on, both under the same background load: about 27 ns per TCP/IPv4 frame out of line, about
+//! 10 ns inlined. Inlined, the fields stay in registers. The cost is code size at each call
+//! site, and a forwarder has one or two.
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
