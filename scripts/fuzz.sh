@@ -45,7 +45,7 @@ if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(cargo fuzz list --fuzz-dir fuzz)
 fi
 
-echo "fuzz: building ${#targets[@]} targets"
+echo "fuzz: building the fuzz targets"
 cargo fuzz build -O -a --fuzz-dir fuzz
 
 failed=()
