@@ -14,8 +14,10 @@
 //! it); never panics on any frame; no syscalls, no clock, no threads, no `unsafe`.
 #![forbid(unsafe_code)]
 
+pub mod builder;
 pub mod snapshot;
 
+pub use builder::{BackendSpec, SnapshotBuilder};
 pub use snapshot::{
     NodeParams, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags, VipId, VipKey,
 };
