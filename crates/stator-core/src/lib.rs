@@ -59,6 +59,7 @@
 #![deny(missing_docs)]
 
 pub mod builder;
+mod compiled;
 mod conntrack;
 mod counters;
 mod fib;
@@ -66,9 +67,11 @@ mod flow;
 mod guard;
 mod packet;
 pub mod snapshot;
+mod validate;
 mod verdict;
 
 pub use builder::{BackendSpec, SnapshotBuilder};
+pub use compiled::CompiledSnapshot;
 pub use conntrack::{ConnTable, CtMode};
 pub use counters::Counters;
 pub use fib::{FibError, FibQuery, NextHop, NextHops, StaticFib};
@@ -78,6 +81,7 @@ pub use packet::{NoHeadroom, PacketBuf, SlicePacketBuf, VecPacketBuf, XDP_HEADRO
 pub use snapshot::{
     NodeParams, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags, VipId, VipKey,
 };
+pub use validate::SnapshotError;
 pub use verdict::{Action, Cause, Insert, Selection, Trace, TraceOutcome, Verdict, VipMatch};
 
 /// The ABI types the forwarder's API speaks in, re-exported so callers need not depend on
