@@ -12,7 +12,7 @@
 //! caller chooses (the table never reads randomness itself), so a data plane that seeds it
 //! randomly is not open to hash flooding by crafted flows.
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 
 use foldhash::fast::FixedState;
 use hashbrown::HashTable;
@@ -119,7 +119,12 @@ impl ConnTable {
     /// The keyed hash of a flow key.
     #[inline]
     pub(crate) fn hash(&self, key: &FlowKey) -> u64 {
-        self.hasher.hash_one(key_words(key))
+        // Word by word: hashing the array would go through the byte-string path.
+        let mut h = self.hasher.build_hasher();
+        for w in key_words(key) {
+            h.write_u64(w);
+        }
+        h.finish()
     }
 
     /// The slab index and entry of `key`.

@@ -150,11 +150,14 @@ impl Forwarder {
         &self.cpus[self.cpu_index(cpu)].guard
     }
 
+    #[inline]
     fn cpu_index(&self, cpu: usize) -> usize {
-        // cpus is never empty (new() makes at least one).
-        cpu % self.cpus.len()
+        let n = self.cpus.len();
+        // No division on the hot path; cpus is never empty (new() makes at least one).
+        if cpu < n { cpu } else { cpu % n }
     }
 
+    #[inline]
     fn table_index(&self, cpu: usize) -> usize {
         match self.mode {
             CtMode::PerCpu => self.cpu_index(cpu),
