@@ -11,7 +11,7 @@
 //! caller owns:
 //!
 //! ```text
-//!  Snapshot ──compile──► CompiledSnapshot ─┐            (per commit; ArcSwap in the data plane)
+//!  Snapshot ──compile──► CompiledSnapshot ─┐       (once per commit; ArcSwap in a data plane)
 //!                                          ▼
 //!  frame: &mut impl PacketBuf ──► Forwarder::process(snap, now_ns, cpu, ingress, fib, frame)
 //!  fib:   &impl NextHops      ──►      │   per-CPU state: ConnTable, FloodGuard, Counters
@@ -39,6 +39,36 @@
 //!   SYN, no-CT, whether the insert happened or the guard held it, the Maglev slot), the flow
 //!   and its hash. [`Forwarder::explain`] answers the same question for a flow without
 //!   touching any state or counter (the admin API's `GET /v1/trace`).
+//!
+//! ## Example
+//! ```
+//! use std::net::{IpAddr, Ipv4Addr};
+//! use stator_core::{
+//!     Action, BackendSpec, CompiledSnapshot, Forwarder, ForwarderConfig, NextHop, NodeParams,
+//!     Proto, SnapshotBuilder, StaticFib, VecPacketBuf,
+//! };
+//! # use stator_testkit::{Packet, tcp_flags};
+//!
+//! let vip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 10));
+//! let backend = IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1));
+//! let src_v4 = Some(Ipv4Addr::new(10, 9, 9, 9));
+//! let node = NodeParams { src_v4, ..NodeParams::default() };
+//! let snapshot = SnapshotBuilder::new(node)
+//!     .vip(vip, 80, Proto::Tcp, 13, vec![BackendSpec::new(backend)])
+//!     .build()?;
+//! let snap = CompiledSnapshot::new(&snapshot)?; // once per commit, shared by every thread
+//! let (src_mac, dst_mac) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+//! let hop = NextHop { ifindex: 2, src_mac, dst_mac, mtu: 1500 };
+//! let fib = StaticFib::new().default_route(backend, Ok(hop));
+//! let mut fwd = Forwarder::new(ForwarderConfig { cpus: 1, ..ForwarderConfig::default() });
+//! # let client = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+//! # let frame_bytes = Packet::tcp(client, 40000, vip, 80, tcp_flags::SYN).frame();
+//! let mut frame = VecPacketBuf::with_xdp_headroom(&frame_bytes);
+//! let (now_ns, cpu, ingress) = (1_000_000_000, 0, 2);
+//! let verdict = fwd.process(&snap, now_ns, cpu, ingress, &fib, &mut frame);
+//! assert_eq!(verdict.action, Action::Tx); // GRE-encapsulated to 10.1.0.1, out of interface 2
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! ## The contract
 //! - Bit for bit `docs/forwarding.md`: the same action, real, output bytes and counter deltas

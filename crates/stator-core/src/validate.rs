@@ -38,7 +38,10 @@ pub enum SnapshotError {
         id: u32,
     },
     /// A Maglev table is larger than the largest the maps allow.
-    #[error("VIP {vip}: table of {size} slots exceeds STATOR_MAX_TABLE_SIZE ({max})", max = STATOR_MAX_TABLE_SIZE)]
+    #[error(
+        "VIP {vip}: table of {size} slots exceeds STATOR_MAX_TABLE_SIZE ({max})",
+        max = STATOR_MAX_TABLE_SIZE
+    )]
     TableTooLarge {
         /// The VIP.
         vip: VipKey,

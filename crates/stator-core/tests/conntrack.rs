@@ -428,3 +428,12 @@ fn explain_predicts_process_and_changes_nothing() {
     mixed.dst = v6(VIP6);
     assert_eq!(fwd.explain(&snap, T0, 0, &mixed, false).flow, None);
 }
+
+/// Data planes share a compiled snapshot between threads and move forwarders into them.
+#[test]
+fn thread_safety_of_the_api() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<CompiledSnapshot>();
+    send_sync::<Forwarder>();
+    send_sync::<stator_core::StaticFib>();
+}

@@ -294,7 +294,9 @@ proptest! {
     fn never_panics_behind_a_vip_header(
         tail in proptest::collection::vec(any::<u8>(), 0..120),
         is_v6 in any::<bool>(),
-        proto in prop_oneof![Just(6u8), Just(17), Just(1), Just(58), Just(0), Just(44), any::<u8>()],
+        proto in prop_oneof![
+            Just(6u8), Just(17), Just(1), Just(58), Just(0), Just(44), any::<u8>()
+        ],
         len_delta in -8i32..8,
         now in any::<u64>(),
     ) {
