@@ -210,16 +210,16 @@ impl CompiledSnapshot {
     /// that address.
     pub fn vaddr_flags(&self, addr: IpAddr) -> Option<u32> {
         match addr {
-            IpAddr::V4(a) => self.vaddr_v4(a.octets()),
-            IpAddr::V6(a) => self.vaddr_v6(a.octets()),
+            IpAddr::V4(a) => self.vaddr_v4(a.to_bits()),
+            IpAddr::V6(a) => self.vaddr_v6(a.to_bits()),
         }
     }
 
     /// The id of the VIP with exactly this key (no wildcard fallback).
     pub fn vip_id(&self, key: &VipKey) -> Option<VipId> {
         let v = match key.addr {
-            IpAddr::V4(a) => self.vip_v4(a.octets(), key.port, key.proto.number()),
-            IpAddr::V6(a) => self.vip_v6(a.octets(), key.port, key.proto.number()),
+            IpAddr::V4(a) => self.vip_v4(a.to_bits(), key.port, key.proto.number()),
+            IpAddr::V6(a) => self.vip_v6(a.to_bits(), key.port, key.proto.number()),
         };
         v.map(|v| VipId(v.id))
     }
@@ -229,30 +229,28 @@ impl CompiledSnapshot {
         self.real(id.0).map(|r| r.addr.ip())
     }
 
+    /// `stator_vaddrs` of an IPv4 address (as a big-endian number).
     #[inline]
-    pub(crate) fn vaddr_v4(&self, dst: [u8; 4]) -> Option<u32> {
-        self.vaddrs_v4.get(&u32::from_be_bytes(dst)).copied()
+    pub(crate) fn vaddr_v4(&self, dst: u32) -> Option<u32> {
+        self.vaddrs_v4.get(&dst).copied()
+    }
+
+    /// `stator_vaddrs` of an IPv6 address (as a big-endian number).
+    #[inline]
+    pub(crate) fn vaddr_v6(&self, dst: u128) -> Option<u32> {
+        self.vaddrs_v6.get(&dst).copied()
     }
 
     #[inline]
-    pub(crate) fn vaddr_v6(&self, dst: [u8; 16]) -> Option<u32> {
-        self.vaddrs_v6.get(&u128::from_be_bytes(dst)).copied()
-    }
-
-    #[inline]
-    pub(crate) fn vip_v4(&self, addr: [u8; 4], port: u16, proto: u8) -> Option<&CVip> {
-        let k =
-            (u64::from(u32::from_be_bytes(addr)) << 24) | (u64::from(port) << 8) | u64::from(proto);
+    pub(crate) fn vip_v4(&self, addr: u32, port: u16, proto: u8) -> Option<&CVip> {
+        let k = (u64::from(addr) << 24) | (u64::from(port) << 8) | u64::from(proto);
         let &i = self.vips_v4.get(&k)?;
         self.vips.get(i as usize)
     }
 
     #[inline]
-    pub(crate) fn vip_v6(&self, addr: [u8; 16], port: u16, proto: u8) -> Option<&CVip> {
-        let k = (
-            (u32::from(port) << 8) | u32::from(proto),
-            u128::from_be_bytes(addr),
-        );
+    pub(crate) fn vip_v6(&self, addr: u128, port: u16, proto: u8) -> Option<&CVip> {
+        let k = ((u32::from(port) << 8) | u32::from(proto), addr);
         let &i = self.vips_v6.get(&k)?;
         self.vips.get(i as usize)
     }

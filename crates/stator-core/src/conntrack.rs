@@ -18,6 +18,8 @@ use foldhash::fast::FixedState;
 use hashbrown::HashTable;
 use stator_abi::{CtEntry, FlowKey};
 
+use crate::flow::{key_words, words_key};
+
 /// How connection tables relate to CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum CtMode {
@@ -35,7 +37,8 @@ const NIL: u32 = u32::MAX;
 
 #[derive(Debug, Clone)]
 struct Node {
-    key: FlowKey,
+    /// The key as five big-endian words ([`key_words`]).
+    key: [u64; 5],
     entry: CtEntry,
     hash: u64,
     prev: u32,
@@ -87,15 +90,16 @@ impl ConnTable {
 
     /// The entry for `key`, without touching its recency.
     pub fn get(&self, key: &FlowKey) -> Option<CtEntry> {
-        let h = self.hash(key);
-        self.find(key, h).map(|(_, e)| e)
+        let w = key_words(key);
+        self.find(&w, self.hash(&w)).map(|(_, e)| e)
     }
 
     /// Writes `entry` for `key` (overwriting any entry), evicting the least recently used entry
     /// when the table is full.
     pub fn insert(&mut self, key: FlowKey, entry: CtEntry) {
-        let h = self.hash(&key);
-        self.insert_hashed(key, h, entry);
+        let w = key_words(&key);
+        let h = self.hash(&w);
+        self.insert_hashed(w, h, entry);
     }
 
     /// Removes every entry.
@@ -107,21 +111,21 @@ impl ConnTable {
     }
 
     /// Every entry, most recently used first.
-    pub fn iter(&self) -> impl Iterator<Item = (&FlowKey, &CtEntry)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (FlowKey, CtEntry)> + '_ {
         let mut at = self.head;
         std::iter::from_fn(move || {
             let n = self.nodes.get(at as usize)?;
             at = n.next;
-            Some((&n.key, &n.entry))
+            Some((words_key(&n.key), n.entry))
         })
     }
 
-    /// The keyed hash of a flow key.
+    /// The keyed hash of a key in word form.
     #[inline]
-    pub(crate) fn hash(&self, key: &FlowKey) -> u64 {
+    pub(crate) fn hash(&self, key: &[u64; 5]) -> u64 {
         // Word by word: hashing the array would go through the byte-string path.
         let mut h = self.hasher.build_hasher();
-        for w in key_words(key) {
+        for &w in key {
             h.write_u64(w);
         }
         h.finish()
@@ -129,10 +133,10 @@ impl ConnTable {
 
     /// The slab index and entry of `key`.
     #[inline]
-    pub(crate) fn find(&self, key: &FlowKey, hash: u64) -> Option<(u32, CtEntry)> {
+    pub(crate) fn find(&self, key: &[u64; 5], hash: u64) -> Option<(u32, CtEntry)> {
         let nodes = &self.nodes;
         let &i = self.index.find(hash, |&i| {
-            nodes.get(i as usize).is_some_and(|n| n.key == *key)
+            nodes.get(i as usize).is_some_and(|n| same_key(&n.key, key))
         })?;
         Some((i, nodes.get(i as usize)?.entry))
     }
@@ -148,7 +152,7 @@ impl ConnTable {
     }
 
     /// [`insert`](Self::insert) with the key's hash already computed.
-    pub(crate) fn insert_hashed(&mut self, key: FlowKey, hash: u64, entry: CtEntry) {
+    pub(crate) fn insert_hashed(&mut self, key: [u64; 5], hash: u64, entry: CtEntry) {
         if let Some((i, _)) = self.find(&key, hash) {
             if let Some(n) = self.nodes.get_mut(i as usize) {
                 n.entry = entry;
@@ -230,27 +234,10 @@ impl ConnTable {
     }
 }
 
-/// The key as five words for the hasher (every byte of the key, padding included).
+/// Key equality without a call to `memcmp` (what `==` on the arrays compiles to).
 #[inline]
-fn key_words(k: &FlowKey) -> [u64; 5] {
-    let w = |b: &[u8; 16], lo: bool| {
-        let half: [u8; 8] = if lo {
-            [b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]
-        } else {
-            [b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]]
-        };
-        u64::from_ne_bytes(half)
-    };
-    let tail = u64::from_ne_bytes([
-        k.sport[0], k.sport[1], k.dport[0], k.dport[1], k.proto, k.family, k._pad0[0], k._pad0[1],
-    ]);
-    [
-        w(&k.src, true),
-        w(&k.src, false),
-        w(&k.dst, true),
-        w(&k.dst, false),
-        tail,
-    ]
+fn same_key(a: &[u64; 5], b: &[u64; 5]) -> bool {
+    ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) | (a[4] ^ b[4])) == 0
 }
 
 #[cfg(test)]
@@ -281,6 +268,10 @@ mod tests {
         t.iter().map(|(k, _)| u16::from_be_bytes(k.sport)).collect()
     }
 
+    fn words(n: u16) -> [u64; 5] {
+        key_words(&key(n))
+    }
+
     #[test]
     fn insert_get_overwrite() {
         let mut t = ConnTable::new(4, 1);
@@ -301,8 +292,8 @@ mod tests {
             t.insert(key(n), entry(u32::from(n), 0));
         }
         // Use 1, so 2 is now the least recently used.
-        let h = t.hash(&key(1));
-        let (i, _) = t.find(&key(1), h).unwrap();
+        let h = t.hash(&words(1));
+        let (i, _) = t.find(&words(1), h).unwrap();
         t.touch(i, Some(99));
         assert_eq!(order(&t), [1, 3, 2]);
         t.insert(key(4), entry(4, 0));
@@ -333,6 +324,6 @@ mod tests {
     #[test]
     fn seed_changes_the_hash_not_the_content() {
         let (a, b) = (ConnTable::new(8, 1), ConnTable::new(8, 2));
-        assert_ne!(a.hash(&key(1)), b.hash(&key(1)));
+        assert_ne!(a.hash(&words(1)), b.hash(&words(1)));
     }
 }

@@ -1,14 +1,14 @@
 //! The forwarder: per-CPU state, [`Forwarder::process`] (docs/forwarding.md §§1–6 for one
 //! frame) and [`Forwarder::explain`] (the same decision for a flow, without effects).
 
-use stator_abi::{Counter, CtEntry, DropReason, Family, FlowKey, STATOR_DEFAULT_CT_ENTRIES};
+use stator_abi::{Counter, CtEntry, DropReason, STATOR_DEFAULT_CT_ENTRIES};
 
 use crate::compiled::{CReal, CVip, CompiledSnapshot, IPPROTO_TCP};
 use crate::conntrack::{ConnTable, CtMode};
 use crate::counters::Counters;
 use crate::encap::encapsulate;
 use crate::fib::NextHops;
-use crate::flow::{Flow, hash_key, key_v4, key_v6};
+use crate::flow::{Flow, Tuple};
 use crate::guard::FloodGuard;
 use crate::icmp::{IcmpKind, classify, echo_reply, quoted_flow};
 use crate::packet::PacketBuf;
@@ -228,27 +228,23 @@ impl Forwarder {
         flow: &Flow,
         syn: bool,
     ) -> Trace {
+        let tuple = flow.tuple();
         let mut t = Trace {
-            flow: flow.key(),
-            hash: 0,
+            flow: tuple.map(|t| t.key()),
+            hash: tuple.map_or(0, |t| t.flow_hash()),
             vip: None,
             ct_entry: None,
             selection: None,
             outcome: TraceOutcome::NotVip,
         };
-        let Some(key) = t.flow else {
+        let Some(tuple) = tuple else {
             return t;
         };
-        t.hash = hash_key(&key);
-        let (family, vaddr) = match flow.dst {
-            std::net::IpAddr::V4(a) => (Family::V4, snap.vaddr_v4(a.octets())),
-            std::net::IpAddr::V6(a) => (Family::V6, snap.vaddr_v6(a.octets())),
-        };
-        let Some(vaddr) = vaddr else {
+        let Some(vaddr) = snap.vaddr_flags(flow.dst) else {
             return t;
         };
         let Some((vip, wildcard)) =
-            match_vip(snap, vaddr, family, &key.dst, flow.dport, flow.proto)
+            match_vip(snap, vaddr, tuple.family, tuple.dst, flow.dport, flow.proto)
         else {
             return t;
         };
@@ -257,13 +253,15 @@ impl Forwarder {
             wildcard,
         });
         let table = self.conn_table(cpu);
+        let words = tuple.words();
         let p = plan(
             snap,
             vip,
             table,
             &Ask {
-                key: &key,
-                ct_hash: table.hash(&key),
+                words,
+                proto: tuple.proto,
+                ct_hash: table.hash(&words),
                 hash: t.hash,
                 now: now_ns,
                 syn: syn && flow.proto == IPPROTO_TCP,
@@ -310,24 +308,19 @@ where
     match parse_l4(data, &ip) {
         Err(s) => s.into(),
         Ok(L4::Ports { sport, dport, syn }) => {
-            let Some((vip, _)) = match_vip(cx.snap, ip.vaddr, ip.family, &ip.dst, dport, ip.proto)
+            let Some((vip, _)) = match_vip(cx.snap, ip.vaddr, ip.family, ip.dst, dport, ip.proto)
             else {
                 return Stop::NonVip.into();
             };
-            let key = match ip.family {
-                Family::V4 => {
-                    let (s, d) = (&ip.src, &ip.dst);
-                    key_v4(
-                        [s[0], s[1], s[2], s[3]],
-                        [d[0], d[1], d[2], d[3]],
-                        sport,
-                        dport,
-                        ip.proto,
-                    )
-                }
-                Family::V6 => key_v6(ip.src, ip.dst, sport, dport, ip.proto),
+            let tuple = Tuple {
+                src: ip.src,
+                dst: ip.dst,
+                sport,
+                dport,
+                proto: ip.proto,
+                family: ip.family,
             };
-            select_and_forward(cx, frame, v, &ip, vip, key, syn, false)
+            select_and_forward(cx, frame, v, &ip, vip, &tuple, syn, false)
         }
         Ok(L4::Icmp { ty, code }) => match classify(ip.family, ty, code) {
             IcmpKind::Echo if cx.snap.node.icmp_echo => {
@@ -342,17 +335,13 @@ where
                     Ok(q) => q,
                     Err(r) => return r.into(),
                 };
-                let Some((vip, _)) = match_vip(
-                    cx.snap,
-                    ip.vaddr,
-                    ip.family,
-                    &q.vip_addr,
-                    q.vip_port,
-                    q.proto,
-                ) else {
+                // The reversed quoted flow's destination is the VIP (inner.src, inner.sport).
+                let Some((vip, _)) =
+                    match_vip(cx.snap, ip.vaddr, ip.family, q.dst, q.dport, q.proto)
+                else {
                     return DropReason::Icmp.into();
                 };
-                select_and_forward(cx, frame, v, &ip, vip, q.key, false, true)
+                select_and_forward(cx, frame, v, &ip, vip, &q, false, true)
             }
         },
     }
@@ -367,7 +356,7 @@ fn select_and_forward<N, B>(
     v: &mut Verdict,
     ip: &Ip,
     vip: &CVip,
-    key: FlowKey,
+    tuple: &Tuple,
     syn: bool,
     icmp_error: bool,
 ) -> End
@@ -376,18 +365,20 @@ where
     B: PacketBuf + ?Sized,
 {
     cx.st.counters.count_vip(vip.id, cx.len);
-    let hash = hash_key(&key);
+    let hash = tuple.flow_hash();
     v.vip = Some(VipId(vip.id));
-    v.flow = Some(key);
+    v.flow = Some(tuple.key());
     v.hash = Some(hash);
+    let words = tuple.words();
     // NO_CT never touches the table, so it need not hash for it either.
-    let ct_hash = if vip.no_ct { 0 } else { cx.table.hash(&key) };
+    let ct_hash = if vip.no_ct { 0 } else { cx.table.hash(&words) };
     let p = plan(
         cx.snap,
         vip,
         cx.table,
         &Ask {
-            key: &key,
+            words,
+            proto: tuple.proto,
             ct_hash,
             hash,
             now: cx.now,
@@ -421,7 +412,7 @@ where
                 _pad0: 0,
                 last_seen_ns: cx.now,
             };
-            cx.table.insert_hashed(key, ct_hash, entry);
+            cx.table.insert_hashed(words, ct_hash, entry);
             cx.st.counters.inc(Counter::CtInsert);
             selection.insert = Insert::Inserted;
         } else {

@@ -1,12 +1,12 @@
 //! docs/forwarding.md §6: ICMP and ICMPv6 to a VIP address — the echo reply written in place,
 //! and the flow an ICMP frag-needed / packet-too-big is about.
 
-use stator_abi::{DropReason, Family, FlowKey};
+use stator_abi::{DropReason, Family};
 use stator_wire::checksum;
 
 use crate::compiled::{IPPROTO_TCP, IPPROTO_UDP};
-use crate::flow::{key_v4, key_v6};
-use crate::parse::Ip;
+use crate::flow::{Tuple, v4};
+use crate::parse::{Ip, addrs_v6};
 
 const ICMP_ECHO_REPLY: u8 = 0;
 const ICMP_DEST_UNREACH: u8 = 3;
@@ -81,24 +81,14 @@ pub(crate) fn echo_reply(frame: &mut [u8], ip: &Ip) {
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
 }
 
-/// The flow an ICMP frag-needed / packet-too-big is about: the quoted packet's flow, reversed
-/// (so it is the key of the client's own packets), and the VIP it names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Quoted {
-    /// `{inner.dst, inner.src, inner.dport, inner.sport, inner.proto}`.
-    pub key: FlowKey,
-    /// The VIP address (`inner.src`), IPv4 in the first 4 bytes.
-    pub vip_addr: [u8; 16],
-    /// The VIP port (`inner.sport`).
-    pub vip_port: u16,
-    /// TCP or UDP.
-    pub proto: u8,
-}
-
+/// The flow an ICMP frag-needed / packet-too-big is about: the quoted packet's flow reversed,
+/// `{inner.dst, inner.src, inner.dport, inner.sport, inner.proto}`, so it is the key of the
+/// client's own packets; its destination and destination port are the VIP's.
+///
 /// Parses the packet quoted at `l4 + 8` as the outer's family (§6): the version must match,
 /// IPv4 needs 20 bytes and `l4 + 8 + IHL*4 + 8 ≤ ip_end` with IHL ≥ 5, IPv6 needs 40 + 8 bytes
 /// (no extension-header walk); else `malformed_l4`. A protocol other than TCP or UDP is `icmp`.
-pub(crate) fn quoted_flow(data: &[u8], ip: &Ip) -> Result<Quoted, DropReason> {
+pub(crate) fn quoted_flow(data: &[u8], ip: &Ip) -> Result<Tuple, DropReason> {
     const MALFORMED: DropReason = DropReason::MalformedL4;
     let q = data.get(ip.l4 + 8..ip.ip_end).unwrap_or(&[]);
     match ip.family {
@@ -117,18 +107,15 @@ pub(crate) fn quoted_flow(data: &[u8], ip: &Ip) -> Result<Quoted, DropReason> {
             if proto != IPPROTO_TCP && proto != IPPROTO_UDP {
                 return Err(DropReason::Icmp);
             }
-            let (src, dst) = ([h[12], h[13], h[14], h[15]], [h[16], h[17], h[18], h[19]]);
-            let (sport, dport) = (
-                u16::from_be_bytes([p[0], p[1]]),
-                u16::from_be_bytes([p[2], p[3]]),
-            );
-            let mut vip_addr = [0; 16];
-            vip_addr[..4].copy_from_slice(&src);
-            Ok(Quoted {
-                key: key_v4(dst, src, dport, sport, proto),
-                vip_addr,
-                vip_port: sport,
+            let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
+            let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
+            Ok(Tuple {
+                src: v4(dst),
+                dst: v4(src),
+                sport: u16::from_be_bytes([p[2], p[3]]),
+                dport: u16::from_be_bytes([p[0], p[1]]),
                 proto,
+                family: Family::V4,
             })
         }
         Family::V6 => {
@@ -142,17 +129,17 @@ pub(crate) fn quoted_flow(data: &[u8], ip: &Ip) -> Result<Quoted, DropReason> {
             if proto != IPPROTO_TCP && proto != IPPROTO_UDP {
                 return Err(DropReason::Icmp);
             }
-            let mut src = [0u8; 16];
-            let mut dst = [0u8; 16];
-            src.copy_from_slice(&h[8..24]);
-            dst.copy_from_slice(&h[24..40]);
-            let sport = u16::from_be_bytes([h[40], h[41]]);
-            let dport = u16::from_be_bytes([h[42], h[43]]);
-            Ok(Quoted {
-                key: key_v6(dst, src, dport, sport, proto),
-                vip_addr: src,
-                vip_port: sport,
+            let Some(fixed) = h.first_chunk::<40>() else {
+                return Err(MALFORMED);
+            };
+            let (src, dst) = addrs_v6(fixed);
+            Ok(Tuple {
+                src: dst,
+                dst: src,
+                sport: u16::from_be_bytes([h[42], h[43]]),
+                dport: u16::from_be_bytes([h[40], h[41]]),
                 proto,
+                family: Family::V6,
             })
         }
     }

@@ -10,6 +10,7 @@
 use stator_abi::{DropReason, Family, STATOR_MAX_IPV6_EXT_HDRS};
 
 use crate::compiled::{CompiledSnapshot, IPPROTO_TCP, IPPROTO_UDP};
+use crate::flow::v4;
 
 /// Ethernet header length, untagged.
 pub(crate) const ETH_LEN: usize = 14;
@@ -50,10 +51,11 @@ pub(crate) struct Ip {
     pub proto: u8,
     /// `stator_vaddrs` flags of the destination.
     pub vaddr: u32,
-    /// Source address; IPv4 in the first 4 bytes, the rest zero (the flow key's form).
-    pub src: [u8; 16],
+    /// Source address as a big-endian number of its flow-key field (IPv4 in the top 32 bits,
+    /// see [`crate::flow::v4`]).
+    pub src: u128,
     /// Destination address, likewise.
-    pub dst: [u8; 16],
+    pub dst: u128,
 }
 
 /// The upper layer of a VIP-addressed packet (§3).
@@ -104,13 +106,11 @@ fn ipv4(data: &[u8], l3: usize, snap: &CompiledSnapshot) -> Result<Ip, Stop> {
     let Some(h) = data.get(l3..).and_then(<[u8]>::first_chunk::<20>) else {
         return Err(MALFORMED);
     };
-    let Some(vaddr) = snap.vaddr_v4([h[16], h[17], h[18], h[19]]) else {
+    let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
+    let Some(vaddr) = snap.vaddr_v4(dst) else {
         return Err(Stop::NonVip);
     };
-    let mut src = [0u8; 16];
-    let mut dst = [0u8; 16];
-    src[..4].copy_from_slice(&h[12..16]);
-    dst[..4].copy_from_slice(&h[16..20]);
+    let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
     let hlen = usize::from(h[0] & 0x0f) * 4;
     let tot_len = usize::from(be16([h[2], h[3]]));
     if h[0] >> 4 != 4 || hlen < 20 || l3 + hlen > len || hlen > tot_len || l3 + tot_len > len {
@@ -127,9 +127,19 @@ fn ipv4(data: &[u8], l3: usize, snap: &CompiledSnapshot) -> Result<Ip, Stop> {
         ip_end: l3 + tot_len,
         proto: h[9],
         vaddr,
-        src,
-        dst,
+        src: v4(src),
+        dst: v4(dst),
     })
+}
+
+/// Source and destination of an IPv6 header, as big-endian numbers.
+#[inline]
+pub(crate) fn addrs_v6(h: &[u8; 40]) -> (u128, u128) {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&h[8..24]);
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&h[24..40]);
+    (u128::from_be_bytes(a), u128::from_be_bytes(b))
 }
 
 #[inline]
@@ -147,13 +157,10 @@ fn ipv6(data: &[u8], l3: usize, snap: &CompiledSnapshot) -> Result<Ip, Stop> {
     let Some(h) = data.get(l3..).and_then(<[u8]>::first_chunk::<40>) else {
         return Err(MALFORMED);
     };
-    let mut dst = [0u8; 16];
-    dst.copy_from_slice(&h[24..40]);
+    let (src, dst) = addrs_v6(h);
     let Some(vaddr) = snap.vaddr_v6(dst) else {
         return Err(Stop::NonVip);
     };
-    let mut src = [0u8; 16];
-    src.copy_from_slice(&h[8..24]);
     let payload_len = usize::from(be16([h[4], h[5]]));
     if h[0] >> 4 != 6 || payload_len == 0 || l3 + 40 + payload_len > len {
         return Err(MALFORMED);

@@ -6,35 +6,36 @@
 //! it. One decision, two uses, so the tracer cannot drift from the data path.
 
 use stator_abi::{
-    CtEntry, DropReason, Family, FlowKey, STATOR_CT_REFRESH_NS, STATOR_NO_REAL,
-    STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS,
-    STATOR_VADDR_F_UDP_ANY, STATOR_VADDR_F_UDP_PORTS,
+    CtEntry, DropReason, Family, STATOR_CT_REFRESH_NS, STATOR_NO_REAL, STATOR_REAL_F_DRAINING,
+    STATOR_REAL_F_USABLE, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_UDP_ANY,
+    STATOR_VADDR_F_UDP_PORTS,
 };
 
 use crate::compiled::{CReal, CVip, CompiledSnapshot, IPPROTO_TCP, IPPROTO_UDP};
 use crate::conntrack::ConnTable;
+use crate::flow::v4_of;
 use crate::verdict::Cause;
 
 /// §3: the VIP of `(dst, dport, proto)` under the address's `stator_vaddrs` flags: the exact
 /// entry if the protocol's `*_PORTS` flag is set, then the port-0 entry if its `*_ANY` flag is.
 /// Returns the VIP and whether it was the wildcard.
 #[inline]
-pub(crate) fn match_vip<'s>(
-    snap: &'s CompiledSnapshot,
+pub(crate) fn match_vip(
+    snap: &CompiledSnapshot,
     vaddr: u32,
     family: Family,
-    dst: &[u8; 16],
+    dst: u128,
     dport: u16,
     proto: u8,
-) -> Option<(&'s CVip, bool)> {
+) -> Option<(&CVip, bool)> {
     let (ports, any) = match proto {
         IPPROTO_TCP => (STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_TCP_ANY),
         IPPROTO_UDP => (STATOR_VADDR_F_UDP_PORTS, STATOR_VADDR_F_UDP_ANY),
         _ => return None,
     };
     let lookup = |port| match family {
-        Family::V4 => snap.vip_v4([dst[0], dst[1], dst[2], dst[3]], port, proto),
-        Family::V6 => snap.vip_v6(*dst, port, proto),
+        Family::V4 => snap.vip_v4(v4_of(dst), port, proto),
+        Family::V6 => snap.vip_v6(dst, port, proto),
     };
     if vaddr & ports != 0
         && let Some(v) = lookup(dport)
@@ -95,8 +96,11 @@ pub(crate) struct Plan<'s> {
 
 /// The inputs of [`plan`] that describe the packet.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Ask<'a> {
-    pub key: &'a FlowKey,
+pub(crate) struct Ask {
+    /// The flow's key in the connection table's word form.
+    pub words: [u64; 5],
+    /// The flow's protocol (picks the timeout).
+    pub proto: u8,
     /// The connection table's hash of `key`.
     pub ct_hash: u64,
     /// The flow hash of `key`.
@@ -114,7 +118,7 @@ pub(crate) fn plan<'s>(
     snap: &'s CompiledSnapshot,
     vip: &CVip,
     table: &ConnTable,
-    ask: &Ask<'_>,
+    ask: &Ask,
 ) -> Plan<'s> {
     let by_maglev = |cause, found, insert| {
         let (slot, real) = maglev(snap, vip, ask.hash);
@@ -134,11 +138,11 @@ pub(crate) fn plan<'s>(
     if ask.syn && !ask.icmp_error {
         return by_maglev(Cause::Syn, None, true);
     }
-    let Some((i, e)) = table.find(ask.key, ask.ct_hash) else {
+    let Some((i, e)) = table.find(&ask.words, ask.ct_hash) else {
         return by_maglev(Cause::CtMiss, None, may_insert);
     };
     let found = Some((i, e));
-    let timeout = if ask.key.proto == IPPROTO_TCP {
+    let timeout = if ask.proto == IPPROTO_TCP {
         snap.node.tcp_timeout_ns
     } else {
         snap.node.udp_timeout_ns

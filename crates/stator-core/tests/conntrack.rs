@@ -399,21 +399,9 @@ fn explain_predicts_process_and_changes_nothing() {
         (&snap, T0 + 2000 * SEC, 12, tcp_flags::ACK),
     ];
     for (i, (snap, now, sport, flags)) in steps.into_iter().enumerate() {
-        let before = (
-            fwd.totals(),
-            fwd.conn_table(0)
-                .iter()
-                .map(|(k, e)| (*k, *e))
-                .collect::<Vec<_>>(),
-        );
+        let before = (fwd.totals(), fwd.conn_table(0).iter().collect::<Vec<_>>());
         let t = fwd.explain(snap, now, 0, &flow(sport, 80, 6), flags == tcp_flags::SYN);
-        let after = (
-            fwd.totals(),
-            fwd.conn_table(0)
-                .iter()
-                .map(|(k, e)| (*k, *e))
-                .collect::<Vec<_>>(),
-        );
+        let after = (fwd.totals(), fwd.conn_table(0).iter().collect::<Vec<_>>());
         assert_eq!(before, after, "step {i}: explain changed state");
         let v = go(&mut fwd, snap, now, 0, &tcp(sport, flags));
         assert_eq!(t.selection, v.selection, "step {i}");
