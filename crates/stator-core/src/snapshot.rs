@@ -6,6 +6,7 @@
 //! for as long as the same (VIP, backend) pair keeps that id.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
@@ -39,6 +40,15 @@ impl Proto {
     }
 }
 
+impl fmt::Display for Proto {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        })
+    }
+}
+
 /// What a VIP is matched on: address, port (0 = any) and protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct VipKey {
@@ -48,6 +58,16 @@ pub struct VipKey {
     pub port: u16,
     /// The protocol.
     pub proto: Proto,
+}
+
+impl fmt::Display for VipKey {
+    /// `10.0.0.10:80/tcp`, `[2001:db8::10]:0/udp`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.addr {
+            IpAddr::V4(a) => write!(f, "{a}:{}/{}", self.port, self.proto),
+            IpAddr::V6(a) => write!(f, "[{a}]:{}/{}", self.port, self.proto),
+        }
+    }
 }
 
 /// Per-VIP flags (`STATOR_VIP_F_*`).

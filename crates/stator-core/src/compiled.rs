@@ -1,0 +1,324 @@
+//! A [`Snapshot`] in the form packets want: [`CompiledSnapshot`].
+//!
+//! Built once per commit, never per packet. It holds what the BPF maps hold for one generation:
+//! the `stator_vaddrs` address flags (derived here from the VIP set, so they cannot disagree with
+//! it), the `stator_vips` entries under integer keys, the reals in a dense array indexed by real
+//! id, and the node parameters with "unset" addresses normalised. Lookups hash with a fixed
+//! foldhash: the keys are configuration, not packet data, so no seed is needed to keep them
+//! spread.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use foldhash::fast::FixedState;
+use stator_abi::{
+    Encap, STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE, STATOR_VADDR_F_TCP_ANY,
+    STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_UDP_ANY, STATOR_VADDR_F_UDP_PORTS,
+};
+
+use crate::snapshot::{NodeParams, Proto, RealId, RealState, Snapshot, VipId, VipKey};
+use crate::validate::SnapshotError;
+
+/// IP protocol numbers the decision names.
+pub(crate) const IPPROTO_TCP: u8 = 6;
+/// UDP.
+pub(crate) const IPPROTO_UDP: u8 = 17;
+
+type Map<K, V> = HashMap<K, V, FixedState>;
+
+/// A VIP as the forwarder uses it (`struct stator_vip` plus its slots).
+#[derive(Debug, Clone)]
+pub(crate) struct CVip {
+    pub id: u32,
+    pub no_ct: bool,
+    pub table: Arc<[u32]>,
+}
+
+/// A backend address, in wire form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Addr {
+    V4([u8; 4]),
+    V6([u8; 16]),
+}
+
+impl Addr {
+    pub fn ip(self) -> IpAddr {
+        match self {
+            Addr::V4(a) => IpAddr::from(a),
+            Addr::V6(a) => IpAddr::from(a),
+        }
+    }
+}
+
+/// A real as the forwarder uses it (`struct stator_real`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CReal {
+    pub addr: Addr,
+    pub vip_id: u32,
+    /// `STATOR_REAL_F_*`, never 0 for a present real.
+    pub flags: u16,
+    pub encap: Encap,
+}
+
+/// Node parameters in wire form (`struct stator_node_cfg`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CNode {
+    /// `None` when unset or 0.0.0.0.
+    pub src_v4: Option<[u8; 4]>,
+    /// `None` when unset or `::`.
+    pub src_v6: Option<[u8; 16]>,
+    pub icmp_echo: bool,
+    pub tcp_timeout_ns: u64,
+    pub udp_timeout_ns: u64,
+    pub flood_new_per_sec: u32,
+    pub gue_port: u16,
+    pub outer_ttl: u8,
+}
+
+/// An immutable, packet-ready form of a [`Snapshot`]. Share it between threads (it is `Send` and
+/// `Sync`); replace it atomically on each commit.
+#[derive(Debug, Clone)]
+pub struct CompiledSnapshot {
+    generation: u64,
+    params: NodeParams,
+    pub(crate) node: CNode,
+    vaddrs_v4: Map<u32, u32>,
+    vaddrs_v6: Map<u128, u32>,
+    /// `(addr << 24) | (port << 8) | proto`.
+    vips_v4: Map<u64, u32>,
+    /// `((port << 8) | proto, addr)`.
+    vips_v6: Map<(u32, u128), u32>,
+    vips: Vec<CVip>,
+    reals: Vec<Option<CReal>>,
+}
+
+impl CompiledSnapshot {
+    /// Validates `snap` ([`Snapshot::validate`]) and compiles it.
+    ///
+    /// # Errors
+    /// The first [`SnapshotError`].
+    pub fn new(snap: &Snapshot) -> Result<Self, SnapshotError> {
+        snap.validate()?;
+        Ok(Self::compile(snap))
+    }
+
+    /// Compiles a snapshot that is representable in the maps but possibly inconsistent (a slot
+    /// naming a missing real, a real without a source address, …), exactly as the maps would
+    /// hold it: the forwarder then drops with `bad_config`, `no_source` and so on, as the XDP
+    /// program would. For tests of those paths and for the differential test; data planes use
+    /// [`new`](Self::new).
+    ///
+    /// # Errors
+    /// A representability [`SnapshotError`] (an id or table that does not fit the ABI).
+    pub fn new_lenient(snap: &Snapshot) -> Result<Self, SnapshotError> {
+        snap.check_representable()?;
+        Ok(Self::compile(snap))
+    }
+
+    fn compile(snap: &Snapshot) -> Self {
+        let n = snap.node;
+        let node = CNode {
+            src_v4: n.src_v4.filter(|a| !a.is_unspecified()).map(|a| a.octets()),
+            src_v6: n.src_v6.filter(|a| !a.is_unspecified()).map(|a| a.octets()),
+            icmp_echo: n.icmp_echo,
+            tcp_timeout_ns: n.tcp_timeout_ns,
+            udp_timeout_ns: n.udp_timeout_ns,
+            flood_new_per_sec: n.flood_new_per_sec,
+            gue_port: n.gue_port,
+            outer_ttl: n.outer_ttl,
+        };
+        let mut c = Self {
+            generation: snap.generation,
+            params: n,
+            node,
+            vaddrs_v4: Map::default(),
+            vaddrs_v6: Map::default(),
+            vips_v4: Map::default(),
+            vips_v6: Map::default(),
+            vips: Vec::with_capacity(snap.vips.len()),
+            reals: Vec::new(),
+        };
+        for (key, vip) in &snap.vips {
+            // Fits: there are fewer VIPs than memory.
+            let index = c.vips.len() as u32;
+            c.vips.push(CVip {
+                id: vip.id.0,
+                no_ct: vip.flags.no_conntrack,
+                table: vip.table.clone(),
+            });
+            let flag = match (key.proto, key.port == 0) {
+                (Proto::Tcp, false) => STATOR_VADDR_F_TCP_PORTS,
+                (Proto::Tcp, true) => STATOR_VADDR_F_TCP_ANY,
+                (Proto::Udp, false) => STATOR_VADDR_F_UDP_PORTS,
+                (Proto::Udp, true) => STATOR_VADDR_F_UDP_ANY,
+            };
+            let pp = (u32::from(key.port) << 8) | u32::from(key.proto.number());
+            match key.addr {
+                IpAddr::V4(a) => {
+                    let a = u32::from_be_bytes(a.octets());
+                    *c.vaddrs_v4.entry(a).or_default() |= flag;
+                    c.vips_v4
+                        .insert((u64::from(a) << 24) | u64::from(pp), index);
+                }
+                IpAddr::V6(a) => {
+                    let a = u128::from_be_bytes(a.octets());
+                    *c.vaddrs_v6.entry(a).or_default() |= flag;
+                    c.vips_v6.insert((pp, a), index);
+                }
+            }
+        }
+        let len = snap
+            .reals
+            .keys()
+            .next_back()
+            .map_or(0, |r| r.0 as usize + 1);
+        c.reals = vec![None; len];
+        for (id, real) in &snap.reals {
+            let addr = match real.addr {
+                IpAddr::V4(a) => Addr::V4(a.octets()),
+                IpAddr::V6(a) => Addr::V6(a.octets()),
+            };
+            let flags = match real.state {
+                RealState::Usable => STATOR_REAL_F_USABLE,
+                RealState::Draining => STATOR_REAL_F_DRAINING,
+            };
+            if let Some(slot) = c.reals.get_mut(id.0 as usize) {
+                *slot = Some(CReal {
+                    addr,
+                    vip_id: real.vip.0,
+                    // The flag constants are single low bits.
+                    flags: flags as u16,
+                    encap: real.encap,
+                });
+            }
+        }
+        c
+    }
+
+    /// The generation of the snapshot this was compiled from.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The node parameters.
+    pub fn node(&self) -> &NodeParams {
+        &self.params
+    }
+
+    /// The `stator_vaddrs` flags (`STATOR_VADDR_F_*`) of a VIP address; `None` when no VIP has
+    /// that address.
+    pub fn vaddr_flags(&self, addr: IpAddr) -> Option<u32> {
+        match addr {
+            IpAddr::V4(a) => self.vaddr_v4(a.to_bits()),
+            IpAddr::V6(a) => self.vaddr_v6(a.to_bits()),
+        }
+    }
+
+    /// The id of the VIP with exactly this key (no wildcard fallback).
+    pub fn vip_id(&self, key: &VipKey) -> Option<VipId> {
+        let v = match key.addr {
+            IpAddr::V4(a) => self.vip_v4(a.to_bits(), key.port, key.proto.number()),
+            IpAddr::V6(a) => self.vip_v6(a.to_bits(), key.port, key.proto.number()),
+        };
+        v.map(|v| VipId(v.id))
+    }
+
+    /// The backend address of a real.
+    pub fn real_addr(&self, id: RealId) -> Option<IpAddr> {
+        self.real(id.0).map(|r| r.addr.ip())
+    }
+
+    /// `stator_vaddrs` of an IPv4 address (as a big-endian number).
+    #[inline]
+    pub(crate) fn vaddr_v4(&self, dst: u32) -> Option<u32> {
+        self.vaddrs_v4.get(&dst).copied()
+    }
+
+    /// `stator_vaddrs` of an IPv6 address (as a big-endian number).
+    #[inline]
+    pub(crate) fn vaddr_v6(&self, dst: u128) -> Option<u32> {
+        self.vaddrs_v6.get(&dst).copied()
+    }
+
+    #[inline]
+    pub(crate) fn vip_v4(&self, addr: u32, port: u16, proto: u8) -> Option<&CVip> {
+        let k = (u64::from(addr) << 24) | (u64::from(port) << 8) | u64::from(proto);
+        let &i = self.vips_v4.get(&k)?;
+        self.vips.get(i as usize)
+    }
+
+    #[inline]
+    pub(crate) fn vip_v6(&self, addr: u128, port: u16, proto: u8) -> Option<&CVip> {
+        let k = ((u32::from(port) << 8) | u32::from(proto), addr);
+        let &i = self.vips_v6.get(&k)?;
+        self.vips.get(i as usize)
+    }
+
+    /// `stator_reals[gen * MAX_REALS + id]` with `flags != 0`.
+    #[inline]
+    pub(crate) fn real(&self, id: u32) -> Option<&CReal> {
+        self.reals.get(id as usize)?.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{BackendSpec, SnapshotBuilder};
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn vaddr_flags_follow_the_vip_set() {
+        let v4 = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 10));
+        let v6 = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x10));
+        let be = || vec![BackendSpec::new(IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1)))];
+        let snap = SnapshotBuilder::new(NodeParams {
+            src_v4: Some(Ipv4Addr::new(10, 9, 9, 9)),
+            ..NodeParams::default()
+        })
+        .vip(v4, 80, Proto::Tcp, 7, be())
+        .vip(v4, 0, Proto::Udp, 7, be())
+        .vip(v6, 0, Proto::Tcp, 7, be())
+        .vip(v6, 53, Proto::Udp, 7, be())
+        .build()
+        .unwrap();
+        let c = CompiledSnapshot::new(&snap).unwrap();
+        assert_eq!(
+            c.vaddr_flags(v4),
+            Some(STATOR_VADDR_F_TCP_PORTS | STATOR_VADDR_F_UDP_ANY)
+        );
+        assert_eq!(
+            c.vaddr_flags(v6),
+            Some(STATOR_VADDR_F_TCP_ANY | STATOR_VADDR_F_UDP_PORTS)
+        );
+        assert_eq!(c.vaddr_flags(IpAddr::V4(Ipv4Addr::LOCALHOST)), None);
+        let key = |addr, port, proto| VipKey { addr, port, proto };
+        assert_eq!(c.vip_id(&key(v4, 80, Proto::Tcp)), Some(VipId(0)));
+        assert_eq!(c.vip_id(&key(v4, 81, Proto::Tcp)), None);
+        assert_eq!(c.vip_id(&key(v4, 0, Proto::Udp)), Some(VipId(1)));
+        assert_eq!(c.vip_id(&key(v6, 0, Proto::Tcp)), Some(VipId(2)));
+        assert_eq!(c.vip_id(&key(v6, 53, Proto::Udp)), Some(VipId(3)));
+        assert_eq!(
+            c.real_addr(RealId(3)),
+            Some(IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1)))
+        );
+        assert_eq!(c.real_addr(RealId(4)), None);
+        assert_eq!(c.generation(), 0);
+        assert!(c.node().icmp_echo);
+    }
+
+    #[test]
+    fn unset_sources_are_normalised() {
+        let snap = Snapshot {
+            node: NodeParams {
+                src_v4: Some(Ipv4Addr::UNSPECIFIED),
+                src_v6: Some(Ipv6Addr::UNSPECIFIED),
+                ..NodeParams::default()
+            },
+            ..Snapshot::default()
+        };
+        let c = CompiledSnapshot::new_lenient(&snap).unwrap();
+        assert_eq!((c.node.src_v4, c.node.src_v6), (None, None));
+    }
+}

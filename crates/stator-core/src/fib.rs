@@ -1,0 +1,214 @@
+//! The FIB as an input: [`NextHops`] answers what `bpf_fib_lookup` answers the XDP program
+//! (docs/forwarding.md §5.4), and says which interfaces are redirect targets (the
+//! `stator_tx_ports` devmap). [`StaticFib`] is a table-backed implementation for tests and
+//! tools; the AF_XDP data plane implements it over its own route and neighbour cache.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use stator_abi::DropReason;
+
+/// A next-hop question: the outer packet about to be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FibQuery {
+    /// Outer source address (the node's address of the backend's family).
+    pub src: IpAddr,
+    /// Outer destination address (the backend).
+    pub dst: IpAddr,
+    /// The interface the frame came in on (`params.ifindex`).
+    pub ingress_ifindex: u32,
+    /// The outer protocol: 47 (GRE), 4 or 41 (IPIP), 17 (GUE) (`params.l4_protocol`).
+    pub l4_protocol: u8,
+    /// The outer IP packet's length: the IPv4 total length, or 40 + the IPv6 payload length
+    /// (`params.tot_len`, which the kernel compares with the route's MTU).
+    pub tot_len: u16,
+}
+
+/// A resolved next hop (`BPF_FIB_LKUP_RET_SUCCESS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NextHop {
+    /// The egress interface.
+    pub ifindex: u32,
+    /// The egress interface's MAC address: the new Ethernet source.
+    pub src_mac: [u8; 6],
+    /// The neighbour's MAC address: the new Ethernet destination.
+    pub dst_mac: [u8; 6],
+    /// The route's MTU: an outer IP packet longer than this is dropped `mtu`.
+    pub mtu: u32,
+}
+
+/// Why there is no usable next hop: the non-success results of `bpf_fib_lookup`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FibError {
+    /// No route (`BPF_FIB_LKUP_RET_NOT_FWDED`: the destination is local or unroutable).
+    NoRoute,
+    /// A route, but no neighbour entry for the gateway (`BPF_FIB_LKUP_RET_NO_NEIGH`).
+    NoNeigh,
+    /// The packet is longer than the route's MTU (`BPF_FIB_LKUP_RET_FRAG_NEEDED`).
+    FragNeeded,
+    /// A blackhole route (`BPF_FIB_LKUP_RET_BLACKHOLE`).
+    Blackhole,
+    /// An unreachable route (`BPF_FIB_LKUP_RET_UNREACHABLE`).
+    Unreachable,
+    /// A prohibit route (`BPF_FIB_LKUP_RET_PROHIBIT`).
+    Prohibit,
+    /// Forwarding is disabled on the ingress interface (`BPF_FIB_LKUP_RET_FWD_DISABLED`).
+    ForwardingDisabled,
+    /// Anything else the kernel cannot answer in XDP (`BPF_FIB_LKUP_RET_UNSUPP_LWT`,
+    /// `BPF_FIB_LKUP_RET_NO_SRC_ADDR`, …).
+    Unsupported,
+}
+
+impl FibError {
+    /// The drop reason of this failure (§5.4): `no_neigh`, `mtu`, or `fib` for the rest.
+    pub fn drop_reason(self) -> DropReason {
+        match self {
+            FibError::NoNeigh => DropReason::NoNeigh,
+            FibError::FragNeeded => DropReason::Mtu,
+            FibError::NoRoute
+            | FibError::Blackhole
+            | FibError::Unreachable
+            | FibError::Prohibit
+            | FibError::ForwardingDisabled
+            | FibError::Unsupported => DropReason::Fib,
+        }
+    }
+}
+
+/// The forwarding environment the forwarder consults: routes and neighbours, and the set of
+/// interfaces a frame may be redirected to.
+pub trait NextHops {
+    /// The next hop for an outer packet, or why there is none. Implementations that know the
+    /// route's MTU should answer [`FibError::FragNeeded`] when `q.tot_len` exceeds it, before
+    /// looking at the neighbour (the kernel's order); the forwarder also checks
+    /// [`NextHop::mtu`] itself.
+    ///
+    /// # Errors
+    /// The [`FibError`] the kernel would have returned.
+    fn next_hop(&self, q: &FibQuery) -> Result<NextHop, FibError>;
+
+    /// Whether `ifindex` is in the redirect map (`stator_tx_ports`). Only asked for an egress
+    /// interface other than the ingress one.
+    fn is_tx_port(&self, ifindex: u32) -> bool;
+}
+
+/// A FIB from explicit tables: a result per destination address, a default per family, and the
+/// tx-port set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StaticFib {
+    routes: BTreeMap<IpAddr, Result<NextHop, FibError>>,
+    default_v4: Option<Result<NextHop, FibError>>,
+    default_v6: Option<Result<NextHop, FibError>>,
+    tx_ports: BTreeSet<u32>,
+}
+
+impl StaticFib {
+    /// An empty FIB: every lookup is [`FibError::NoRoute`], no tx port.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the result for destination `dst`.
+    pub fn route(mut self, dst: IpAddr, result: Result<NextHop, FibError>) -> Self {
+        self.routes.insert(dst, result);
+        self
+    }
+
+    /// Sets the result for destinations of `dst`'s family that have no route of their own.
+    pub fn default_route(mut self, family_of: IpAddr, result: Result<NextHop, FibError>) -> Self {
+        match family_of {
+            IpAddr::V4(_) => self.default_v4 = Some(result),
+            IpAddr::V6(_) => self.default_v6 = Some(result),
+        }
+        self
+    }
+
+    /// Adds `ifindex` to the tx-port set.
+    pub fn tx_port(mut self, ifindex: u32) -> Self {
+        self.tx_ports.insert(ifindex);
+        self
+    }
+}
+
+impl NextHops for StaticFib {
+    fn next_hop(&self, q: &FibQuery) -> Result<NextHop, FibError> {
+        let default = match q.dst {
+            IpAddr::V4(_) => self.default_v4,
+            IpAddr::V6(_) => self.default_v6,
+        };
+        let hop = self
+            .routes
+            .get(&q.dst)
+            .copied()
+            .or(default)
+            .unwrap_or(Err(FibError::NoRoute))?;
+        if u32::from(q.tot_len) > hop.mtu {
+            return Err(FibError::FragNeeded);
+        }
+        Ok(hop)
+    }
+
+    fn is_tx_port(&self, ifindex: u32) -> bool {
+        self.tx_ports.contains(&ifindex)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    fn hop(ifindex: u32, mtu: u32) -> NextHop {
+        NextHop {
+            ifindex,
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            mtu,
+        }
+    }
+
+    fn query(dst: IpAddr, tot_len: u16) -> FibQuery {
+        FibQuery {
+            src: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            dst,
+            ingress_ifindex: 1,
+            l4_protocol: 47,
+            tot_len,
+        }
+    }
+
+    #[test]
+    fn routes_defaults_mtu_and_tx_ports() {
+        let a = IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1));
+        let b = IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2));
+        let c = IpAddr::V6(Ipv6Addr::LOCALHOST);
+        let fib = StaticFib::new()
+            .route(a, Ok(hop(2, 1500)))
+            .route(b, Err(FibError::NoNeigh))
+            .default_route(a, Err(FibError::Blackhole))
+            .tx_port(2);
+        assert_eq!(fib.next_hop(&query(a, 1500)), Ok(hop(2, 1500)));
+        assert_eq!(fib.next_hop(&query(a, 1501)), Err(FibError::FragNeeded));
+        assert_eq!(fib.next_hop(&query(b, 100)), Err(FibError::NoNeigh));
+        let other = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+        assert_eq!(fib.next_hop(&query(other, 100)), Err(FibError::Blackhole));
+        assert_eq!(fib.next_hop(&query(c, 100)), Err(FibError::NoRoute));
+        assert!(fib.is_tx_port(2) && !fib.is_tx_port(3));
+    }
+
+    #[test]
+    fn failures_map_to_drop_reasons() {
+        assert_eq!(FibError::NoNeigh.drop_reason(), DropReason::NoNeigh);
+        assert_eq!(FibError::FragNeeded.drop_reason(), DropReason::Mtu);
+        for e in [
+            FibError::NoRoute,
+            FibError::Blackhole,
+            FibError::Unreachable,
+            FibError::Prohibit,
+            FibError::ForwardingDisabled,
+            FibError::Unsupported,
+        ] {
+            assert_eq!(e.drop_reason(), DropReason::Fib);
+        }
+    }
+}

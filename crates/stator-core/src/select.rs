@@ -1,0 +1,171 @@
+//! docs/forwarding.md §3 (VIP match) and §4 (backend selection), as pure functions.
+//!
+//! [`plan`] decides without changing anything: which cause, which entry, which real or drop,
+//! whether to refresh and whether an insert is due. The forwarder applies a plan (counters,
+//! refresh, flood guard, insert); [`Forwarder::explain`](crate::Forwarder::explain) only reports
+//! it. One decision, two uses, so the tracer cannot drift from the data path.
+
+use stator_abi::{
+    CtEntry, DropReason, Family, STATOR_CT_REFRESH_NS, STATOR_NO_REAL, STATOR_REAL_F_DRAINING,
+    STATOR_REAL_F_USABLE, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_UDP_ANY,
+    STATOR_VADDR_F_UDP_PORTS,
+};
+
+use crate::compiled::{CReal, CVip, CompiledSnapshot, IPPROTO_TCP, IPPROTO_UDP};
+use crate::conntrack::ConnTable;
+use crate::flow::v4_of;
+use crate::verdict::Cause;
+
+/// §3: the VIP of `(dst, dport, proto)` under the address's `stator_vaddrs` flags: the exact
+/// entry if the protocol's `*_PORTS` flag is set, then the port-0 entry if its `*_ANY` flag is.
+/// Returns the VIP and whether it was the wildcard.
+#[inline]
+pub(crate) fn match_vip(
+    snap: &CompiledSnapshot,
+    vaddr: u32,
+    family: Family,
+    dst: u128,
+    dport: u16,
+    proto: u8,
+) -> Option<(&CVip, bool)> {
+    let (ports, any) = match proto {
+        IPPROTO_TCP => (STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_TCP_ANY),
+        IPPROTO_UDP => (STATOR_VADDR_F_UDP_PORTS, STATOR_VADDR_F_UDP_ANY),
+        _ => return None,
+    };
+    let lookup = |port| match family {
+        Family::V4 => snap.vip_v4(v4_of(dst), port, proto),
+        Family::V6 => snap.vip_v6(dst, port, proto),
+    };
+    if vaddr & ports != 0
+        && let Some(v) = lookup(dport)
+    {
+        // Port 0 in the packet finds the port-0 entry here already.
+        return Some((v, dport == 0));
+    }
+    if vaddr & any != 0
+        && let Some(v) = lookup(0)
+    {
+        return Some((v, true));
+    }
+    None
+}
+
+/// `Maglev(vip)`: the real in slot `hash % M`, with the slot index.
+#[inline]
+pub(crate) fn maglev<'s>(
+    snap: &'s CompiledSnapshot,
+    vip: &CVip,
+    hash: u32,
+) -> (Option<u32>, Result<(u32, &'s CReal), DropReason>) {
+    let m = vip.table.len();
+    if m == 0 {
+        return (None, Err(DropReason::NoBackend));
+    }
+    // Table sizes fit a u32 (at most STATOR_MAX_TABLE_SIZE), so the slot does too.
+    let slot = (hash as usize % m) as u32;
+    let real_id = vip
+        .table
+        .get(slot as usize)
+        .copied()
+        .unwrap_or(STATOR_NO_REAL);
+    if real_id == STATOR_NO_REAL {
+        return (Some(slot), Err(DropReason::NoBackend));
+    }
+    match snap.real(real_id) {
+        Some(r) => (Some(slot), Ok((real_id, r))),
+        None => (Some(slot), Err(DropReason::BadConfig)),
+    }
+}
+
+/// What §4 decides for one packet, before anything is changed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan<'s> {
+    pub cause: Cause,
+    /// The entry the lookup found: its slab index and value.
+    pub found: Option<(u32, CtEntry)>,
+    /// On a hit: `last_seen_ns` is stale enough to be refreshed.
+    pub refresh: bool,
+    /// The Maglev slot, when Maglev decided and the table was not empty.
+    pub slot: Option<u32>,
+    /// The real, or why there is none.
+    pub real: Result<(u32, &'s CReal), DropReason>,
+    /// After the Maglev decision, an insert is due (subject to the flood guard).
+    pub insert: bool,
+}
+
+/// The inputs of [`plan`] that describe the packet.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ask {
+    /// The flow's key in the connection table's word form.
+    pub words: [u64; 5],
+    /// The flow's protocol (picks the timeout).
+    pub proto: u8,
+    /// The connection table's hash of `key`.
+    pub ct_hash: u64,
+    /// The flow hash of `key`.
+    pub hash: u32,
+    pub now: u64,
+    /// A TCP SYN without ACK.
+    pub syn: bool,
+    /// An ICMP error: never insert, ignore SYN.
+    pub icmp_error: bool,
+}
+
+/// §4 "Selection" (and §6's variant for ICMP errors, `ask.icmp_error`).
+#[inline]
+pub(crate) fn plan<'s>(
+    snap: &'s CompiledSnapshot,
+    vip: &CVip,
+    table: &ConnTable,
+    ask: &Ask,
+) -> Plan<'s> {
+    let by_maglev = |cause, found, insert| {
+        let (slot, real) = maglev(snap, vip, ask.hash);
+        Plan {
+            cause,
+            found,
+            refresh: false,
+            slot,
+            insert: insert && real.is_ok(),
+            real,
+        }
+    };
+    if vip.no_ct {
+        return by_maglev(Cause::NoCt, None, false);
+    }
+    let may_insert = !ask.icmp_error;
+    if ask.syn && !ask.icmp_error {
+        return by_maglev(Cause::Syn, None, true);
+    }
+    let Some((i, e)) = table.find(&ask.words, ask.ct_hash) else {
+        return by_maglev(Cause::CtMiss, None, may_insert);
+    };
+    let found = Some((i, e));
+    let timeout = if ask.proto == IPPROTO_TCP {
+        snap.node.tcp_timeout_ns
+    } else {
+        snap.node.udp_timeout_ns
+    };
+    if ask.now >= e.last_seen_ns && ask.now - e.last_seen_ns > timeout {
+        return by_maglev(Cause::CtExpired, found, may_insert);
+    }
+    match snap.real(e.real_id) {
+        Some(r)
+            if u32::from(r.flags) & (STATOR_REAL_F_USABLE | STATOR_REAL_F_DRAINING) != 0
+                && r.vip_id == vip.id =>
+        {
+            Plan {
+                cause: Cause::CtHit,
+                found,
+                // Unsigned difference, as in C: a last_seen in the future also refreshes
+                // (docs/forwarding.md, open question on §4).
+                refresh: ask.now.wrapping_sub(e.last_seen_ns) >= STATOR_CT_REFRESH_NS,
+                slot: None,
+                real: Ok((e.real_id, r)),
+                insert: false,
+            }
+        }
+        _ => by_maglev(Cause::CtReselect, found, may_insert),
+    }
+}

@@ -1,0 +1,198 @@
+//! Fixtures shared by the integration tests: a small world (node, VIPs, backends, FIB) and an
+//! oracle for the bytes the forwarder must emit, written plainly from docs/forwarding.md §5.
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use stator_core::{
+    Action, BackendSpec, CompiledSnapshot, Encap, Forwarder, ForwarderConfig, NextHop, NodeParams,
+    Proto, Snapshot, SnapshotBuilder, StaticFib, VecPacketBuf, Verdict,
+};
+use stator_testkit::inet_checksum;
+
+pub const SRC4: Ipv4Addr = Ipv4Addr::new(10, 9, 9, 9);
+pub const SRC6: Ipv6Addr = Ipv6Addr::new(0xfd00, 9, 0, 0, 0, 0, 0, 9);
+pub const VIP4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 10);
+pub const VIP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x10);
+pub const CLIENT4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+pub const CLIENT6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1);
+pub const IN_IF: u32 = 2;
+pub const OUT_IF: u32 = 3;
+pub const HOP_SMAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xaa];
+pub const HOP_DMAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xbb];
+pub const SEC: u64 = 1_000_000_000;
+/// A time well after boot, so windows and timeouts are not at their edges.
+pub const T0: u64 = 10_000 * SEC;
+
+pub fn v4(a: Ipv4Addr) -> IpAddr {
+    IpAddr::V4(a)
+}
+
+pub fn v6(a: Ipv6Addr) -> IpAddr {
+    IpAddr::V6(a)
+}
+
+/// The n-th IPv4 backend, 10.1.0.n.
+pub fn be4(n: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 1, 0, n))
+}
+
+/// The n-th IPv6 backend, fd00:1::n.
+pub fn be6(n: u16) -> IpAddr {
+    IpAddr::V6(Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, n))
+}
+
+pub fn node() -> NodeParams {
+    NodeParams {
+        src_v4: Some(SRC4),
+        src_v6: Some(SRC6),
+        ..NodeParams::default()
+    }
+}
+
+pub fn hop(ifindex: u32) -> NextHop {
+    NextHop {
+        ifindex,
+        src_mac: HOP_SMAC,
+        dst_mac: HOP_DMAC,
+        mtu: 1500,
+    }
+}
+
+/// Every backend reachable back out of the ingress interface (TX).
+pub fn fib_tx() -> StaticFib {
+    StaticFib::new()
+        .default_route(be4(0), Ok(hop(IN_IF)))
+        .default_route(be6(0), Ok(hop(IN_IF)))
+}
+
+/// One backend per encapsulation and family, on the four VIPs (v4/v6 × tcp/udp, port 80 / 53),
+/// plus port-0 VIPs on 10.0.0.11 and 2001:db8::11. Table size 13.
+pub fn world() -> Snapshot {
+    let one = |addr: IpAddr, encap| vec![BackendSpec::new(addr).encap(encap)];
+    SnapshotBuilder::new(node())
+        .vip(v4(VIP4), 80, Proto::Tcp, 13, one(be4(1), Encap::Gre)) // vip 0, real 0
+        .vip(v4(VIP4), 53, Proto::Udp, 13, one(be4(2), Encap::Gre)) // vip 1, real 1
+        .vip(v6(VIP6), 80, Proto::Tcp, 13, one(be6(1), Encap::Gre)) // vip 2, real 2
+        .vip(v6(VIP6), 53, Proto::Udp, 13, one(be6(2), Encap::Gre)) // vip 3, real 3
+        .build()
+        .expect("world builds")
+}
+
+pub fn compile(s: &Snapshot) -> CompiledSnapshot {
+    CompiledSnapshot::new(s).expect("snapshot is valid")
+}
+
+pub fn forwarder() -> Forwarder {
+    Forwarder::new(ForwarderConfig {
+        cpus: 2,
+        ct_capacity: 1024,
+        ..ForwarderConfig::default()
+    })
+}
+
+/// Runs one frame with XDP headroom; returns the verdict and the frame after.
+pub fn run(
+    fwd: &mut Forwarder,
+    snap: &CompiledSnapshot,
+    fib: &StaticFib,
+    now: u64,
+    frame: &[u8],
+) -> (Verdict, Vec<u8>) {
+    let mut buf = VecPacketBuf::with_xdp_headroom(frame);
+    let v = fwd.process(snap, now, 0, IN_IF, fib, &mut buf);
+    (v, buf.to_vec())
+}
+
+/// The outer headers of an encapsulated packet, as docs/forwarding.md §5 describes them.
+#[derive(Debug, Clone)]
+pub struct Outer {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub encap: Encap,
+    pub tos: u8,
+    pub df: bool,
+    pub ttl: u8,
+    pub hash: u32,
+    pub gue_port: u16,
+}
+
+/// The frame the forwarder must send for `inner` (the IP packet) and `padding` trailing bytes.
+pub fn expected_frame(o: &Outer, inner: &[u8], padding: usize) -> Vec<u8> {
+    let inner_v6 = inner[0] >> 4 == 6;
+    let (encap_hdr, proto): (Vec<u8>, u8) = match o.encap {
+        Encap::Gre => (
+            vec![
+                0,
+                0,
+                if inner_v6 { 0x86 } else { 0x08 },
+                if inner_v6 { 0xdd } else { 0x00 },
+            ],
+            47,
+        ),
+        Encap::Ipip => (vec![], if inner_v6 { 41 } else { 4 }),
+        Encap::Gue => {
+            let sport = 0xc000 | (o.hash & 0x3fff) as u16;
+            let len = (12 + inner.len()) as u16;
+            let mut h = Vec::new();
+            h.extend_from_slice(&sport.to_be_bytes());
+            h.extend_from_slice(&o.gue_port.to_be_bytes());
+            h.extend_from_slice(&len.to_be_bytes());
+            h.extend_from_slice(&[0, 0, 0, if inner_v6 { 41 } else { 4 }, 0, 0]);
+            (h, 17)
+        }
+    };
+    let mut f = Vec::new();
+    f.extend_from_slice(&HOP_DMAC);
+    f.extend_from_slice(&HOP_SMAC);
+    match (o.src, o.dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            f.extend_from_slice(&[0x08, 0x00]);
+            let total = (20 + encap_hdr.len() + inner.len()) as u16;
+            let mut h = vec![0x45, o.tos];
+            h.extend_from_slice(&total.to_be_bytes());
+            h.extend_from_slice(&[0, 0, if o.df { 0x40 } else { 0 }, 0, o.ttl, proto, 0, 0]);
+            h.extend_from_slice(&s.octets());
+            h.extend_from_slice(&d.octets());
+            let c = inet_checksum(&h);
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            f.extend_from_slice(&h);
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            f.extend_from_slice(&[0x86, 0xdd]);
+            let word = (6u32 << 28) | (u32::from(o.tos) << 20) | (o.hash & 0xfffff);
+            f.extend_from_slice(&word.to_be_bytes());
+            f.extend_from_slice(&((encap_hdr.len() + inner.len()) as u16).to_be_bytes());
+            f.extend_from_slice(&[proto, o.ttl]);
+            f.extend_from_slice(&s.octets());
+            f.extend_from_slice(&d.octets());
+        }
+        _ => panic!("outer families differ"),
+    }
+    f.extend_from_slice(&encap_hdr);
+    f.extend_from_slice(inner);
+    f.extend(std::iter::repeat_n(0, padding));
+    f
+}
+
+/// The outer header a packet to `real` gets under the fixtures' node parameters.
+pub fn outer_to(real: IpAddr, encap: Encap, tos: u8, df: bool, hash: u32) -> Outer {
+    Outer {
+        src: match real {
+            IpAddr::V4(_) => v4(SRC4),
+            IpAddr::V6(_) => v6(SRC6),
+        },
+        dst: real,
+        encap,
+        tos,
+        df,
+        ttl: 64,
+        hash,
+        gue_port: 6080,
+    }
+}
+
+/// Asserts the action and the counters' basic bookkeeping.
+pub fn assert_action(v: &Verdict, action: Action) {
+    assert_eq!(v.action, action, "verdict {v:?}");
+}

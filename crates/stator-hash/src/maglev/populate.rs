@@ -1,0 +1,419 @@
+//! Filling a Maglev table: Pseudocode 1 with weighted turns, made fast without changing its
+//! result.
+//!
+//! Each turn, a backend claims the first free slot of its permutation `c, c + s, c + 2s, …
+//! (mod M)` starting at its next position `c`. How that slot is *found* changes as the table
+//! fills, because the expected number of probes at fill level `n` is `M / (M - n)`: summed over
+//! the whole build that is `M · H(M)` probes (≈ 11.7 per slot at M = 65537), most of them spent
+//! on the last few per cent of slots.
+//!
+//! 1. While more than half of the slots are free, probe one slot at a time (the first probe
+//!    almost always succeeds).
+//! 2. Then probe four candidates per step (`c`, `c + s`, `c + 2s`, `c + 3s`): the loads are
+//!    independent, the dependency chain advances by `4s` at once, and the loop's exit branch is
+//!    taken once per four probes, so it mispredicts less.
+//! 3. When at most `tail` slots are free, stop probing and look at the free slots instead: the
+//!    first free slot of the permutation is the free slot `f` with the smallest index
+//!    `j = (f - c) · s⁻¹ mod M` (M is prime, so `s` is invertible). That costs O(free) per turn
+//!    instead of O(M / free).
+//!
+//! All three find the same slot, so the table is exactly Pseudocode 1's; the unit tests check
+//! this against a literal transcription for every phase boundary.
+
+use super::{BackendSlots, MaglevPermutation, MaglevTable};
+
+/// Builds the table; see the module documentation.
+pub(super) fn populate(permutations: &[MaglevPermutation], size: u32) -> MaglevTable {
+    populate_with_tail(permutations, size, tail_threshold(size))
+}
+
+/// The free-slot count below which scanning the free slots beats probing: the tail costs about
+/// `tail² / 2` scan steps, probing down to `tail` free slots about `M · ln(M / tail)` probes, and
+/// the optimum is near `tail = √M` (a scan step and a probe cost about the same).
+fn tail_threshold(size: u32) -> u32 {
+    size.isqrt()
+}
+
+/// [`populate`] with an explicit tail threshold (tests use every boundary).
+pub(super) fn populate_with_tail(
+    permutations: &[MaglevPermutation],
+    size: u32,
+    tail: u32,
+) -> MaglevTable {
+    let mut slots = vec![MaglevTable::NO_BACKEND; size as usize];
+    let mut backends: Vec<BackendSlots> = permutations
+        .iter()
+        .map(|p| BackendSlots {
+            id: p.id,
+            weight: p.weight,
+            slots: 0,
+        })
+        .collect();
+    let max_weight = u64::from(permutations.iter().map(|p| p.weight).max().unwrap_or(0));
+    if max_weight == 0 {
+        return MaglevTable {
+            size,
+            slots,
+            backends,
+        };
+    }
+
+    // Per-turn state of the backends that take turns, in turn order: 16 bytes each, so 1000
+    // backends fit in L1 next to the taken-slot bytes.
+    let mut turns: Vec<Turn> = permutations
+        .iter()
+        .zip(0u32..)
+        .filter(|(p, _)| p.weight > 0)
+        .map(|(p, index)| Turn {
+            next: p.offset,
+            skip: p.skip,
+            id: p.id,
+            index,
+        })
+        .collect();
+    let weights: Vec<u64> = permutations
+        .iter()
+        .filter(|p| p.weight > 0)
+        .map(|p| u64::from(p.weight))
+        .collect();
+    let skips: Vec<u32> = turns.iter().map(|t| t.skip).collect();
+    let mut credit = vec![0u64; turns.len()];
+    let uniform = weights.iter().all(|&w| w == max_weight);
+
+    let mut free = FreeSlots::new(size);
+    let mut tail_list: Option<Tail> = None;
+    'fill: loop {
+        for (k, turn) in turns.iter_mut().enumerate() {
+            if !uniform {
+                credit[k] += weights[k];
+                if credit[k] < max_weight {
+                    continue;
+                }
+                credit[k] -= max_weight;
+            }
+            let chosen = if free.remaining > tail {
+                let c = free.probe(turn.next, turn.skip);
+                free.take(c);
+                c
+            } else {
+                let list = tail_list.get_or_insert_with(|| Tail::new(&free, &skips));
+                free.remaining -= 1;
+                list.take_first(turn.next, turn.skip, k)
+            };
+            slots[chosen as usize] = turn.id;
+            backends[turn.index as usize].slots += 1;
+            turn.next = add_mod(chosen, turn.skip, size);
+            if free.remaining == 0 {
+                break 'fill;
+            }
+        }
+    }
+    MaglevTable {
+        size,
+        slots,
+        backends,
+    }
+}
+
+/// The state of one backend that takes turns.
+struct Turn {
+    /// Position of the next preference to look at.
+    next: u32,
+    skip: u32,
+    id: u32,
+    /// Index in the permutations (and in the table's `backends`).
+    index: u32,
+}
+
+/// `(a + b) mod m` for `a, b < m <= 2^24` (no overflow, no division).
+#[inline(always)]
+fn add_mod(a: u32, b: u32, m: u32) -> u32 {
+    let x = a + b;
+    if x >= m { x - m } else { x }
+}
+
+/// One bit per slot (set = taken) and the number of free slots. The probing phases touch only
+/// these M/8 bytes (8 KiB at M = 65537, in L1) rather than the 4-byte slots.
+struct FreeSlots {
+    size: u32,
+    taken: Vec<u8>,
+    remaining: u32,
+}
+
+impl FreeSlots {
+    fn new(size: u32) -> Self {
+        Self {
+            size,
+            taken: vec![0; size as usize],
+            remaining: size,
+        }
+    }
+
+    /// 1 if slot `c` is taken, else 0.
+    #[inline(always)]
+    fn bit(&self, c: u32) -> u32 {
+        u32::from(self.taken[c as usize])
+    }
+
+    #[inline(always)]
+    fn take(&mut self, c: u32) {
+        self.taken[c as usize] = 1;
+        self.remaining -= 1;
+    }
+
+    /// First free slot of `c, c + s, …`: the first candidate alone (it is usually free while
+    /// the table is mostly empty), then four per step. A free slot exists.
+    #[inline(always)]
+    fn probe(&self, mut c: u32, skip: u32) -> u32 {
+        if self.bit(c) == 0 {
+            return c;
+        }
+        c = add_mod(c, skip, self.size);
+        let m = self.size;
+        let s2 = add_mod(skip, skip, m);
+        let s3 = add_mod(s2, skip, m);
+        let s4 = add_mod(s2, s2, m);
+        loop {
+            let c1 = add_mod(c, skip, m);
+            let c2 = add_mod(c, s2, m);
+            let c3 = add_mod(c, s3, m);
+            let taken =
+                self.bit(c) | (self.bit(c1) << 1) | (self.bit(c2) << 2) | (self.bit(c3) << 3);
+            if taken != 0b1111 {
+                // Branch-free pick: which candidate is free is unpredictable.
+                let candidates = [c, c1, c2, c3];
+                return candidates[(taken.trailing_ones() & 3) as usize];
+            }
+            c = add_mod(c, s4, m);
+        }
+    }
+}
+
+/// The last phase: the list of free slots, and modular inverses of the skips.
+struct Tail {
+    size: u32,
+    /// `floor(2^64 / size)` (rounded down from `u64::MAX`), for Barrett reduction.
+    magic: u64,
+    free: Vec<u32>,
+    /// `skip⁻¹ mod size` of every turn-taking backend, in turn order.
+    inverses: Vec<u32>,
+}
+
+impl Tail {
+    fn new(slots: &FreeSlots, skips: &[u32]) -> Self {
+        let mut tail = Self {
+            size: slots.size,
+            magic: u64::MAX / u64::from(slots.size),
+            free: Vec::with_capacity(slots.remaining as usize),
+            inverses: Vec::new(),
+        };
+        // Eight bytes at a time: almost every slot is taken by now.
+        let mut chunks = slots.taken.chunks_exact(8);
+        let mut base = 0u32;
+        for chunk in &mut chunks {
+            if chunk != [1; 8] {
+                tail.collect_free(chunk, base);
+            }
+            base += 8;
+        }
+        tail.collect_free(chunks.remainder(), base);
+        tail.inverses = tail.inverses_of(skips);
+        tail
+    }
+
+    fn collect_free(&mut self, taken: &[u8], base: u32) {
+        for (c, &t) in (base..).zip(taken) {
+            if t == 0 {
+                self.free.push(c);
+            }
+        }
+    }
+
+    /// Modular inverses of all `values` (each in `1..size`) with one exponentiation and 3n
+    /// multiplications (Montgomery's batch-inversion trick).
+    fn inverses_of(&self, values: &[u32]) -> Vec<u32> {
+        let mut prefix = Vec::with_capacity(values.len());
+        let mut product = 1;
+        for &v in values {
+            product = self.mul_mod(product, v);
+            prefix.push(product);
+        }
+        // Fermat: x^(size-2) is the inverse of x modulo the prime size.
+        let (mut base, mut exp, mut inverse) = (product, self.size - 2, 1);
+        while exp > 0 {
+            if exp & 1 == 1 {
+                inverse = self.mul_mod(inverse, base);
+            }
+            base = self.mul_mod(base, base);
+            exp >>= 1;
+        }
+        // Now `inverse` is (v0 · … · vk)⁻¹; peel one value off per step.
+        let mut inverses = vec![0; values.len()];
+        for k in (0..values.len()).rev() {
+            let before = if k == 0 { 1 } else { prefix[k - 1] };
+            inverses[k] = self.mul_mod(inverse, before);
+            inverse = self.mul_mod(inverse, values[k]);
+        }
+        inverses
+    }
+
+    /// `a · b mod size` for `a, b < size <= 2^24`: Barrett reduction of a product below 2^48.
+    /// The estimated quotient is the true one or one less, so one correction suffices.
+    #[inline(always)]
+    fn mul_mod(&self, a: u32, b: u32) -> u32 {
+        let m = u64::from(self.size);
+        let x = u64::from(a) * u64::from(b);
+        let q = ((u128::from(x) * u128::from(self.magic)) >> 64) as u64;
+        let r = x - q * m;
+        // r < 2m <= 2^25, so the casts are exact.
+        if r >= m { (r - m) as u32 } else { r as u32 }
+    }
+
+    /// Claims and returns the first free slot of turn `k`'s permutation from `c`: the free slot
+    /// with the smallest permutation index `j = (f - c) · skip⁻¹`, which is `c + j · skip`.
+    fn take_first(&mut self, c: u32, skip: u32, k: usize) -> u32 {
+        let m = self.size;
+        let inverse = self.inverses[k];
+        let back = m - c;
+        let j = self
+            .free
+            .iter()
+            .map(|&f| self.mul_mod(add_mod(f, back, m), inverse))
+            .min()
+            .unwrap_or(0);
+        let chosen = add_mod(c, self.mul_mod(j, skip), m);
+        // The caller only enters the tail while a slot is free, so `chosen` is in the list.
+        if let Some(index) = self.free.iter().position(|&f| f == chosen) {
+            self.free.swap_remove(index);
+        }
+        chosen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pseudocode 1 with weighted turns, transcribed literally: `permutation[i][next[i]]`
+    /// computed with `%`, the table itself as the "taken" marker.
+    fn reference(permutations: &[MaglevPermutation], size: u32) -> Vec<u32> {
+        let m = u64::from(size);
+        let mut entry = vec![u32::MAX; size as usize];
+        let max = permutations.iter().map(|p| p.weight).max().unwrap_or(0);
+        if max == 0 {
+            return entry;
+        }
+        let mut next = vec![0u64; permutations.len()];
+        let mut credit = vec![0u64; permutations.len()];
+        let mut n = 0;
+        loop {
+            for (i, p) in permutations.iter().enumerate() {
+                if p.weight == 0 {
+                    continue;
+                }
+                credit[i] += u64::from(p.weight);
+                if credit[i] < u64::from(max) {
+                    continue;
+                }
+                credit[i] -= u64::from(max);
+                let permutation = |j: u64| (u64::from(p.offset) + j * u64::from(p.skip)) % m;
+                let mut c = permutation(next[i]);
+                while entry[c as usize] != u32::MAX {
+                    next[i] += 1;
+                    c = permutation(next[i]);
+                }
+                entry[c as usize] = p.id;
+                next[i] += 1;
+                n += 1;
+                if n == size {
+                    return entry;
+                }
+            }
+        }
+    }
+
+    /// Deterministic pseudo-random permutations (splitmix64).
+    fn permutations(n: u32, size: u32, seed: u64, weighted: bool) -> Vec<MaglevPermutation> {
+        let mut state = seed;
+        let mut next = || {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        (0..n)
+            .map(|id| MaglevPermutation {
+                id,
+                weight: if weighted { (next() % 5) as u32 } else { 1 },
+                offset: (next() % u64::from(size)) as u32,
+                skip: (next() % u64::from(size - 1)) as u32 + 1,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_phase_gives_pseudocode_1_exactly() {
+        for (n, size) in [
+            (1, 2),
+            (2, 3),
+            (3, 7),
+            (5, 13),
+            (10, 31),
+            (7, 251),
+            (40, 1009),
+        ] {
+            for seed in 0..4 {
+                for weighted in [false, true] {
+                    let perms = permutations(n, size, seed, weighted);
+                    let want = reference(&perms, size);
+                    for tail in [0, 1, 2, size / 3, size / 2 + 1, size] {
+                        let got = populate_with_tail(&perms, size, tail);
+                        assert_eq!(got.slots, want, "n={n} M={size} seed={seed} tail={tail}");
+                    }
+                    assert_eq!(populate(&perms, size).slots, want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn barrett_mul_mod_is_exact() {
+        for size in [2u32, 3, 7, 65_537, 655_373, 16_777_213] {
+            let tail = Tail {
+                size,
+                magic: u64::MAX / u64::from(size),
+                free: Vec::new(),
+                inverses: Vec::new(),
+            };
+            let edge = [0, 1, 2, size / 2, size - 2, size - 1];
+            for &a in &edge {
+                for &b in &edge {
+                    let (a, b) = (a.min(size - 1), b.min(size - 1));
+                    let want = (u64::from(a) * u64::from(b) % u64::from(size)) as u32;
+                    assert_eq!(tail.mul_mod(a, b), want, "{a}*{b} mod {size}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn batch_inverses_are_inverses() {
+        for size in [2u32, 3, 7, 65_537, 16_777_213] {
+            let tail = Tail {
+                size,
+                magic: u64::MAX / u64::from(size),
+                free: Vec::new(),
+                inverses: Vec::new(),
+            };
+            let values: Vec<u32> = (1..size.min(300))
+                .chain([size - 1, size / 2 + 1])
+                .filter(|&v| v < size)
+                .collect();
+            let inverses = tail.inverses_of(&values);
+            for (&v, &inverse) in values.iter().zip(&inverses) {
+                assert_eq!(tail.mul_mod(v, inverse), 1, "{v}⁻¹ mod {size}");
+            }
+        }
+    }
+}
