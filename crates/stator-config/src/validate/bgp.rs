@@ -269,6 +269,17 @@ fn neighbor(ctx: &mut Ctx, at: &FieldPath, index: usize, raw: &RawNeighbor) -> O
         None => Some(None),
         Some(ttl) => ctx.int(at.key("multihop"), ttl, 1, 255).map(Some),
     };
+    let bfd = raw.bfd.unwrap_or(false);
+    let bfd_source = if bfd && raw.multihop.is_some() && raw.source_address.is_none() {
+        ctx.missing(
+            at.key("source_address"),
+            "BFD on a multihop session needs the session's source_address (BIRD cannot \
+             choose one for a multihop BFD session)",
+        )
+    } else {
+        Some(())
+    };
+    bfd_source?;
     Some(Neighbor {
         name: name?,
         address: address?,
@@ -278,7 +289,7 @@ fn neighbor(ctx: &mut Ctx, at: &FieldPath, index: usize, raw: &RawNeighbor) -> O
         keepalive: keepalive?,
         connect_retry: connect_retry?,
         error_wait: error_wait?,
-        bfd: raw.bfd.unwrap_or(false),
+        bfd,
         multihop: multihop?,
         next_hop_self: raw.next_hop_self.unwrap_or(true),
     })
