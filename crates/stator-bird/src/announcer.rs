@@ -420,7 +420,9 @@ impl Announcer {
             Some((c, s)) if *c == connection && *s == structure => structure,
             _ => match self.load(&structure, &target) {
                 Ok(()) => {
-                    self.loaded = Some((connection, structure.clone()));
+                    // The connection BIRD confirmed on (a restarted BIRD is reconnected
+                    // transparently inside `load`).
+                    self.loaded = Some((self.client.connections(), structure.clone()));
                     structure
                 }
                 Err(e) if e.is_config_rejected() => match &self.loaded {
@@ -442,7 +444,11 @@ impl Announcer {
         );
         self.write(&loaded.bgp, &states)?;
         let protocols = self.client.show_protocols(true)?;
-        let settling = self.apply(now, &loaded, &states, &protocols)?;
+        let mut settling = self.apply(now, &loaded, &states, &protocols)?;
+        if self.client.connections() != connection {
+            // BIRD restarted during the pass: look again soon, on the new connection.
+            settling = true;
+        }
         match deferred {
             Some(e) => Err(e),
             None if settling => Ok(Pass::Settling),
