@@ -395,3 +395,86 @@ fn ecmp_announce_withdraw_reconfigure_and_failures() {
     }
     lab.router.stop(Duration::from_secs(5)).unwrap();
 }
+
+/// Removes the namespaces with a prefix when dropped (also on panic).
+struct Namespaces(String);
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        let _ = stator_lab::netns::cleanup(&self.0);
+    }
+}
+
+/// A BIRD whose configuration does not include Stator's file is reported as such, and a BIRD
+/// that is gone is a connection error with backoff.
+#[test]
+fn a_bird_that_does_not_include_the_file_is_reported() {
+    assert!(
+        is_root(),
+        "this test runs BIRD in a network namespace; run it as root"
+    );
+    let tag = std::process::id() % 100_000;
+    let prefix = format!("sbi{tag}-");
+    let _cleanup = Namespaces(prefix.clone());
+    let ns = stator_lab::netns::Netns::create(&format!("{prefix}x")).unwrap();
+    let dir = std::env::temp_dir().join(format!("stator-bird-lonely-{tag}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut bird = Bird::start(
+        &ns,
+        &dir,
+        "lonely",
+        "router id 10.78.0.11;\nprotocol device {}\n",
+    )
+    .unwrap();
+    let toml = format!(
+        r#"
+[node]
+name = "lonely"
+address_v4 = "10.78.0.11"
+[dataplane]
+interfaces = ["eth0"]
+[bgp]
+bird_socket = "{dir}/lonely.ctl"
+bird_config = "{dir}/lonely-stator.conf"
+local_as = 65010
+[[bgp.neighbor]]
+name = "tor"
+address = "10.78.0.1"
+remote_as = 65000
+"#,
+        dir = dir.display()
+    );
+    let bgp = from_toml_str("lonely.toml", &toml).unwrap().bgp.unwrap();
+    let mut a = Announcer::new(bgp.clone());
+    a.set_desired(DesiredRoutes::from_vips([(ip(VIP1), true)]));
+    let e = a.reconcile(Instant::now()).unwrap_err();
+    match &e {
+        BirdError::NotIncluded {
+            missing,
+            bird_config,
+        } => {
+            assert_eq!(missing, "stator_vip4_192_0_2_10, tor");
+            assert_eq!(bird_config, &bgp.bird_config);
+        }
+        other => panic!("{other:?}"),
+    }
+    println!("{e}");
+    assert!(
+        std::fs::read_to_string(&bgp.bird_config).is_ok(),
+        "the file is written"
+    );
+
+    // BIRD stops: connection errors, retried with growing delays.
+    bird.stop(Duration::from_secs(5)).unwrap();
+    let mut delays = Vec::new();
+    for _ in 0..3 {
+        let now = Instant::now();
+        let e = a.reconcile(now).unwrap_err();
+        assert!(e.is_connection_lost(), "{e:?}");
+        delays.push(a.next_pass().unwrap() - now);
+    }
+    assert!(delays[0] < delays[1] && delays[1] < delays[2], "{delays:?}");
+    let s = a.status();
+    assert!(!s.bird_reachable && s.counters.errors == 4, "{s:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
