@@ -178,6 +178,33 @@ impl Backoff {
     }
 }
 
+/// What to do with one VIP's static protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Nothing: it is as wanted (and announced or not).
+    Keep { announced: bool },
+    /// `enable` it.
+    Enable,
+    /// `disable` it.
+    Disable,
+    /// It is changing state (starting, stopping, flushing): look again shortly.
+    Wait,
+}
+
+/// The decision for one VIP, from its protocol's state and whether it should be announced.
+fn step(state: &ProtocolState, want: bool) -> Step {
+    match (state, want) {
+        (ProtocolState::Up, true) => Step::Keep { announced: true },
+        (ProtocolState::Down, false) => Step::Keep { announced: false },
+        (ProtocolState::Down, true) => Step::Enable,
+        // A protocol that is starting is enabled: disabling it now is right.
+        (ProtocolState::Up | ProtocolState::Start, false) => Step::Disable,
+        (ProtocolState::Start | ProtocolState::Stop | ProtocolState::Flush, true)
+        | (ProtocolState::Stop | ProtocolState::Flush, false)
+        | (ProtocolState::Other(_), _) => Step::Wait,
+    }
+}
+
 /// Keeps BIRD announcing exactly the desired VIP routes. Blocking; see the module docs.
 #[derive(Debug)]
 pub struct Announcer {
@@ -557,14 +584,13 @@ impl Announcer {
             let Some(p) = by_name.get(name.as_str()) else {
                 continue; // checked above
             };
-            let announced = match (&p.state, want) {
-                (ProtocolState::Up, true) => true,
-                (ProtocolState::Down, false) => false,
-                (ProtocolState::Down, true) => {
+            let announced = match step(&p.state, want) {
+                Step::Keep { announced } => announced,
+                Step::Enable => {
                     self.client.enable(&name, "announced by Stator")?;
                     true
                 }
-                (ProtocolState::Up | ProtocolState::Start, false) => {
+                Step::Disable => {
                     let why = if self.held {
                         "withdrawn by Stator (all)"
                     } else {
@@ -573,8 +599,7 @@ impl Announcer {
                     self.client.disable(&name, why)?;
                     false
                 }
-                // Starting, stopping or flushing: look again shortly.
-                _ => {
+                Step::Wait => {
                     settling = true;
                     self.routes.get(&address).is_some_and(|r| r.announced)
                 }
@@ -607,6 +632,28 @@ impl Announcer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_step_per_protocol_state() {
+        use ProtocolState::*;
+        let table = [
+            (Up, true, Step::Keep { announced: true }),
+            (Up, false, Step::Disable),
+            (Down, true, Step::Enable),
+            (Down, false, Step::Keep { announced: false }),
+            (Start, true, Step::Wait),
+            (Start, false, Step::Disable),
+            (Stop, true, Step::Wait),
+            (Stop, false, Step::Wait),
+            (Flush, true, Step::Wait),
+            (Flush, false, Step::Wait),
+            (Other("?".into()), true, Step::Wait),
+            (Other("?".into()), false, Step::Wait),
+        ];
+        for (state, want, expected) in table {
+            assert_eq!(step(&state, want), expected, "{state:?}, want {want}");
+        }
+    }
 
     #[test]
     fn backoff_doubles_up_to_its_maximum_and_resets() {
