@@ -380,12 +380,20 @@ fn ecmp_announce_withdraw_reconfigure_and_failures() {
         lab.hops(VIP1, &[1])
     );
 
-    // Node 1 through its thread: the status is published, shutdown withdraws everything.
-    let s = b.status();
-    assert!(
-        s.announced(ip(VIP1)) && s.sessions.iter().all(|x| x.established),
-        "{s:?}"
-    );
+    // Node 1 through its thread: the status is published (after each pass, so wait for the
+    // pass that saw the sessions back up), shutdown withdraws everything.
+    wait_until(
+        "node 1's status: VIP1 announced, sessions up",
+        SOON,
+        Duration::from_millis(50),
+        || {
+            let s = b.status();
+            s.announced(ip(VIP1))
+                && s.sessions.len() == 2
+                && s.sessions.iter().all(|x| x.established)
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}: {:?}", b.status()));
     b.shutdown(Duration::from_secs(5)).unwrap();
     for vip in [VIP1, VIP2, VIP6] {
         lab.expect(vip, &[], SOON);
