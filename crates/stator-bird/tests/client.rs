@@ -52,6 +52,15 @@ impl FakeBird {
     }
 }
 
+impl Drop for FakeBird {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        if let Some(dir) = self.path.parent() {
+            let _ = std::fs::remove_dir(dir); // only once empty: other tests share it
+        }
+    }
+}
+
 fn serve(mut stream: UnixStream, connection: usize, script: &dyn Fn(&str, usize) -> Act) {
     if stream.write_all(b"0001 BIRD 2.0.12 ready.\n").is_err() {
         return;
