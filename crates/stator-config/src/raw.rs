@@ -199,6 +199,10 @@ pub struct RawBgp {
     pub router_id: Option<String>,
     /// Communities attached to VIP routes, `"asn:value"`.
     pub communities: Option<Vec<String>>,
+    /// BFD transmit and receive interval of Stator's BFD protocol.
+    pub bfd_interval: Option<Scalar>,
+    /// BFD detection multiplier.
+    pub bfd_multiplier: Option<i64>,
     /// `[[bgp.neighbor]]`.
     #[serde(default)]
     pub neighbor: Vec<RawNeighbor>,
@@ -220,6 +224,10 @@ pub struct RawNeighbor {
     pub hold_time: Option<Scalar>,
     /// BGP keepalive time.
     pub keepalive: Option<Scalar>,
+    /// Delay between attempts to connect.
+    pub connect_retry: Option<Scalar>,
+    /// Delay after a session error before the session starts again.
+    pub error_wait: Option<Scalar>,
     /// Use BFD for this session.
     pub bfd: Option<bool>,
     /// eBGP multihop TTL.

@@ -210,6 +210,12 @@ pub struct Bgp {
     pub router_id: Ipv4Addr,
     /// Standard communities (RFC 1997) attached to every VIP route, as (AS, value).
     pub communities: Vec<(u16, u16)>,
+    /// Transmit and receive interval of BFD sessions, whole milliseconds (BIRD's defaults,
+    /// 100 ms transmit and 10 ms receive, when `None`).
+    pub bfd_interval: Option<Duration>,
+    /// BFD detection multiplier: a session is down after this many intervals without a
+    /// packet (BIRD's default, 5, when `None`).
+    pub bfd_multiplier: Option<u8>,
     /// BGP sessions (at least one).
     pub neighbors: Vec<Neighbor>,
 }
@@ -230,6 +236,12 @@ pub struct Neighbor {
     pub hold_time: Option<u16>,
     /// Keepalive time, whole seconds (BIRD's default, a third of the hold time, when `None`).
     pub keepalive: Option<u16>,
+    /// Delay between attempts to open the session, whole seconds (BIRD's default, 120, when
+    /// `None`).
+    pub connect_retry: Option<u16>,
+    /// Minimum delay after a session error before the session starts again, whole seconds
+    /// (BIRD's default, 60, when `None`).
+    pub error_wait: Option<u16>,
     /// Run BFD on this session.
     pub bfd: bool,
     /// eBGP multihop TTL (`None` = directly connected).

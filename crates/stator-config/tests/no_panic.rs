@@ -46,6 +46,8 @@ const TABLES: &[(&str, &[(&str, char)])] = &[
             ("local_as", 'i'),
             ("router_id", 's'),
             ("communities", 'a'),
+            ("bfd_interval", 'x'),
+            ("bfd_multiplier", 'i'),
         ],
     ),
     (
@@ -57,6 +59,8 @@ const TABLES: &[(&str, &[(&str, char)])] = &[
             ("source_address", 's'),
             ("hold_time", 'x'),
             ("keepalive", 'x'),
+            ("connect_retry", 'x'),
+            ("error_wait", 'x'),
             ("bfd", 'b'),
             ("multihop", 'i'),
             ("next_hop_self", 'b'),

@@ -357,6 +357,8 @@ address = "10.0.0.1"
 remote_as = 65000
 hold_time = "9s"
 keepalive = "3s"
+connect_retry = "5s"
+error_wait = "2s"
 [[bgp.neighbor]]
 name = "tor_v6"
 address = "2001:db8::1"
@@ -378,6 +380,9 @@ next_hop_self = false
         ("stator_0", Some(9), Some(3))
     );
     assert!(n[0].next_hop_self && !n[0].bfd);
+    assert_eq!((n[0].connect_retry, n[0].error_wait), (Some(5), Some(2)));
+    assert_eq!((n[1].connect_retry, n[1].error_wait), (None, None));
+    assert_eq!((bgp.bfd_interval, bgp.bfd_multiplier), (None, None));
     assert_eq!((n[1].name.as_str(), n[1].next_hop_self), ("tor_v6", false));
     // A disabled [bgp] is not checked at all, so it can be kept half-written.
     let c = config("[bgp]\nenabled = false\nlocal_as = 0\n");

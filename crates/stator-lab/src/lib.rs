@@ -5,8 +5,16 @@
 //! and threads inside a namespace, and tear everything down again — by name prefix, so a lab
 //! left behind by a crashed run is still found and removed (`down` is idempotent).
 //!
+//! [`lan`] builds the ECMP front of a deployment — a router and Stator nodes on one bridge —
+//! and [`bird`] runs BIRD daemons in it (each with its own config, socket and pid file) and
+//! reads back what tests assert: sessions, the router's kernel next hops, BGP connections.
+//! [`wait`] bounds every wait and says what it waited for.
+//!
 //! Contract: every object this crate creates carries the caller's prefix in its name; nothing
 //! outside that prefix is ever touched. Operations fail with the command line and its stderr.
 #![deny(unsafe_code)]
 
+pub mod bird;
+pub mod lan;
 pub mod netns;
+pub mod wait;

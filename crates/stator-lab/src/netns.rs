@@ -41,6 +41,23 @@ pub enum NetnsError {
     /// Not running as root.
     #[error("network namespaces need root (CAP_NET_ADMIN, CAP_SYS_ADMIN); run as root")]
     NotRoot,
+    /// A condition did not become true in time.
+    #[error("timed out after {waited:?} waiting for {what}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long.
+        waited: Duration,
+    },
+    /// A file of the lab could not be written or read.
+    #[error("{path}: {source}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Result alias.

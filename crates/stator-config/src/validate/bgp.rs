@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::time::Duration;
 
 use super::Ctx;
 use super::sections::wrong_family;
@@ -63,6 +64,14 @@ pub(super) fn bgp(ctx: &mut Ctx, raw: Option<&RawBgp>, node: Option<&Node>) -> O
         },
     };
     let communities = communities(ctx, &at, raw.communities.as_deref());
+    let bfd_interval = match &raw.bfd_interval {
+        None => Some(None),
+        Some(value) => bfd_interval(ctx, at.key("bfd_interval"), value).map(Some),
+    };
+    let bfd_multiplier = match raw.bfd_multiplier {
+        None => Some(None),
+        Some(n) => ctx.int(at.key("bfd_multiplier"), n, 1, 255).map(Some),
+    };
     let neighbors = neighbors(ctx, &at, &raw.neighbor);
     Some(Some(Bgp {
         bird_socket: bird_socket?,
@@ -70,6 +79,8 @@ pub(super) fn bgp(ctx: &mut Ctx, raw: Option<&RawBgp>, node: Option<&Node>) -> O
         local_as: local_as?,
         router_id: router_id?,
         communities: communities?,
+        bfd_interval: bfd_interval?,
+        bfd_multiplier: bfd_multiplier?,
         neighbors: neighbors?,
     }))
 }
@@ -89,6 +100,27 @@ fn as_number(ctx: &mut Ctx, path: FieldPath, n: i64) -> Option<u32> {
         return None;
     }
     Some(n)
+}
+
+/// A BFD interval: whole milliseconds, 10ms–10s.
+fn bfd_interval(ctx: &mut Ctx, path: FieldPath, value: &Scalar) -> Option<Duration> {
+    let d = ctx.duration_in(
+        path.clone(),
+        value,
+        Duration::from_millis(10),
+        Duration::from_secs(10),
+    )?;
+    if d.subsec_nanos() % 1_000_000 != 0 {
+        ctx.error(
+            path,
+            Error::Invalid {
+                value: crate::duration::format_duration(d),
+                expected: "whole milliseconds".into(),
+            },
+        );
+        return None;
+    }
+    Some(d)
 }
 
 fn communities(ctx: &mut Ctx, at: &FieldPath, raw: Option<&[String]>) -> Option<Vec<(u16, u16)>> {
@@ -171,6 +203,18 @@ fn neighbors(ctx: &mut Ctx, at: &FieldPath, raw: &[RawNeighbor]) -> Option<Vec<N
 fn neighbor(ctx: &mut Ctx, at: &FieldPath, index: usize, raw: &RawNeighbor) -> Option<Neighbor> {
     let name = match raw.name.as_deref() {
         None => Some(format!("stator_{index}")),
+        Some(name) if name.starts_with("stator_") => {
+            ctx.error(
+                at.key("name"),
+                Error::Invalid {
+                    value: format!("{name:?}"),
+                    expected: "a usable neighbor name (names starting with \"stator_\" are \
+                               reserved for the BIRD symbols Stator generates)"
+                        .into(),
+                },
+            );
+            None
+        }
         Some(name) if is_bird_symbol(name) => Some(name.to_owned()),
         Some(name) => {
             ctx.error(
@@ -208,6 +252,8 @@ fn neighbor(ctx: &mut Ctx, at: &FieldPath, index: usize, raw: &RawNeighbor) -> O
     };
     let hold_time = seconds(ctx, at.key("hold_time"), raw.hold_time.as_ref(), 3);
     let keepalive = seconds(ctx, at.key("keepalive"), raw.keepalive.as_ref(), 1);
+    let connect_retry = seconds(ctx, at.key("connect_retry"), raw.connect_retry.as_ref(), 1);
+    let error_wait = seconds(ctx, at.key("error_wait"), raw.error_wait.as_ref(), 1);
     if let (Some(Some(hold)), Some(Some(keepalive))) = (hold_time, keepalive)
         && keepalive >= hold
     {
@@ -223,6 +269,17 @@ fn neighbor(ctx: &mut Ctx, at: &FieldPath, index: usize, raw: &RawNeighbor) -> O
         None => Some(None),
         Some(ttl) => ctx.int(at.key("multihop"), ttl, 1, 255).map(Some),
     };
+    let bfd = raw.bfd.unwrap_or(false);
+    let bfd_source = if bfd && raw.multihop.is_some() && raw.source_address.is_none() {
+        ctx.missing(
+            at.key("source_address"),
+            "BFD on a multihop session needs the session's source_address (BIRD cannot \
+             choose one for a multihop BFD session)",
+        )
+    } else {
+        Some(())
+    };
+    bfd_source?;
     Some(Neighbor {
         name: name?,
         address: address?,
@@ -230,7 +287,9 @@ fn neighbor(ctx: &mut Ctx, at: &FieldPath, index: usize, raw: &RawNeighbor) -> O
         source_address: source_address?,
         hold_time: hold_time?,
         keepalive: keepalive?,
-        bfd: raw.bfd.unwrap_or(false),
+        connect_retry: connect_retry?,
+        error_wait: error_wait?,
+        bfd,
         multihop: multihop?,
         next_hop_self: raw.next_hop_self.unwrap_or(true),
     })
