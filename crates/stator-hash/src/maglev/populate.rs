@@ -62,13 +62,12 @@ pub(super) fn populate_with_tail(
     // backends fit in L1 next to the taken-slot bytes.
     let mut turns: Vec<Turn> = permutations
         .iter()
-        .zip(0u32..)
-        .filter(|(p, _)| p.weight > 0)
-        .map(|(p, index)| Turn {
+        .filter(|p| p.weight > 0)
+        .map(|p| Turn {
             next: p.offset,
             skip: p.skip,
             id: p.id,
-            index,
+            count: 0,
         })
         .collect();
     let weights: Vec<u64> = permutations
@@ -76,37 +75,39 @@ pub(super) fn populate_with_tail(
         .filter(|p| p.weight > 0)
         .map(|p| u64::from(p.weight))
         .collect();
-    let skips: Vec<u32> = turns.iter().map(|t| t.skip).collect();
-    let mut credit = vec![0u64; turns.len()];
     let uniform = weights.iter().all(|&w| w == max_weight);
-
+    let mut credits = Credits {
+        credit: vec![0; weights.len()],
+        weights,
+        max: max_weight,
+    };
     let mut free = FreeSlots::new(size);
-    let mut tail_list: Option<Tail> = None;
-    'fill: loop {
-        for (k, turn) in turns.iter_mut().enumerate() {
-            if !uniform {
-                credit[k] += weights[k];
-                if credit[k] < max_weight {
-                    continue;
-                }
-                credit[k] -= max_weight;
-            }
-            let chosen = if free.remaining > tail {
-                let c = free.probe(turn.next, turn.skip);
-                free.take(c);
-                c
-            } else {
-                let list = tail_list.get_or_insert_with(|| Tail::new(&free, &skips));
-                free.remaining -= 1;
-                list.take_first(turn.next, turn.skip, k)
-            };
-            slots[chosen as usize] = turn.id;
-            backends[turn.index as usize].slots += 1;
-            turn.next = add_mod(chosen, turn.skip, size);
-            if free.remaining == 0 {
-                break 'fill;
-            }
+    let mut table = Fill {
+        turns: &mut turns,
+        credits: &mut credits,
+        slots: &mut slots,
+        free: &mut free,
+    };
+
+    // Probe until `tail` slots are free, then scan the free slots. The turn order continues
+    // across the switch: `next_turn` is whose turn it is.
+    let next_turn = if uniform {
+        table.run::<false>(0, tail, &mut Probing)
+    } else {
+        table.run::<true>(0, tail, &mut Probing)
+    };
+    if table.free.remaining > 0 {
+        let skips: Vec<u32> = table.turns.iter().map(|t| t.skip).collect();
+        let mut list = Tail::new(table.free, &skips);
+        if uniform {
+            table.run::<false>(next_turn, 0, &mut list);
+        } else {
+            table.run::<true>(next_turn, 0, &mut list);
         }
+    }
+
+    for (b, turn) in backends.iter_mut().filter(|b| b.weight > 0).zip(&turns) {
+        b.slots = turn.count;
     }
     MaglevTable {
         size,
@@ -121,8 +122,90 @@ struct Turn {
     next: u32,
     skip: u32,
     id: u32,
-    /// Index in the permutations (and in the table's `backends`).
-    index: u32,
+    /// Slots taken so far.
+    count: u32,
+}
+
+/// Who takes a turn when weights differ: every round each backend adds its weight to its credit
+/// and takes a turn if the credit reaches the largest weight, paying the largest weight for it.
+struct Credits {
+    weights: Vec<u64>,
+    credit: Vec<u64>,
+    max: u64,
+}
+
+impl Credits {
+    #[inline(always)]
+    fn takes_turn(&mut self, k: usize) -> bool {
+        self.credit[k] += self.weights[k];
+        if self.credit[k] < self.max {
+            return false;
+        }
+        self.credit[k] -= self.max;
+        true
+    }
+}
+
+/// The mutable state of one build.
+struct Fill<'a> {
+    turns: &'a mut [Turn],
+    credits: &'a mut Credits,
+    slots: &'a mut [u32],
+    free: &'a mut FreeSlots,
+}
+
+impl Fill<'_> {
+    /// Runs turns, starting with turn `k`, until only `stop` slots are free; `take` claims the
+    /// first free slot of a turn's permutation. Returns whose turn is next. Monomorphised for
+    /// equal weights (every backend takes every turn) and for weighted turns.
+    #[inline(always)]
+    fn run<const WEIGHTED: bool>(
+        &mut self,
+        mut k: usize,
+        stop: u32,
+        how: &mut impl Claim,
+    ) -> usize {
+        let size = self.free.size;
+        while self.free.remaining > stop {
+            if !WEIGHTED || self.credits.takes_turn(k) {
+                let turn = &mut self.turns[k];
+                let c = how.claim(self.free, turn, k);
+                self.slots[c as usize] = turn.id;
+                turn.count += 1;
+                turn.next = add_mod(c, turn.skip, size);
+            }
+            k += 1;
+            if k == self.turns.len() {
+                k = 0;
+            }
+        }
+        k
+    }
+}
+
+/// A way to claim the first free slot of a turn's permutation.
+trait Claim {
+    fn claim(&mut self, free: &mut FreeSlots, turn: &Turn, k: usize) -> u32;
+}
+
+/// Claim by probing the permutation (all but the last `tail` slots).
+struct Probing;
+
+impl Claim for Probing {
+    #[inline(always)]
+    fn claim(&mut self, free: &mut FreeSlots, turn: &Turn, _: usize) -> u32 {
+        let c = free.probe(turn.next, turn.skip);
+        free.take(c);
+        c
+    }
+}
+
+impl Claim for Tail {
+    #[inline(always)]
+    fn claim(&mut self, free: &mut FreeSlots, turn: &Turn, k: usize) -> u32 {
+        free.remaining -= 1;
+        self.take_first(turn.next, turn.skip, k)
+    }
 }
 
 /// `(a + b) mod m` for `a, b < m <= 2^24` (no overflow, no division).
