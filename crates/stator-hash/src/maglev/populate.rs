@@ -163,25 +163,25 @@ impl Fill<'_> {
     #[inline(always)]
     fn run<const WEIGHTED: bool>(
         &mut self,
-        mut k: usize,
+        mut start: usize,
         stop: u32,
         how: &mut impl Claim,
     ) -> usize {
         let size = self.free.size;
-        while self.free.remaining > stop {
-            if !WEIGHTED || self.credits.takes_turn(k) {
-                let turn = &mut self.turns[k];
-                let c = how.claim(self.free, turn, k);
-                self.slots[c as usize] = turn.id;
-                turn.count += 1;
-                turn.next = add_mod(c, turn.skip, size);
+        loop {
+            for (k, turn) in self.turns.iter_mut().enumerate().skip(start) {
+                if self.free.remaining <= stop {
+                    return k;
+                }
+                if !WEIGHTED || self.credits.takes_turn(k) {
+                    let c = how.claim(self.free, turn, k);
+                    self.slots[c as usize] = turn.id;
+                    turn.count += 1;
+                    turn.next = add_mod(c, turn.skip, size);
+                }
             }
-            k += 1;
-            if k == self.turns.len() {
-                k = 0;
-            }
+            start = 0;
         }
-        k
     }
 }
 
