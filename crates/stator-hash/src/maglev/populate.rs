@@ -17,9 +17,9 @@
 //!    prime, so `s` is invertible). That costs O(free) per turn instead of O(M / free).
 //!
 //! Both find the same slot, so the table is exactly Pseudocode 1's; the unit tests check this
-//! against a literal transcription for every phase boundary. The per-backend state is 16 bytes
-//! (next position, skip, id, count) and the slot state one byte per slot: no M×N permutation
-//! matrix is ever built.
+//! against a literal transcription for every phase boundary. The per-backend state is 28 bytes
+//! (next position, skip and its multiples 2s..4s, id, count) and the slot state one byte per
+//! slot: no M×N permutation matrix is ever built.
 
 use super::{BackendSlots, MaglevPermutation, MaglevTable};
 
@@ -60,16 +60,19 @@ pub(super) fn populate_with_tail(
         };
     }
 
-    // Per-turn state of the backends that take turns, in turn order: 16 bytes each, so 1000
-    // backends fit in L1 next to the taken-slot bytes.
+    // Per-turn state of the backends that take turns, in turn order (28 bytes each).
     let mut turns: Vec<Turn> = permutations
         .iter()
         .filter(|p| p.weight > 0)
-        .map(|p| Turn {
-            next: p.offset,
-            skip: p.skip,
-            id: p.id,
-            count: 0,
+        .map(|p| {
+            let s2 = add_mod(p.skip, p.skip, size);
+            Turn {
+                next: p.offset,
+                skip: p.skip,
+                id: p.id,
+                count: 0,
+                steps: [s2, add_mod(s2, p.skip, size), add_mod(s2, s2, size)],
+            }
         })
         .collect();
     let weights: Vec<u64> = permutations
@@ -126,6 +129,8 @@ struct Turn {
     id: u32,
     /// Slots taken so far.
     count: u32,
+    /// `2s, 3s, 4s mod M`: the offsets of a four-candidate probe step.
+    steps: [u32; 3],
 }
 
 /// Who takes a turn when weights differ: every round each backend adds its weight to its credit
@@ -196,7 +201,7 @@ struct Probing;
 impl Claim for Probing {
     #[inline(always)]
     fn claim(&mut self, free: &mut FreeSlots, turn: &Turn, _: usize) -> u32 {
-        let c = free.probe(turn.next, turn.skip);
+        let c = free.probe(turn.next, turn.skip, turn.steps);
         free.take(c);
         c
     }
@@ -250,11 +255,8 @@ impl FreeSlots {
 
     /// First free slot of `c, c + s, …`, four candidates per step. A free slot exists.
     #[inline(always)]
-    fn probe(&self, mut c: u32, skip: u32) -> u32 {
+    fn probe(&self, mut c: u32, skip: u32, [s2, s3, s4]: [u32; 3]) -> u32 {
         let m = self.size;
-        let s2 = add_mod(skip, skip, m);
-        let s3 = add_mod(s2, skip, m);
-        let s4 = add_mod(s2, s2, m);
         loop {
             let c1 = add_mod(c, skip, m);
             let c2 = add_mod(c, s2, m);
