@@ -33,6 +33,7 @@
 //! `std::hash::Hasher`/`RandomState` for anything that reaches a table or a packet decision: their
 //! output may change between Rust releases or processes. Never depend on tokio, aya or libc.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod error;
 mod flow;

@@ -15,7 +15,8 @@
 
 mod populate;
 
-use crate::{MaglevError, is_prime, siphash24};
+use crate::siphash::siphash24_pair;
+use crate::{MaglevError, is_prime};
 use populate::populate;
 
 /// SipHash-2-4 key of `h1`, which gives a backend's `offset = h1(name) mod M`.
@@ -66,8 +67,7 @@ impl MaglevPermutation {
     ///
     /// `size` should be a prime (at least 2); for sizes below 2, offset is 0 and skip is 1.
     pub fn from_name(name: &str, size: u32, id: u32, weight: u32) -> Self {
-        let h1 = siphash24(MAGLEV_H1_KEY, name.as_bytes());
-        let h2 = siphash24(MAGLEV_H2_KEY, name.as_bytes());
+        let (h1, h2) = siphash24_pair(MAGLEV_H1_KEY, MAGLEV_H2_KEY, name.as_bytes());
         // Both remainders are below `size`, so they fit in u32.
         let offset = h1.checked_rem(u64::from(size)).unwrap_or(0) as u32;
         let skip = h2
@@ -277,22 +277,33 @@ pub(crate) fn sorted_by_name(backends: &[MaglevBackend<'_>]) -> Result<Vec<usize
         return Err(MaglevError::EmptyName { index });
     }
     check_ids(backends.iter().map(|b| b.id))?;
-    let mut order: Vec<usize> = (0..backends.len()).collect();
-    order.sort_unstable_by(|&a, &b| backends[a].name.cmp(backends[b].name));
-    if let Some(w) = order
-        .windows(2)
-        .find(|w| backends[w[0]].name == backends[w[1]].name)
-    {
+    // Byte order of the names. Comparing a big-endian 8-byte prefix first settles most
+    // comparisons without a call to memcmp; equal prefixes fall back to the whole name.
+    let prefix = |name: &str| {
+        let mut bytes = [0u8; 8];
+        let n = name.len().min(8);
+        bytes[..n].copy_from_slice(&name.as_bytes()[..n]);
+        u64::from_be_bytes(bytes)
+    };
+    let mut keyed: Vec<(u64, &str, usize)> = backends
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (prefix(b.name), b.name, i))
+        .collect();
+    keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    if let Some(w) = keyed.windows(2).find(|w| w[0].1 == w[1].1) {
         return Err(MaglevError::DuplicateName {
-            name: backends[w[0]].name.to_owned(),
+            name: w[0].1.to_owned(),
         });
     }
+    let order: Vec<usize> = keyed.iter().map(|&(_, _, i)| i).collect();
     Ok(order)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::siphash24;
 
     const B0: u32 = 0;
     const B1: u32 = 1;

@@ -7,18 +7,19 @@
 //! the whole build that is `M · H(M)` probes (≈ 11.7 per slot at M = 65537), most of them spent
 //! on the last few per cent of slots.
 //!
-//! 1. While more than half of the slots are free, probe one slot at a time (the first probe
-//!    almost always succeeds).
-//! 2. Then probe four candidates per step (`c`, `c + s`, `c + 2s`, `c + 3s`): the loads are
-//!    independent, the dependency chain advances by `4s` at once, and the loop's exit branch is
-//!    taken once per four probes, so it mispredicts less.
-//! 3. When at most `tail` slots are free, stop probing and look at the free slots instead: the
-//!    first free slot of the permutation is the free slot `f` with the smallest index
-//!    `j = (f - c) · s⁻¹ mod M` (M is prime, so `s` is invertible). That costs O(free) per turn
-//!    instead of O(M / free).
+//! 1. Until only `tail` slots are free, probe four candidates per step (`c`, `c + s`, `c + 2s`,
+//!    `c + 3s`) and pick the first free one without branching: the loads are independent, the
+//!    dependency chain advances by `4s` at once, and the loop branch is taken once per four
+//!    probes. Early on the step almost always finds a free slot, so the branch is predictable
+//!    where a one-probe-at-a-time loop would mispredict on every other turn.
+//! 2. Then stop probing and look at the free slots instead: the first free slot of the
+//!    permutation is the free slot `f` with the smallest index `j = (f - c) · s⁻¹ mod M` (M is
+//!    prime, so `s` is invertible). That costs O(free) per turn instead of O(M / free).
 //!
-//! All three find the same slot, so the table is exactly Pseudocode 1's; the unit tests check
-//! this against a literal transcription for every phase boundary.
+//! Both find the same slot, so the table is exactly Pseudocode 1's; the unit tests check this
+//! against a literal transcription for every phase boundary. The per-backend state is 28 bytes
+//! (next position, skip and its multiples 2s..4s, id, count) and the slot state one byte per
+//! slot: no M×N permutation matrix is ever built.
 
 use super::{BackendSlots, MaglevPermutation, MaglevTable};
 
@@ -28,10 +29,11 @@ pub(super) fn populate(permutations: &[MaglevPermutation], size: u32) -> MaglevT
 }
 
 /// The free-slot count below which scanning the free slots beats probing: the tail costs about
-/// `tail² / 2` scan steps, probing down to `tail` free slots about `M · ln(M / tail)` probes, and
-/// the optimum is near `tail = √M` (a scan step and a probe cost about the same).
+/// `tail² / 2` scan steps, probing down to `tail` free slots about `M · ln(M / tail)` probes, so
+/// the optimum is `tail = √(M · probe / step)`. A scan step (a Barrett multiplication) costs about
+/// three probes, and measurement agrees: `√M / 2` beats `√M` and `√M / 4`.
 fn tail_threshold(size: u32) -> u32 {
-    size.isqrt()
+    size.isqrt() / 2
 }
 
 /// [`populate`] with an explicit tail threshold (tests use every boundary).
@@ -58,17 +60,19 @@ pub(super) fn populate_with_tail(
         };
     }
 
-    // Per-turn state of the backends that take turns, in turn order: 16 bytes each, so 1000
-    // backends fit in L1 next to the taken-slot bytes.
+    // Per-turn state of the backends that take turns, in turn order (28 bytes each).
     let mut turns: Vec<Turn> = permutations
         .iter()
-        .zip(0u32..)
-        .filter(|(p, _)| p.weight > 0)
-        .map(|(p, index)| Turn {
-            next: p.offset,
-            skip: p.skip,
-            id: p.id,
-            index,
+        .filter(|p| p.weight > 0)
+        .map(|p| {
+            let s2 = add_mod(p.skip, p.skip, size);
+            Turn {
+                next: p.offset,
+                skip: p.skip,
+                id: p.id,
+                count: 0,
+                steps: [s2, add_mod(s2, p.skip, size), add_mod(s2, s2, size)],
+            }
         })
         .collect();
     let weights: Vec<u64> = permutations
@@ -76,37 +80,39 @@ pub(super) fn populate_with_tail(
         .filter(|p| p.weight > 0)
         .map(|p| u64::from(p.weight))
         .collect();
-    let skips: Vec<u32> = turns.iter().map(|t| t.skip).collect();
-    let mut credit = vec![0u64; turns.len()];
     let uniform = weights.iter().all(|&w| w == max_weight);
-
+    let mut credits = Credits {
+        credit: vec![0; weights.len()],
+        weights,
+        max: max_weight,
+    };
     let mut free = FreeSlots::new(size);
-    let mut tail_list: Option<Tail> = None;
-    'fill: loop {
-        for (k, turn) in turns.iter_mut().enumerate() {
-            if !uniform {
-                credit[k] += weights[k];
-                if credit[k] < max_weight {
-                    continue;
-                }
-                credit[k] -= max_weight;
-            }
-            let chosen = if free.remaining > tail {
-                let c = free.probe(turn.next, turn.skip);
-                free.take(c);
-                c
-            } else {
-                let list = tail_list.get_or_insert_with(|| Tail::new(&free, &skips));
-                free.remaining -= 1;
-                list.take_first(turn.next, turn.skip, k)
-            };
-            slots[chosen as usize] = turn.id;
-            backends[turn.index as usize].slots += 1;
-            turn.next = add_mod(chosen, turn.skip, size);
-            if free.remaining == 0 {
-                break 'fill;
-            }
+    let mut table = Fill {
+        turns: &mut turns,
+        credits: &mut credits,
+        slots: &mut slots,
+        free: &mut free,
+    };
+
+    // Probe until `tail` slots are free, then scan the free slots. The turn order continues
+    // across the switch: `next_turn` is whose turn it is.
+    let next_turn = if uniform {
+        table.run::<false>(0, tail, &mut Probing)
+    } else {
+        table.run::<true>(0, tail, &mut Probing)
+    };
+    if table.free.remaining > 0 {
+        let skips: Vec<u32> = table.turns.iter().map(|t| t.skip).collect();
+        let mut list = Tail::new(table.free, &skips);
+        if uniform {
+            table.run::<false>(next_turn, 0, &mut list);
+        } else {
+            table.run::<true>(next_turn, 0, &mut list);
         }
+    }
+
+    for (b, turn) in backends.iter_mut().filter(|b| b.weight > 0).zip(&turns) {
+        b.slots = turn.count;
     }
     MaglevTable {
         size,
@@ -121,19 +127,105 @@ struct Turn {
     next: u32,
     skip: u32,
     id: u32,
-    /// Index in the permutations (and in the table's `backends`).
-    index: u32,
+    /// Slots taken so far.
+    count: u32,
+    /// `2s, 3s, 4s mod M`: the offsets of a four-candidate probe step.
+    steps: [u32; 3],
+}
+
+/// Who takes a turn when weights differ: every round each backend adds its weight to its credit
+/// and takes a turn if the credit reaches the largest weight, paying the largest weight for it.
+struct Credits {
+    weights: Vec<u64>,
+    credit: Vec<u64>,
+    max: u64,
+}
+
+impl Credits {
+    #[inline(always)]
+    fn takes_turn(&mut self, k: usize) -> bool {
+        self.credit[k] += self.weights[k];
+        if self.credit[k] < self.max {
+            return false;
+        }
+        self.credit[k] -= self.max;
+        true
+    }
+}
+
+/// The mutable state of one build.
+struct Fill<'a> {
+    turns: &'a mut [Turn],
+    credits: &'a mut Credits,
+    slots: &'a mut [u32],
+    free: &'a mut FreeSlots,
+}
+
+impl Fill<'_> {
+    /// Runs turns, starting with turn `k`, until only `stop` slots are free; `take` claims the
+    /// first free slot of a turn's permutation. Returns whose turn is next. Monomorphised for
+    /// equal weights (every backend takes every turn) and for weighted turns.
+    #[inline(always)]
+    fn run<const WEIGHTED: bool>(
+        &mut self,
+        mut start: usize,
+        stop: u32,
+        how: &mut impl Claim,
+    ) -> usize {
+        let size = self.free.size;
+        loop {
+            for (k, turn) in self.turns.iter_mut().enumerate().skip(start) {
+                if self.free.remaining <= stop {
+                    return k;
+                }
+                if !WEIGHTED || self.credits.takes_turn(k) {
+                    let c = how.claim(self.free, turn, k);
+                    self.slots[c as usize] = turn.id;
+                    turn.count += 1;
+                    turn.next = add_mod(c, turn.skip, size);
+                }
+            }
+            start = 0;
+        }
+    }
+}
+
+/// A way to claim the first free slot of a turn's permutation.
+trait Claim {
+    fn claim(&mut self, free: &mut FreeSlots, turn: &Turn, k: usize) -> u32;
+}
+
+/// Claim by probing the permutation (all but the last `tail` slots).
+struct Probing;
+
+impl Claim for Probing {
+    #[inline(always)]
+    fn claim(&mut self, free: &mut FreeSlots, turn: &Turn, _: usize) -> u32 {
+        let c = free.probe(turn.next, turn.skip, turn.steps);
+        free.take(c);
+        c
+    }
+}
+
+impl Claim for Tail {
+    #[inline(always)]
+    fn claim(&mut self, free: &mut FreeSlots, turn: &Turn, k: usize) -> u32 {
+        free.remaining -= 1;
+        self.take_first(turn.next, turn.skip, k)
+    }
 }
 
 /// `(a + b) mod m` for `a, b < m <= 2^24` (no overflow, no division).
 #[inline(always)]
 fn add_mod(a: u32, b: u32, m: u32) -> u32 {
     let x = a + b;
-    if x >= m { x - m } else { x }
+    // If x < m, x - m wraps above x; otherwise it is the reduced value.
+    x.min(x.wrapping_sub(m))
 }
 
-/// One bit per slot (set = taken) and the number of free slots. The probing phases touch only
-/// these M/8 bytes (8 KiB at M = 65537, in L1) rather than the 4-byte slots.
+/// One byte per slot (1 = taken) and the number of free slots. Probing touches these M bytes
+/// rather than the 4-byte slots (a bit per slot was slower: extracting bits costs more than the
+/// smaller footprint saves).
 struct FreeSlots {
     size: u32,
     taken: Vec<u8>,
@@ -161,18 +253,10 @@ impl FreeSlots {
         self.remaining -= 1;
     }
 
-    /// First free slot of `c, c + s, …`: the first candidate alone (it is usually free while
-    /// the table is mostly empty), then four per step. A free slot exists.
+    /// First free slot of `c, c + s, …`, four candidates per step. A free slot exists.
     #[inline(always)]
-    fn probe(&self, mut c: u32, skip: u32) -> u32 {
-        if self.bit(c) == 0 {
-            return c;
-        }
-        c = add_mod(c, skip, self.size);
+    fn probe(&self, mut c: u32, skip: u32, [s2, s3, s4]: [u32; 3]) -> u32 {
         let m = self.size;
-        let s2 = add_mod(skip, skip, m);
-        let s3 = add_mod(s2, skip, m);
-        let s4 = add_mod(s2, s2, m);
         loop {
             let c1 = add_mod(c, skip, m);
             let c2 = add_mod(c, s2, m);
