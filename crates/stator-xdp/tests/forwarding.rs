@@ -7,40 +7,10 @@ mod common;
 mod fixtures;
 
 use stator_testkit::{Ext, L4, Packet, arp_frame};
-use stator_xdp::{ConntrackMode, Forwarder};
+use stator_xdp::ConntrackMode;
 
-use common::{Lab, PinDir, require_root, v4, v6};
+use common::{v4, v6};
 use fixtures::*;
-
-/// Loads the forwarder in a fresh lab, commits the fixture snapshot and runs `f` inside the
-/// namespace on CPU 0.
-fn with_world<R: Send + 'static>(
-    tag: &str,
-    conntrack: ConntrackMode,
-    f: impl FnOnce(&mut World) -> R + Send + 'static,
-) -> R {
-    require_root();
-    let lab = Lab::new(tag);
-    let pins = PinDir::new(tag);
-    let opts = pins.options(conntrack);
-    let lbin = lab.lbin;
-    let macs = LabMacs {
-        lbin: lab.lbin_mac,
-        lbout: lab.lbout_mac,
-    };
-    lab.run(move || {
-        let mut fwd = Forwarder::load(&opts).expect("load the forwarder");
-        let snap = snapshot();
-        fwd.commit(&snap).expect("commit the fixture snapshot");
-        let mut w = World {
-            fwd,
-            snap,
-            lbin,
-            macs,
-        };
-        f(&mut w)
-    })
-}
 
 /// Independent cases: each uses its own flow, so their order does not matter.
 fn table(w: &World) -> Vec<Case> {
@@ -544,5 +514,451 @@ fn redirect_through_the_devmap() {
                 &[("act_redirect", 1), ("ct_miss", 1), ("ct_insert", 1)],
             ));
         }
+    });
+}
+
+/// An ICMP error from a router on the path, quoting `quoted` (a packet a backend sent).
+fn icmp_error(quoted: &Packet, ty: u8, code: u8) -> Packet {
+    let router = if quoted.src.is_ipv4() {
+        v4(10, 99, 0, 1)
+    } else {
+        v6("fd99::1")
+    };
+    Packet::icmp(
+        router,
+        quoted.src,
+        ty,
+        code,
+        [0, 0, 0x05, 0xdc],
+        quoted.ip_bytes(),
+    )
+}
+
+/// The reply §6 makes of an echo request: addresses swapped, TTL 64, type 0/129.
+fn echo_reply(req: &Packet) -> Packet {
+    let mut r = req.clone();
+    r.src = req.dst;
+    r.dst = req.src;
+    r.dst_mac = req.src_mac;
+    r.src_mac = req.dst_mac;
+    r.ttl = 64;
+    if let L4::Icmp { ty, .. } = &mut r.l4 {
+        *ty = if req.dst.is_ipv4() { 0 } else { 129 };
+    }
+    r
+}
+
+#[test]
+fn icmp_messages() {
+    with_world("icmp", ConntrackMode::PerCpu, |w| {
+        let c4 = client4();
+        let c6 = client6();
+        let mut cases = Vec::new();
+        const ERR_MISS: &[(&str, u64)] = &[("act_tx", 1), ("ct_miss", 1), ("icmp_error_fwd", 1)];
+        const ECHO: &[(&str, u64)] = &[("act_tx", 1), ("icmp_echo_reply", 1)];
+
+        // echo requests are answered (the default)
+        let mut req = Packet::icmp(
+            c4,
+            v4(10, 0, 0, 10),
+            8,
+            0,
+            [0x12, 0x34, 0, 1],
+            b"ping".to_vec(),
+        );
+        req.ttl = 50;
+        cases.push(case(
+            "echo request v4",
+            req.frame(),
+            TX,
+            Out::Bytes(echo_reply(&req).frame()),
+            ECHO,
+        ));
+        let mut req = Packet::icmp(c4, v4(10, 0, 0, 11), 8, 0, [0, 7, 0, 9], vec![0xab; 33]);
+        req.ipv4_options = vec![1, 1, 1, 1, 1, 1, 1, 0];
+        req.vlan = Some(42);
+        req.tos = 0x10;
+        cases.push(case(
+            "echo request v4 with options and a VLAN tag",
+            req.frame(),
+            TX,
+            Out::Bytes(echo_reply(&req).frame()),
+            ECHO,
+        ));
+        let mut req = Packet::icmp(
+            c6,
+            v6("fd00::10"),
+            128,
+            0,
+            [0x12, 0x34, 0, 1],
+            b"ping6".to_vec(),
+        );
+        req.ttl = 3;
+        cases.push(case(
+            "echo request v6",
+            req.frame(),
+            TX,
+            Out::Bytes(echo_reply(&req).frame()),
+            ECHO,
+        ));
+
+        // frag-needed / packet-too-big go to the backend of the quoted flow, reversed
+        for (vip, client, sport) in [
+            (vips::tcp4(), c4, 5555u16),
+            (vips::udp4(), c4, 5556),
+            (vips::tcp6(), c6, 5557),
+            (vips::udp6(), c6, 5558),
+            (vips::to6(), c4, 5559),
+        ] {
+            let quoted = if vip.proto == stator_core::Proto::Tcp {
+                Packet::tcp(vip.addr, vip.port, client, sport, ACK)
+            } else {
+                Packet::udp(vip.addr, vip.port, client, sport)
+            };
+            let (ty, code) = if vip.addr.is_ipv4() { (3, 4) } else { (2, 0) };
+            let msg = icmp_error(&quoted, ty, code);
+            let proto = if vip.proto == stator_core::Proto::Tcp {
+                6
+            } else {
+                17
+            };
+            let h = common::expect::flow_hash(client, vip.addr, sport, vip.port, proto);
+            let real = common::expect::maglev(&w.snap, &vip, h);
+            let out = w.forwarded(&msg, &msg.ip_bytes(), real, h);
+            cases.push(case(
+                format!("ICMP error about {vip:?}"),
+                msg.frame(),
+                TX,
+                Out::Bytes(out),
+                ERR_MISS,
+            ));
+        }
+
+        // errors we cannot route, and other ICMP
+        let quoted = Packet::tcp(v4(10, 0, 0, 10), 81, c4, 1, ACK);
+        cases.push(case(
+            "frag-needed quoting a non-VIP port",
+            icmp_error(&quoted, 3, 4).frame(),
+            DROP,
+            Out::Same,
+            &dropped("icmp"),
+        ));
+        let quoted = Packet::icmp(v4(10, 0, 0, 10), c4, 0, 0, [0; 4], vec![]);
+        cases.push(case(
+            "frag-needed quoting ICMP",
+            icmp_error(&quoted, 3, 4).frame(),
+            DROP,
+            Out::Same,
+            &dropped("icmp"),
+        ));
+        let quoted = Packet::tcp(v6("fd00::10"), 80, c6, 1, ACK);
+        let mut q = quoted.ip_bytes();
+        q[0] = 0x40 | (q[0] & 0x0f); // says IPv4 inside ICMPv6
+        let msg = Packet::icmp(v6("fd99::1"), v6("fd00::10"), 2, 0, [0, 0, 5, 0xdc], q);
+        cases.push(case(
+            "packet-too-big quoting a non-IPv6 header",
+            msg.frame(),
+            DROP,
+            Out::Same,
+            &dropped("malformed_l4"),
+        ));
+        let quoted = Packet::tcp(v4(10, 0, 0, 10), 80, c4, 1, ACK);
+        cases.push(case(
+            "host unreachable (3/1)",
+            icmp_error(&quoted, 3, 1).frame(),
+            DROP,
+            Out::Same,
+            &dropped("icmp"),
+        ));
+        let ts = Packet::icmp(c4, v4(10, 0, 0, 10), 13, 0, [0; 4], vec![0; 12]);
+        cases.push(case(
+            "timestamp request",
+            ts.frame(),
+            DROP,
+            Out::Same,
+            &dropped("icmp"),
+        ));
+        let du6 = Packet::icmp(c6, v6("fd00::10"), 1, 4, [0; 4], vec![]);
+        cases.push(case(
+            "ICMPv6 destination unreachable",
+            du6.frame(),
+            DROP,
+            Out::Same,
+            &dropped("icmp"),
+        ));
+        for ty in 133..=137u8 {
+            let nd = Packet::icmp(c6, v6("fd00::10"), ty, 0, [0; 4], vec![0; 16]);
+            cases.push(case(
+                format!("ICMPv6 neighbour discovery type {ty}"),
+                nd.frame(),
+                PASS,
+                Out::Same,
+                NON_VIP,
+            ));
+        }
+        for c in &cases {
+            w.check(c);
+        }
+
+        // without the node flag, echo requests go to the kernel
+        let mut snap = w.snap.clone();
+        snap.node.icmp_echo = false;
+        snap.generation += 1;
+        w.fwd.commit(&snap).unwrap();
+        let req = Packet::icmp(c4, v4(10, 0, 0, 10), 8, 0, [1, 2, 3, 4], vec![]);
+        w.check(&case(
+            "echo request, echo disabled",
+            req.frame(),
+            PASS,
+            Out::Same,
+            NON_VIP,
+        ));
+        let req = Packet::icmp(c6, v6("fd00::10"), 128, 0, [1, 2, 3, 4], vec![]);
+        w.check(&case(
+            "echo request v6, echo disabled",
+            req.frame(),
+            PASS,
+            Out::Same,
+            NON_VIP,
+        ));
+        println!("{} ICMP cases passed", cases.len() + 2);
+    });
+}
+
+/// The IP packet of `p` with its upper layer replaced by the first `k` bytes of it, lengths
+/// consistent: the headers say the packet ends there.
+fn cut_l4(p: &Packet, k: usize) -> Packet {
+    let ip = p.ip_bytes();
+    let hdr = if p.dst.is_ipv4() {
+        usize::from(ip[0] & 0x0f) * 4
+    } else {
+        40
+    };
+    let proto = if p.dst.is_ipv4() { ip[9] } else { ip[6] };
+    let mut q = p.clone();
+    q.l4 = L4::Raw {
+        proto,
+        bytes: ip[hdr..hdr + k].to_vec(),
+    };
+    q
+}
+
+#[test]
+fn truncated_headers_at_every_length() {
+    with_world("cut", ConntrackMode::PerCpu, |w| {
+        let c4 = client4();
+        let c6 = client6();
+        let mut n = 0;
+
+        // 1. The frame cut at every length: lengths in the IP header now exceed the frame.
+        let mut vlan = tcp(c4, 7001, &vips::tcp4(), SYN);
+        vlan.vlan = Some(5);
+        let mut ext6 = tcp(c6, 7002, &vips::tcp6(), SYN);
+        ext6.ext = vec![Ext::HopByHop(1), Ext::DstOpts(0)];
+        let quoted4 = Packet::tcp(v4(10, 0, 0, 10), 80, c4, 7003, ACK);
+        let quoted6 = Packet::tcp(v6("fd00::10"), 80, c6, 7004, ACK);
+        let frames = [
+            ("tcp v4", tcp(c4, 7000, &vips::tcp4(), SYN), true),
+            ("tcp v4 vlan", vlan, true),
+            ("udp v4", udp(c4, 7005, &vips::udp4()), true),
+            ("tcp v6 + ext", ext6, true),
+            ("udp v6", udp(c6, 7006, &vips::udp6()), true),
+            ("frag-needed", icmp_error(&quoted4, 3, 4), true),
+            ("packet-too-big", icmp_error(&quoted6, 2, 0), true),
+            (
+                "non-VIP v4",
+                Packet::tcp(c4, 7007, v4(10, 0, 0, 200), 80, SYN),
+                false,
+            ),
+            (
+                "non-VIP v6",
+                Packet::tcp(c6, 7008, v6("fd00::200"), 80, SYN),
+                false,
+            ),
+        ];
+        for (name, p, ours) in &frames {
+            let full = p.frame();
+            let l3 = if p.vlan.is_some() { 18 } else { 14 };
+            let fixed = if p.dst.is_ipv4() { 20 } else { 40 };
+            for cut in 14..full.len() {
+                let f = full[..cut].to_vec();
+                let c = if cut < l3 {
+                    case(format!("{name} cut at {cut}"), f, PASS, Out::Same, NON_IP)
+                } else if cut < l3 + fixed || *ours {
+                    case(
+                        format!("{name} cut at {cut}"),
+                        f,
+                        DROP,
+                        Out::Same,
+                        &dropped("malformed_l3"),
+                    )
+                } else {
+                    case(format!("{name} cut at {cut}"), f, PASS, Out::Same, NON_VIP)
+                };
+                w.check(&c);
+                n += 1;
+            }
+        }
+
+        // 2. Every upper-layer header cut at every length, with consistent IP lengths.
+        let mut port = 7100u16;
+        let l4s = [
+            ("tcp v4", tcp(c4, 0, &vips::tcp4(), SYN), 20),
+            ("udp v4", udp(c4, 0, &vips::udp4()), 8),
+            ("tcp v6", tcp(c6, 0, &vips::tcp6(), SYN), 20),
+            ("udp v6", udp(c6, 0, &vips::udp6()), 8),
+        ];
+        for (name, p, hlen) in &l4s {
+            for k in 0..*hlen {
+                let q = cut_l4(p, k);
+                // IPv6 payload length 0 means a jumbogram: an L3 error (§2)
+                let reason = if k == 0 && p.dst.is_ipv6() {
+                    "malformed_l3"
+                } else {
+                    "malformed_l4"
+                };
+                w.check(&case(
+                    format!("{name} header cut at {k}"),
+                    q.frame(),
+                    DROP,
+                    Out::Same,
+                    &dropped(reason),
+                ));
+                n += 1;
+            }
+            let mut p = p.clone();
+            port += 1;
+            if let L4::Tcp { sport, .. } | L4::Udp { sport, .. } = &mut p.l4 {
+                *sport = port;
+            }
+            let whole = cut_l4(&p, *hlen);
+            let vip = if name.starts_with("tcp v4") {
+                vips::tcp4()
+            } else if name.starts_with("udp v4") {
+                vips::udp4()
+            } else if name.starts_with("tcp v6") {
+                vips::tcp6()
+            } else {
+                vips::udp6()
+            };
+            // the whole header and nothing else: forwarded (Maglev on the same ports)
+            let h = hash_of(&p);
+            let real = common::expect::maglev(&w.snap, &vip, h);
+            let out = w.forwarded(&whole, &whole.ip_bytes(), real, h);
+            w.check(&case(
+                format!("{name} header complete"),
+                whole.frame(),
+                TX,
+                Out::Bytes(out),
+                MISS_TX,
+            ));
+            n += 1;
+        }
+        for (name, p) in [
+            (
+                "icmp v4",
+                Packet::icmp(c4, v4(10, 0, 0, 10), 8, 0, [0; 4], vec![]),
+            ),
+            (
+                "icmp v6",
+                Packet::icmp(c6, v6("fd00::10"), 128, 0, [0; 4], vec![]),
+            ),
+        ] {
+            for k in 0..8 {
+                let reason = if k == 0 && p.dst.is_ipv6() {
+                    "malformed_l3"
+                } else {
+                    "malformed_l4"
+                };
+                w.check(&case(
+                    format!("{name} header cut at {k}"),
+                    cut_l4(&p, k).frame(),
+                    DROP,
+                    Out::Same,
+                    &dropped(reason),
+                ));
+                n += 1;
+            }
+        }
+        // the quoted header of an ICMP error, cut at every length short of header + 8
+        for (name, quoted, need) in [
+            ("frag-needed", &quoted4, 28usize),
+            ("packet-too-big", &quoted6, 48),
+        ] {
+            let full = icmp_error(
+                quoted,
+                if need == 28 { 3 } else { 2 },
+                if need == 28 { 4 } else { 0 },
+            );
+            for k in 0..need {
+                let q = cut_l4(&full, 8 + k);
+                w.check(&case(
+                    format!("{name} quote cut at {k}"),
+                    q.frame(),
+                    DROP,
+                    Out::Same,
+                    &dropped("malformed_l4"),
+                ));
+                n += 1;
+            }
+        }
+        // an IPv6 extension header cut at every length (hop-by-hop of 16 bytes)
+        let mut p = tcp(c6, 7200, &vips::tcp6(), SYN);
+        p.ext = vec![Ext::HopByHop(1)];
+        let ip = p.ip_bytes();
+        for k in 0..16 {
+            let mut q = p.clone();
+            q.ext = Vec::new();
+            q.l4 = L4::Raw {
+                proto: 0,
+                bytes: ip[40..40 + k].to_vec(),
+            };
+            w.check(&case(
+                format!("hop-by-hop cut at {k}"),
+                q.frame(),
+                DROP,
+                Out::Same,
+                &dropped("malformed_l3"),
+            ));
+            n += 1;
+        }
+        // IPv4 options cut: IHL says more than the packet holds
+        let mut p = tcp(c4, 7201, &vips::tcp4(), SYN);
+        p.ipv4_options = vec![1; 8];
+        let full = p.frame();
+        for tot in 20..28u16 {
+            let mut f = full[..14 + usize::from(tot)].to_vec();
+            f[16..18].copy_from_slice(&tot.to_be_bytes());
+            w.check(&case(
+                format!("IPv4 options cut at {}", tot - 20),
+                f,
+                DROP,
+                Out::Same,
+                &dropped("malformed_l3"),
+            ));
+            n += 1;
+        }
+        // padding may be cut anywhere: the IP packet is whole
+        let mut p = udp(c4, 7202, &vips::udp4());
+        p.padding = 6;
+        for pad in 0..=6 {
+            let mut q = p.clone();
+            q.padding = pad;
+            let (_, out) = w.via_maglev(&q, &vips::udp4());
+            let counters: &[(&str, u64)] = if pad == 0 {
+                MISS_TX
+            } else {
+                &[("act_tx", 1), ("ct_hit", 1)]
+            };
+            w.check(&case(
+                format!("padding cut to {pad}"),
+                q.frame(),
+                TX,
+                Out::Bytes(out),
+                counters,
+            ));
+            n += 1;
+        }
+        println!("{n} truncation cases passed");
     });
 }
