@@ -36,7 +36,7 @@ impl Baselines {
             });
         }
         let mut ebpf = Ebpf::load(objects::PASS).map_err(|e| XdpError::Load {
-            object: "stator_pass",
+            object: "stator_pass".into(),
             source: Box::new(e),
         })?;
         load_xdp(&mut ebpf, "stator_pass")?;
@@ -84,13 +84,13 @@ impl BenchWrapper {
         let mut ebpf = EbpfLoader::new()
             .load(objects::BENCH)
             .map_err(|e| XdpError::Load {
-                object: "stator_bench",
+                object: "stator_bench".into(),
                 source: Box::new(e),
             })?;
         load_xdp(&mut ebpf, "stator_bench")?;
         let take = |ebpf: &mut Ebpf, name: &'static str| {
             ebpf.take_map(name).ok_or_else(|| XdpError::Load {
-                object: "stator_bench",
+                object: "stator_bench".into(),
                 source: format!("map {name} missing").into(),
             })
         };

@@ -83,8 +83,8 @@ pub enum XdpError {
     /// Loading the BPF object failed for another reason than the verifier.
     #[error("loading BPF object {object} failed")]
     Load {
-        /// Object name.
-        object: &'static str,
+        /// Object or program name.
+        object: String,
         /// aya's error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,

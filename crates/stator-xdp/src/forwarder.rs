@@ -103,7 +103,7 @@ impl Forwarder {
             .set_max_entries("stator_slots", slots)
             .load(object)
             .map_err(|e| XdpError::Load {
-                object: "stator_fwd",
+                object: "stator_fwd".into(),
                 source: Box::new(e),
             })?;
         load_xdp(&mut ebpf, PROGRAM_NAME)?;
@@ -287,16 +287,16 @@ impl Forwarder {
 }
 
 /// Loads XDP program `name` of `ebpf`, turning a verifier rejection into a clear error.
-pub(crate) fn load_xdp(ebpf: &mut Ebpf, name: &'static str) -> Result<()> {
+pub(crate) fn load_xdp(ebpf: &mut Ebpf, name: &str) -> Result<()> {
     let prog: &mut Xdp = ebpf
         .program_mut(name)
         .ok_or_else(|| XdpError::Load {
-            object: name,
+            object: name.to_string(),
             source: format!("no program `{name}` in the object").into(),
         })?
         .try_into()
         .map_err(|e: ProgramError| XdpError::Load {
-            object: name,
+            object: name.to_string(),
             source: Box::new(e),
         })?;
     prog.load().map_err(|e| match e {
@@ -309,10 +309,26 @@ pub(crate) fn load_xdp(ebpf: &mut Ebpf, name: &'static str) -> Result<()> {
             source: io_error,
         },
         other => XdpError::Load {
-            object: name,
+            object: name.to_string(),
             source: Box::new(other),
         },
     })
+}
+
+/// Loads and verifies XDP program `program` of the ELF `object` without attaching it or
+/// pinning anything (for tooling and tests). A rejection is [`XdpError::VerifierRejected`]
+/// carrying the tail of the verifier log.
+pub fn verify(object: &[u8], program: &str) -> Result<()> {
+    if !sys::is_root() {
+        return Err(XdpError::NotRoot {
+            what: "loading BPF programs".into(),
+        });
+    }
+    let mut ebpf = Ebpf::load(object).map_err(|e| XdpError::Load {
+        object: program.to_string(),
+        source: Box::new(e),
+    })?;
+    load_xdp(&mut ebpf, program)
 }
 
 /// The fd of loaded XDP program `name`.

@@ -48,7 +48,7 @@ pub use attach::{
     status,
 };
 pub use error::{Result, XdpError};
-pub use forwarder::{CommitReport, Forwarder, PROGRAM_NAME, SelfTest};
+pub use forwarder::{CommitReport, Forwarder, PROGRAM_NAME, SelfTest, verify};
 pub use maps::{Counters, FORWARDER_MAPS, Maps};
 pub use options::{AttachMode, ConntrackMode, DEFAULT_PIN_PATH, MAX_SLOTS_PER_GEN, XdpOptions};
 

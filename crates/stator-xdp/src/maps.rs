@@ -383,7 +383,7 @@ pub(crate) struct MapShape {
 /// name without looking at them, and a program must never run against maps of another layout.
 pub(crate) fn check_pins(object: &[u8], pin_path: &Path, overrides: &[(&str, u32)]) -> Result<()> {
     let obj = aya_obj::Object::parse(object).map_err(|e| XdpError::Load {
-        object: "stator_fwd",
+        object: "stator_fwd".into(),
         source: Box::new(e),
     })?;
     for (name, m) in &obj.maps {
@@ -428,9 +428,30 @@ pub(crate) fn check_pins(object: &[u8], pin_path: &Path, overrides: &[(&str, u32
     Ok(())
 }
 
+/// The kernel's name of a map type (the ones Stator uses), else its number.
+fn map_type_name(t: u32) -> String {
+    match t {
+        1 => "HASH".into(),
+        2 => "ARRAY".into(),
+        3 => "PROG_ARRAY".into(),
+        6 => "PERCPU_ARRAY".into(),
+        9 => "LRU_HASH (conntrack shared)".into(),
+        10 => "LRU_PERCPU_HASH (conntrack percpu)".into(),
+        25 => "DEVMAP_HASH".into(),
+        t => format!("type {t}"),
+    }
+}
+
 fn compare_shapes(path: &Path, have: &MapShape, want: &MapShape) -> Result<()> {
-    let checks: [(&'static str, u32, u32); 5] = [
-        ("the map type", have.map_type, want.map_type),
+    if have.map_type != want.map_type {
+        return Err(XdpError::IncompatiblePin {
+            path: path.to_path_buf(),
+            what: "the map type",
+            pinned: map_type_name(have.map_type),
+            expected: map_type_name(want.map_type),
+        });
+    }
+    let checks: [(&'static str, u32, u32); 4] = [
         ("the key size", have.key_size, want.key_size),
         ("the value size", have.value_size, want.value_size),
         ("max_entries", have.max_entries, want.max_entries),
