@@ -159,7 +159,7 @@ fn commits_are_atomic_for_packets_in_flight() {
     let mut commits = 0u64;
     let mut grace = Duration::ZERO;
     while start.elapsed() < Duration::from_secs(3) && !runner.is_finished() {
-        let snap = if commits % 2 == 0 { &b } else { &a };
+        let snap = if commits.is_multiple_of(2) { &b } else { &a };
         let report = fwd.commit(snap).unwrap();
         grace += report.grace_time;
         commits += 1;
