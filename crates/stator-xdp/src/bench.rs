@@ -10,7 +10,7 @@
 //! are what the forwarder adds.
 
 use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues, ProgramArray};
-use aya::programs::ProgramFd;
+pub use aya::programs::ProgramFd;
 use aya::util::nr_cpus;
 use aya::{Ebpf, EbpfLoader};
 use stator_abi::{BenchFrame, STATOR_BENCH_FRAME_MAX};

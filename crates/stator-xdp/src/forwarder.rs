@@ -181,7 +181,7 @@ impl Forwarder {
     /// committed). After a restart this is what the previous run committed: the controller
     /// keeps its real ids, so pinned connection-table entries stay meaningful.
     pub fn active_snapshot(&self) -> Result<Option<Snapshot>> {
-        self.maps.read_generation(self.maps.active_generation())
+        self.maps.active_snapshot()
     }
 
     /// Commits an empty snapshot with default node parameters unless something is active.

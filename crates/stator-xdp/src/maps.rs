@@ -108,6 +108,11 @@ use std::os::fd::AsFd as _;
 impl Maps {
     /// Opens every forwarder map pinned under `pin_path`.
     pub fn open(pin_path: &Path) -> Result<Self> {
+        if !crate::sys::is_root() {
+            return Err(XdpError::NotRoot {
+                what: "reading the forwarder's pinned maps".into(),
+            });
+        }
         if !pin_path.join("stator_ctl").exists() {
             return Err(XdpError::NotLoaded {
                 pin_path: pin_path.to_path_buf(),
@@ -218,6 +223,11 @@ impl Maps {
     /// The generation packets use now.
     pub fn active_generation(&self) -> u32 {
         self.ctl.active_gen() & 1
+    }
+
+    /// The active configuration read back from the maps (`None` if never programmed).
+    pub fn active_snapshot(&self) -> Result<Option<stator_core::Snapshot>> {
+        self.read_generation(self.active_generation())
     }
 
     /// `stator_cfg[gen]` as it is in the map.
