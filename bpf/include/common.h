@@ -56,7 +56,10 @@ struct stator_pkt {
 	__u32 ip_end;      /* l3 + IP total length; bytes beyond are Ethernet padding */
 	__u32 gen;         /* active generation, read once */
 	__u32 vaddr_flags; /* STATOR_VADDR_F_* of the destination address */
+	__u32 fib_cache_us; /* stator_ctl.fib_cache_us (0 = no next-hop cache) */
+	__u32 _pad1;
 	__u64 test_clock;  /* stator_ctl.test_clock_ns (0 = kernel clock) */
+	__u64 now;         /* `now`, once read (0 = not yet) */
 	__u8 family;       /* STATOR_FAMILY_V4 / V6 of the received (inner) packet */
 	__u8 tos;          /* IPv4 TOS / IPv6 traffic class: copied to the outer header */
 	__u8 df;           /* 1 when the outer header gets DF: inner IPv6, or inner DF set */
@@ -84,10 +87,13 @@ static __always_inline void *stator_ptr(const struct xdp_md *ctx, __u32 off, con
 	return p;
 }
 
-/* `now` of the decision: the test clock when set, else the coarse monotonic clock. */
-static __always_inline __u64 stator_now(const struct stator_pkt *pkt)
+/* `now` of the decision: the test clock when set, else the coarse monotonic clock; read once
+ * per packet. */
+static __always_inline __u64 stator_now(struct stator_pkt *pkt)
 {
-	return pkt->test_clock ? pkt->test_clock : bpf_ktime_get_coarse_ns();
+	if (!pkt->now)
+		pkt->now = pkt->test_clock ? pkt->test_clock : bpf_ktime_get_coarse_ns();
+	return pkt->now;
 }
 
 #endif /* STATOR_COMMON_H */

@@ -18,7 +18,7 @@
  * Insert(real_id): records the flow unless the SYN-flood guard holds (more than
  * cfg.flood_new_per_sec inserts on this CPU in the current one-second window).
  */
-static __always_inline void stator_ct_insert(const struct stator_pkt *pkt,
+static __always_inline void stator_ct_insert(struct stator_pkt *pkt,
 					     const struct stator_node_cfg *cfg, __u32 real_id,
 					     __u64 now)
 {
@@ -50,7 +50,7 @@ static __always_inline void stator_ct_insert(const struct stator_pkt *pkt,
  * *reason. `mode` is STATOR_SEL_FLOW, STATOR_SEL_SYN or STATOR_SEL_ICMP_ERR (lookup, never
  * insert).
  */
-static __always_inline __u32 stator_select(const struct stator_pkt *pkt,
+static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 					   const struct stator_vip *vip,
 					   const struct stator_node_cfg *cfg, __u32 hash, int mode,
 					   const struct stator_real **real, __u32 *reason)

@@ -81,16 +81,75 @@ static __always_inline void stator_write_ipv6(__u8 *ip, const struct stator_oute
 	__builtin_memcpy(ip + 24, real->addr, 16);
 }
 
-/* §5.4: the next hop of the outer packet; returns a drop reason or STATOR_DROP_NONE. */
-static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct bpf_fib_lookup *fib,
+/* A cached next hop of `real` that still answers for this packet (stator_nh), or NULL. */
+static __always_inline struct stator_nh *stator_nh_lookup(struct xdp_md *ctx,
+							  struct stator_pkt *pkt,
+							  const struct stator_real *real,
+							  __u32 real_id, __u32 tot_len, int *fresh)
+{
+	struct stator_nh *nh = bpf_map_lookup_elem(&stator_nh, &real_id);
+	__u64 now, age;
+
+	*fresh = 0;
+	if (!nh || !nh->stamp_ns)
+		return nh;
+	now = stator_now(pkt);
+	age = now - nh->stamp_ns;
+	if (now < nh->stamp_ns || age >= (__u64)pkt->fib_cache_us * 1000 ||
+	    nh->in_ifindex != ctx->ingress_ifindex || nh->family != real->family ||
+	    nh->dst[0] != real->addr[0] || nh->dst[1] != real->addr[1] ||
+	    nh->dst[2] != real->addr[2] || nh->dst[3] != real->addr[3])
+		return nh;
+	*fresh = tot_len <= nh->ok_len ? 2 : 1; /* 1: same key, longer than ever accepted */
+	return nh;
+}
+
+/* Records a successful lookup in the next-hop cache. */
+static __always_inline void stator_nh_store(struct xdp_md *ctx, struct stator_pkt *pkt,
+					    struct stator_nh *nh, int fresh,
+					    const struct bpf_fib_lookup *fib,
+					    const struct stator_real *real, __u32 tot_len)
+{
+	if (!fresh) {
+		nh->stamp_ns = stator_now(pkt);
+		nh->ok_len = tot_len;
+	} else if (tot_len > nh->ok_len) { /* same key, a longer packet passed: raise the bar */
+		nh->ok_len = tot_len;
+	}
+	__builtin_memcpy(nh->dst, real->addr, sizeof(nh->dst));
+	nh->in_ifindex = ctx->ingress_ifindex;
+	nh->out_ifindex = fib->ifindex;
+	nh->family = real->family;
+	__builtin_memcpy(nh->dmac, fib->dmac, ETH_ALEN);
+	__builtin_memcpy(nh->smac, fib->smac, ETH_ALEN);
+}
+
+/*
+ * §5.4: the next hop of the outer packet; returns a drop reason or STATOR_DROP_NONE. With
+ * stator_ctl.fib_cache_us set, a fresh stator_nh answer stands in for bpf_fib_lookup.
+ */
+static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct stator_pkt *pkt,
+					     struct bpf_fib_lookup *fib,
 					     const struct stator_outer *o,
 					     const struct stator_node_cfg *cfg,
-					     const struct stator_real *real)
+					     const struct stator_real *real, __u32 real_id)
 {
+	__u32 tot_len = o->ip_len + o->encap_len + o->inner_len;
+	struct stator_nh *nh = NULL;
+	int fresh = 0;
 	long rc;
 
+	if (pkt->fib_cache_us) {
+		nh = stator_nh_lookup(ctx, pkt, real, real_id, tot_len, &fresh);
+		if (nh && fresh == 2) {
+			fib->ifindex = nh->out_ifindex;
+			__builtin_memcpy(fib->dmac, nh->dmac, ETH_ALEN);
+			__builtin_memcpy(fib->smac, nh->smac, ETH_ALEN);
+			return STATOR_DROP_NONE;
+		}
+	}
 	fib->l4_protocol = o->proto;
-	fib->tot_len = o->ip_len + o->encap_len + o->inner_len;
+	fib->tot_len = tot_len;
 	fib->ifindex = ctx->ingress_ifindex;
 	if (o->v6) {
 		fib->family = STATOR_AF_INET6;
@@ -102,8 +161,11 @@ static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct bpf_fib_
 		fib->ipv4_dst = real->addr[0];
 	}
 	rc = bpf_fib_lookup(ctx, fib, sizeof(*fib), 0);
-	if (rc == BPF_FIB_LKUP_RET_SUCCESS)
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
+		if (nh)
+			stator_nh_store(ctx, pkt, nh, fresh, fib, real, tot_len);
 		return STATOR_DROP_NONE;
+	}
 	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
 		return STATOR_DROP_NO_NEIGH;
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
@@ -112,7 +174,7 @@ static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct bpf_fib_
 }
 
 /* §5: encapsulates the packet toward `real` (id `real_id`) and transmits it. */
-static __always_inline int stator_encap_xmit(struct xdp_md *ctx, const struct stator_pkt *pkt,
+static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_pkt *pkt,
 					     const struct stator_node_cfg *cfg,
 					     const struct stator_real *real, __u32 real_id,
 					     __u32 hash)
@@ -153,7 +215,7 @@ static __always_inline int stator_encap_xmit(struct xdp_md *ctx, const struct st
 	}
 
 	/* 4. next hop, before the frame changes */
-	reason = stator_next_hop(ctx, &fib, &o, cfg, real);
+	reason = stator_next_hop(ctx, pkt, &fib, &o, cfg, real, real_id);
 	if (reason != STATOR_DROP_NONE)
 		return stator_drop(reason);
 

@@ -128,6 +128,14 @@ struct {
 } stator_realstat SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STATOR_MAX_REALS);
+	__type(key, __u32);
+	__type(value, struct stator_nh);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_nh SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
 	__uint(max_entries, STATOR_MAX_TX_PORTS);
 	__type(key, __u32);

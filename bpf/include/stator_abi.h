@@ -142,6 +142,7 @@ enum stator_drop_reason {
  *   stator_drops     PERCPU_ARRAY[STATOR_DROP_MAX] __u64
  *   stator_vipstats  PERCPU_ARRAY[STATOR_MAX_VIPS] struct stator_traffic
  *   stator_realstat  PERCPU_ARRAY[STATOR_MAX_REALS] struct stator_traffic
+ *   stator_nh        PERCPU_ARRAY[STATOR_MAX_REALS] struct stator_nh (next-hop cache, opt-in)
  *   stator_tx_ports  DEVMAP_HASH[STATOR_MAX_TX_PORTS] ifindex → struct bpf_devmap_val
  *                    (8 bytes: ifindex + program; aya creates devmaps with the 8-byte value)
  *  The array maps user space writes (ctl, cfg, reals, slots) are BPF_F_MMAPABLE: the loader
@@ -158,10 +159,12 @@ enum stator_drop_reason {
 
 /* ---- map keys and values ---------------------------------------------------------------------- */
 
-/* stator_ctl[0]: which generation packets use, plus a test clock. */
+/* stator_ctl[0]: which generation packets use, plus data-plane knobs that are not part of a
+ * snapshot. */
 struct stator_ctl {
 	__u32 active_gen;    /* 0 or 1 */
-	__u32 _pad0;
+	__u32 fib_cache_us;  /* next-hop cache lifetime (stator_nh); 0 = bpf_fib_lookup for every
+	                      * packet, as docs/forwarding.md §5.4 says (the default) */
 	__u64 test_clock_ns; /* if non-zero, the programs use it instead of bpf_ktime_get_coarse_ns()
 	                      * (tests only; the loader always writes 0) */
 };
@@ -256,6 +259,25 @@ struct stator_ct_entry {
 
 /* Hits refresh last_seen only when it is this stale, to avoid a write per packet. */
 #define STATOR_CT_REFRESH_NS 1000000000ull
+
+/*
+ * stator_nh[real_id] (per CPU): a successful bpf_fib_lookup for a real, reused for
+ * stator_ctl.fib_cache_us when the same outer destination arrives on the same ingress interface
+ * and is no longer than an outer length the FIB already accepted (so the MTU is still checked).
+ * Failures (no route, no neighbour, MTU) are never cached. Off unless the loader sets
+ * fib_cache_us: a changed route or neighbour then applies within that lifetime.
+ */
+struct stator_nh {
+	__u64 stamp_ns;     /* when the FIB answered; 0 = empty */
+	__be32 dst[4];      /* outer destination it answered for */
+	__u32 in_ifindex;   /* ingress interface it answered for */
+	__u32 out_ifindex;  /* its egress interface */
+	__u16 ok_len;       /* largest outer IP length it accepted */
+	__u8 family;        /* STATOR_FAMILY_V4 / V6 of dst */
+	__u8 _pad0;
+	__u8 dmac[6];
+	__u8 smac[6];
+};
 
 /* stator_flood[0] (per CPU): the SYN-flood guard's one-second window. */
 struct stator_flood {

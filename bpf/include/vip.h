@@ -22,6 +22,7 @@ static __always_inline int stator_read_ctl(struct stator_pkt *pkt)
 	/* One 32-bit load: user space flips active_gen with one atomic store. */
 	pkt->gen = *(volatile __u32 *)&ctl->active_gen & 1;
 	pkt->test_clock = ctl->test_clock_ns;
+	pkt->fib_cache_us = ctl->fib_cache_us;
 	return STATOR_CONTINUE;
 }
 

@@ -129,6 +129,7 @@ int main(void)
 
 	SIZE(stator_ctl);
 	OFF(stator_ctl, active_gen);
+	OFF(stator_ctl, fib_cache_us);
 	OFF(stator_ctl, test_clock_ns);
 
 	SIZE(stator_node_cfg);
@@ -181,6 +182,16 @@ int main(void)
 	SIZE(stator_ct_entry);
 	OFF(stator_ct_entry, real_id);
 	OFF(stator_ct_entry, last_seen_ns);
+
+	SIZE(stator_nh);
+	OFF(stator_nh, stamp_ns);
+	OFF(stator_nh, dst);
+	OFF(stator_nh, in_ifindex);
+	OFF(stator_nh, out_ifindex);
+	OFF(stator_nh, ok_len);
+	OFF(stator_nh, family);
+	OFF(stator_nh, dmac);
+	OFF(stator_nh, smac);
 
 	SIZE(stator_flood);
 	OFF(stator_flood, window_start_ns);

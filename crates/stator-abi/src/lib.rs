@@ -181,13 +181,14 @@ impl Counter {
 pub struct Ctl {
     /// Generation packets use (0 or 1).
     pub active_gen: u32,
-    /// Padding.
-    pub _pad0: u32,
+    /// Next-hop cache lifetime in µs; 0 = a FIB lookup for every packet.
+    pub fib_cache_us: u32,
     /// Test clock; 0 = use the kernel clock.
     pub test_clock_ns: u64,
 }
 assert_layout!(Ctl, SIZEOF_stator_ctl,
     active_gen => OFFSETOF_stator_ctl_active_gen,
+    fib_cache_us => OFFSETOF_stator_ctl_fib_cache_us,
     test_clock_ns => OFFSETOF_stator_ctl_test_clock_ns);
 
 /// `struct stator_node_cfg` — `stator_cfg[gen]`.
@@ -359,6 +360,39 @@ pub struct CtEntry {
 assert_layout!(CtEntry, SIZEOF_stator_ct_entry,
     real_id => OFFSETOF_stator_ct_entry_real_id,
     last_seen_ns => OFFSETOF_stator_ct_entry_last_seen_ns);
+
+/// `struct stator_nh` — a cached next hop (`stator_nh[real_id]`, per CPU).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Nh {
+    /// When the FIB answered; 0 = empty.
+    pub stamp_ns: u64,
+    /// Outer destination, network order.
+    pub dst: [u8; 16],
+    /// Ingress interface.
+    pub in_ifindex: u32,
+    /// Egress interface.
+    pub out_ifindex: u32,
+    /// Largest outer IP length accepted.
+    pub ok_len: u16,
+    /// Family of `dst`.
+    pub family: u8,
+    /// Padding.
+    pub _pad0: u8,
+    /// Next-hop MAC.
+    pub dmac: [u8; 6],
+    /// Egress MAC.
+    pub smac: [u8; 6],
+}
+assert_layout!(Nh, SIZEOF_stator_nh,
+    stamp_ns => OFFSETOF_stator_nh_stamp_ns,
+    dst => OFFSETOF_stator_nh_dst,
+    in_ifindex => OFFSETOF_stator_nh_in_ifindex,
+    out_ifindex => OFFSETOF_stator_nh_out_ifindex,
+    ok_len => OFFSETOF_stator_nh_ok_len,
+    family => OFFSETOF_stator_nh_family,
+    dmac => OFFSETOF_stator_nh_dmac,
+    smac => OFFSETOF_stator_nh_smac);
 
 /// `struct stator_flood` — the SYN-flood guard's per-CPU window.
 #[repr(C)]

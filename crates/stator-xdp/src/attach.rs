@@ -105,6 +105,8 @@ pub struct Status {
     pub ct_entries: u32,
     /// Maglev slots per generation.
     pub slots_per_gen: u32,
+    /// Next-hop cache lifetime (`None` = a FIB lookup per packet).
+    pub fib_cache: Option<std::time::Duration>,
     /// Attachments.
     pub attachments: Vec<AttachStatus>,
     /// Interfaces in `stator_tx_ports`.
@@ -365,6 +367,7 @@ pub fn status(pin_path: &Path) -> Result<Status> {
         conntrack: maps.conntrack(),
         ct_entries: maps.ct_entries(),
         slots_per_gen: maps.slots_per_gen(),
+        fib_cache: maps.fib_cache(),
         attachments,
         tx_ports: maps.tx_ports()?,
     })

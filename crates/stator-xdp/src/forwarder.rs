@@ -108,6 +108,8 @@ impl Forwarder {
             })?;
         load_xdp(&mut ebpf, PROGRAM_NAME)?;
         let maps = Maps::open(&opts.pin_path)?;
+        maps.ctl
+            .set_fib_cache_us(opts.fib_cache.map_or(0, |d| d.as_micros() as u32));
         Ok(Self {
             ebpf,
             maps,
@@ -191,6 +193,21 @@ impl Forwarder {
         }
         self.commit(&Snapshot::default())?;
         Ok(true)
+    }
+
+    /// Turns the next-hop cache on (`Some(lifetime)`) or off (`None`: a FIB lookup for every
+    /// packet), effective for the next packet.
+    pub fn set_fib_cache(&mut self, lifetime: Option<Duration>) -> Result<()> {
+        let opts = XdpOptions {
+            fib_cache: lifetime,
+            ..self.opts.clone()
+        };
+        opts.validate()?;
+        self.maps
+            .ctl
+            .set_fib_cache_us(lifetime.map_or(0, |d| d.as_micros() as u32));
+        self.opts = opts;
+        Ok(())
     }
 
     /// Sets (`Some`) or clears (`None`) the test clock the program uses instead of the kernel

@@ -18,7 +18,7 @@ use crate::options::ConntrackMode;
 use crate::sys::{MmapArray, Rec, Record};
 
 /// Names of the forwarder's maps (also their pin names).
-pub const FORWARDER_MAPS: [&str; 13] = [
+pub const FORWARDER_MAPS: [&str; 14] = [
     "stator_ctl",
     "stator_cfg",
     "stator_vaddrs",
@@ -31,6 +31,7 @@ pub const FORWARDER_MAPS: [&str; 13] = [
     "stator_drops",
     "stator_vipstats",
     "stator_realstat",
+    "stator_nh",
     "stator_tx_ports",
 ];
 
@@ -223,6 +224,12 @@ impl Maps {
     /// The generation packets use now.
     pub fn active_generation(&self) -> u32 {
         self.ctl.active_gen() & 1
+    }
+
+    /// The next-hop cache lifetime (`None` = a FIB lookup for every packet).
+    pub fn fib_cache(&self) -> Option<std::time::Duration> {
+        let us = self.ctl.read(0).fib_cache_us;
+        (us != 0).then(|| std::time::Duration::from_micros(u64::from(us)))
     }
 
     /// The active configuration read back from the maps (`None` if never programmed).

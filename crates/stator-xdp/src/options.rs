@@ -100,6 +100,11 @@ pub struct XdpOptions {
     pub slots_per_gen: u32,
     /// Attach mode used by [`Forwarder::attach`](crate::Forwarder::attach).
     pub attach_mode: AttachMode,
+    /// Next-hop cache lifetime: `None` (the default, what docs/forwarding.md §5.4 says) asks
+    /// `bpf_fib_lookup` for every packet; `Some(d)` reuses a successful answer per CPU and real
+    /// for `d` (route and neighbour changes then apply within `d`; failures are never cached,
+    /// longer packets are looked up again).
+    pub fib_cache: Option<std::time::Duration>,
 }
 
 impl Default for XdpOptions {
@@ -110,6 +115,7 @@ impl Default for XdpOptions {
             ct_entries: STATOR_DEFAULT_CT_ENTRIES,
             slots_per_gen: STATOR_DEFAULT_SLOTS_PER_GEN,
             attach_mode: AttachMode::default(),
+            fib_cache: None,
         }
     }
 }
@@ -128,6 +134,13 @@ impl XdpOptions {
         if self.ct_entries == 0 {
             return Err(XdpError::InvalidOptions {
                 reason: "ct_entries must be at least 1".into(),
+            });
+        }
+        if let Some(d) = self.fib_cache
+            && (d.is_zero() || d.as_micros() > u128::from(u32::MAX))
+        {
+            return Err(XdpError::InvalidOptions {
+                reason: format!("fib_cache {d:?} out of range (1 µs ..= ~71 min)"),
             });
         }
         // stator_slots has 2 * slots_per_gen elements of 8 bytes (the array stride) and table

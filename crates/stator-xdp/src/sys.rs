@@ -152,6 +152,14 @@ impl MmapArray<Ctl> {
         self.gen_atomic().store(generation, Ordering::Release);
     }
 
+    /// Sets `stator_ctl[0].fib_cache_us` atomically.
+    pub(crate) fn set_fib_cache_us(&self, us: u32) {
+        let off = std::mem::offset_of!(Ctl, fib_cache_us);
+        // SAFETY: in bounds (element 0), 4-byte aligned, accessed atomically or by BPF loads.
+        let a = unsafe { AtomicU32::from_ptr(self.ptr(0).cast::<u8>().add(off).cast()) };
+        a.store(us, Ordering::Release);
+    }
+
     /// Sets `stator_ctl[0].test_clock_ns` atomically.
     pub(crate) fn set_test_clock(&self, ns: u64) {
         let off = std::mem::offset_of!(Ctl, test_clock_ns);

@@ -44,6 +44,10 @@ pub struct AttachArgs {
     /// Maglev slots per generation.
     #[arg(long)]
     slots_per_gen: Option<u32>,
+    /// Reuse a successful FIB answer per CPU and backend for this many milliseconds (default:
+    /// look the next hop up for every packet).
+    #[arg(long)]
+    fib_cache_ms: Option<u64>,
     /// Another interface the forwarder may redirect to (repeat for several); attached
     /// interfaces are added automatically.
     #[arg(long = "tx-port")]
@@ -99,6 +103,7 @@ fn attach(a: AttachArgs) -> Result<()> {
         ct_entries: a.ct_entries.unwrap_or(defaults.ct_entries),
         slots_per_gen: a.slots_per_gen.unwrap_or(defaults.slots_per_gen),
         attach_mode: a.mode,
+        fib_cache: a.fib_cache_ms.map(std::time::Duration::from_millis),
     };
     let mut fwd = Forwarder::load(&opts)?;
     if fwd.ensure_programmed()? {
@@ -178,6 +183,7 @@ fn status(s: ShowArgs) -> Result<()> {
             "conntrack": st.conntrack.name(),
             "ct_entries": st.ct_entries,
             "slots_per_gen": st.slots_per_gen,
+            "fib_cache_us": st.fib_cache.map(|d| d.as_micros() as u64),
             "tx_ports": st.tx_ports.iter().map(|i| json!({"ifindex": i, "name": iface_name(*i)})).collect::<Vec<_>>(),
             "attachments": st.attachments.iter().map(|a| json!({
                 "iface": a.iface, "ifindex": a.ifindex, "mode": a.mode.name(),
@@ -204,6 +210,10 @@ fn status(s: ShowArgs) -> Result<()> {
         st.ct_entries
     );
     println!("maglev slots      {} per generation", st.slots_per_gen);
+    match st.fib_cache {
+        Some(d) => println!("next hops         cached per CPU for {d:?}"),
+        None => println!("next hops         bpf_fib_lookup for every packet"),
+    }
     let ports: Vec<String> = st
         .tx_ports
         .iter()
