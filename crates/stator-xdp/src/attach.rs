@@ -218,8 +218,12 @@ impl Forwarder {
                         ));
                     }
                     Err(e) if i + 1 < tries.len() => {
+                        let why = os_error(&e).map_or_else(
+                            || e.to_string(),
+                            |c| std::io::Error::from_raw_os_error(c).to_string(),
+                        );
                         warnings.push(format!(
-                            "native XDP is not available on `{iface}` ({e}); fell back to \
+                            "native XDP is not available on `{iface}` ({why}); fell back to \
                              generic (skb) mode, which is much slower"
                         ));
                     }

@@ -14,6 +14,16 @@ pub enum XdpError {
         what: String,
     },
 
+    /// The pin directory is not on a bpffs mount.
+    #[error(
+        "pin path {path} is not on a bpffs mount (mount one with `mount -t bpf bpf /sys/fs/bpf`; \
+         note that `ip netns exec` remounts /sys and hides it — use `nsenter --net=…` instead)"
+    )]
+    NotBpffs {
+        /// The pin directory.
+        path: PathBuf,
+    },
+
     /// The interface does not exist in this network namespace.
     #[error("network interface `{iface}` does not exist (in this network namespace)")]
     InterfaceMissing {

@@ -76,6 +76,11 @@ impl Forwarder {
             });
         }
         opts.validate()?;
+        if !sys::on_bpffs(&opts.pin_path).unwrap_or(false) {
+            return Err(XdpError::NotBpffs {
+                path: opts.pin_path.clone(),
+            });
+        }
         std::fs::create_dir_all(&opts.pin_path).map_err(|e| {
             XdpError::io(
                 format!("creating pin directory {}", opts.pin_path.display()),

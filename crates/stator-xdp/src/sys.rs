@@ -188,6 +188,26 @@ pub(crate) fn membarrier_global() -> io::Result<()> {
     Ok(())
 }
 
+/// True when `path` (or its nearest existing ancestor) lies on a mounted bpffs.
+pub(crate) fn on_bpffs(path: &Path) -> io::Result<bool> {
+    const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
+    let existing = path
+        .ancestors()
+        .find(|p| p.exists())
+        .ok_or_else(|| io::Error::other("no existing ancestor"))?;
+    let c = CString::new(existing.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("path contains NUL"))?;
+    // SAFETY: a zeroed statfs is a valid out-parameter; `c` is NUL-terminated and outlives the
+    // call; statfs writes only into `st`.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs between libcs
+    Ok(st.f_type as i64 == BPF_FS_MAGIC)
+}
+
 /// The system page size.
 pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
