@@ -153,7 +153,7 @@ impl Forwarder {
         let ifindex = sys::if_nametoindex(iface).ok_or_else(|| XdpError::InterfaceMissing {
             iface: iface.to_string(),
         })?;
-        let mut warnings = preflight(iface);
+        let mut warnings = preflight(iface, ifindex);
         let pin = link_pin(&self.opts.pin_path, iface);
         let mode = self.opts.attach_mode;
         let prog: &mut Xdp = self
@@ -350,6 +350,8 @@ pub fn status(pin_path: &Path) -> Result<Status> {
         let state = sys::xdp_query(info.ifindex).unwrap_or(sys::XdpAttachState {
             attached: 0,
             prog_id: 0,
+            link: None,
+            link_elsewhere: false,
         });
         attachments.push(AttachStatus {
             iface,
@@ -378,7 +380,7 @@ pub fn status(pin_path: &Path) -> Result<Status> {
 }
 
 /// Warnings about the host setup the forwarder depends on.
-fn preflight(iface: &str) -> Vec<String> {
+fn preflight(iface: &str, ifindex: u32) -> Vec<String> {
     let mut w = Vec::new();
     for (family, path) in [
         (
@@ -400,9 +402,19 @@ fn preflight(iface: &str) -> Vec<String> {
         }
     }
     if sys::is_veth(iface) {
+        let peer = match sys::xdp_query(ifindex) {
+            Ok(st) => match (st.link, st.link_elsewhere) {
+                (Some(p), false) => {
+                    sys::if_indextoname(p).unwrap_or_else(|| format!("ifindex {p}"))
+                }
+                (Some(p), true) => format!("ifindex {p} in another network namespace"),
+                (None, _) => "the peer".into(),
+            },
+            Err(_) => "the peer".into(),
+        };
         w.push(format!(
             "`{iface}` is a veth: frames it sends with XDP_TX (and frames redirected to a veth) \
-             are dropped silently unless the peer device has an XDP program attached or GRO \
+             are dropped silently unless its peer ({peer}) has an XDP program attached or GRO \
              enabled (`ethtool -K <peer> gro on`); see docs/xdp.md"
         ));
     }

@@ -402,13 +402,17 @@ pub(crate) fn link_detach(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
-/// How an XDP program is attached to an interface (`IFLA_XDP_ATTACHED`).
+/// What rtnetlink says about an interface: XDP attachment and the peer link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct XdpAttachState {
     /// `XDP_ATTACHED_*`: 0 none, 1 driver (native), 2 generic (skb), 3 offload, 4 multi.
     pub(crate) attached: u8,
     /// The attached program (0 = none).
     pub(crate) prog_id: u32,
+    /// `IFLA_LINK`: the peer / lower device (a veth's peer), if any.
+    pub(crate) link: Option<u32>,
+    /// `IFLA_LINK_NETNSID` present: the link lives in another network namespace.
+    pub(crate) link_elsewhere: bool,
 }
 
 /// Asks rtnetlink (`RTM_GETLINK`) how XDP is attached to interface `ifindex`.
@@ -456,6 +460,8 @@ pub(crate) fn xdp_query(ifindex: u32) -> io::Result<XdpAttachState> {
 
 /// Finds IFLA_XDP in an RTM_NEWLINK reply (or the error of an NLMSG_ERROR).
 fn parse_getlink_reply(buf: &[u8], newlink: u16, error: u16) -> io::Result<XdpAttachState> {
+    const IFLA_LINK: u16 = 5;
+    const IFLA_LINK_NETNSID: u16 = 37;
     const IFLA_XDP: u16 = 43;
     const IFLA_XDP_ATTACHED: u16 = 2;
     const IFLA_XDP_PROG_ID: u16 = 4;
@@ -465,6 +471,8 @@ fn parse_getlink_reply(buf: &[u8], newlink: u16, error: u16) -> io::Result<XdpAt
     let mut state = XdpAttachState {
         attached: 0,
         prog_id: 0,
+        link: None,
+        link_elsewhere: false,
     };
     let mut off = 0;
     while off + 16 <= buf.len() {
@@ -481,6 +489,11 @@ fn parse_getlink_reply(buf: &[u8], newlink: u16, error: u16) -> io::Result<XdpAt
             }
         } else if ty == newlink {
             for (aty, payload) in rtattrs(msg.get(32..).unwrap_or(&[])) {
+                match aty & 0x3fff {
+                    IFLA_LINK if payload.len() >= 4 => state.link = Some(u32_at(payload, 0)),
+                    IFLA_LINK_NETNSID => state.link_elsewhere = true,
+                    _ => {}
+                }
                 if aty & 0x3fff != IFLA_XDP {
                     continue;
                 }
@@ -521,9 +534,12 @@ mod tests {
 
     #[test]
     fn getlink_reply_yields_the_xdp_attributes() {
-        // nlmsghdr + ifinfomsg + IFLA_IFNAME("lo") + IFLA_XDP{ATTACHED=2, PROG_ID=77}
+        // nlmsghdr + ifinfomsg + IFLA_IFNAME("lo") + IFLA_LINK(9) + IFLA_XDP{ATTACHED=2,
+        // PROG_ID=77}
         let mut msg = vec![0u8; 32];
         msg.extend_from_slice(&[7, 0, 3, 0, b'l', b'o', 0, 0]);
+        msg.extend_from_slice(&[8, 0, 5, 0]);
+        msg.extend_from_slice(&9u32.to_ne_bytes());
         let mut xdp = Vec::new();
         xdp.extend_from_slice(&[5, 0, 2, 0, 2, 0, 0, 0]);
         xdp.extend_from_slice(&[8, 0, 4, 0]);
@@ -539,7 +555,9 @@ mod tests {
             st,
             XdpAttachState {
                 attached: 2,
-                prog_id: 77
+                prog_id: 77,
+                link: Some(9),
+                link_elsewhere: false,
             }
         );
     }

@@ -185,8 +185,10 @@ fn attachments_outlive_the_loader_and_a_reload_replaces_the_program() {
         let a = first.attach("lbin").unwrap();
         assert_eq!((a.mode, a.replaced), (XdpMode::Native, false));
         assert!(
-            a.warnings.iter().any(|w| w.contains("veth")),
-            "{:?}",
+            a.warnings
+                .iter()
+                .any(|w| w.contains("veth") && w.contains("(lbinp)")),
+            "the veth warning names the peer: {:?}",
             a.warnings
         );
         let p1 = a.prog_id;
