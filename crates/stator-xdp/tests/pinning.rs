@@ -176,6 +176,7 @@ fn attachments_outlive_the_loader_and_a_reload_replaces_the_program() {
     let pins = PinDir::new("attach");
     let opts = pins.options(ConntrackMode::PerCpu);
     let pin_path = pins.path().to_path_buf();
+    let ns = lab.ns.clone();
     lab.run(move || {
         let mut first = Forwarder::load(&opts).unwrap();
         assert!(
@@ -238,6 +239,15 @@ fn attachments_outlive_the_loader_and_a_reload_replaces_the_program() {
         assert!(err.is_none(), "{err:?}");
         let err = native_only.attach("nosuchif0").unwrap_err();
         assert!(matches!(err, XdpError::InterfaceMissing { .. }), "{err}");
+        // a bridge has no driver XDP: native mode is refused, clearly
+        ns.ip(["link", "add", "br0", "type", "bridge"]).unwrap();
+        ns.ip(["link", "set", "br0", "up"]).unwrap();
+        let err = native_only.attach("br0").unwrap_err();
+        assert!(
+            matches!(err, XdpError::XdpUnsupported { mode: "native", .. }),
+            "{err}"
+        );
+        println!("{err}");
 
         assert_eq!(
             stator_xdp::attached_interfaces(&pin_path).unwrap(),
