@@ -26,20 +26,6 @@ static __always_inline __u32 stator_csum_add32(__u32 sum, __u32 word)
 }
 
 /*
- * The header checksum of a freshly written 20-byte IPv4 header (checksum field zero), summed
- * from the packet. `ip` must point at 20 readable bytes.
- */
-static __always_inline __u16 stator_ipv4_csum20(const __u32 *ip)
-{
-	__u32 sum = 0;
-
-#pragma unroll
-	for (int i = 0; i < 5; i++)
-		sum = stator_csum_add32(sum, ip[i]);
-	return ~stator_csum_fold(sum);
-}
-
-/*
  * RFC 1624 eqn. 3: the checksum after one 16-bit word of the covered data changes from
  * `old_word` to `new_word`: HC' = ~(~HC + ~m + m').
  */

@@ -48,23 +48,32 @@ static __always_inline void stator_write_encap(__u8 *e, const struct stator_oute
 	}
 }
 
-/* The 20-byte outer IPv4 header at `ip`. */
+/* The 20-byte outer IPv4 header at `ip`: five 32-bit words built and checksummed in registers
+ * (word values are in network order, as they sit in memory). */
 static __always_inline void stator_write_ipv4(__u8 *ip, const struct stator_outer *o,
 					      const struct stator_pkt *pkt,
 					      const struct stator_node_cfg *cfg,
 					      const struct stator_real *real)
 {
-	ip[0] = 0x45;
-	ip[1] = pkt->tos;
-	*(__be16 *)(ip + 2) = bpf_htons(STATOR_IPV4_LEN + o->encap_len + o->inner_len);
-	*(__be16 *)(ip + 4) = 0;
-	*(__be16 *)(ip + 6) = pkt->df ? bpf_htons(0x4000) : 0;
-	ip[8] = cfg->outer_ttl;
-	ip[9] = o->proto;
-	*(__be16 *)(ip + 10) = 0;
-	*(__be32 *)(ip + 12) = cfg->src_v4;
-	*(__be32 *)(ip + 16) = real->addr[0];
-	*(__u16 *)(ip + 10) = stator_ipv4_csum20((const __u32 *)ip);
+	__u32 tot_len = STATOR_IPV4_LEN + o->encap_len + o->inner_len;
+	__u32 w0 = bpf_htonl((0x45u << 24) | ((__u32)pkt->tos << 16) | tot_len);
+	__u32 w1 = pkt->df ? bpf_htonl(0x4000) : 0; /* identification 0 */
+	__u32 w2 = bpf_htonl(((__u32)cfg->outer_ttl << 24) | ((__u32)o->proto << 16));
+	__u32 w3 = cfg->src_v4;
+	__u32 w4 = real->addr[0];
+	__u32 sum = 0;
+
+	sum = stator_csum_add32(sum, w0);
+	sum = stator_csum_add32(sum, w1);
+	sum = stator_csum_add32(sum, w2);
+	sum = stator_csum_add32(sum, w3);
+	sum = stator_csum_add32(sum, w4);
+	*(__u32 *)ip = w0;
+	*(__u32 *)(ip + 4) = w1;
+	*(__u32 *)(ip + 8) = w2;
+	*(__u32 *)(ip + 12) = w3;
+	*(__u32 *)(ip + 16) = w4;
+	*(__u16 *)(ip + 10) = ~stator_csum_fold(sum);
 }
 
 /* The 40-byte outer IPv6 header at `ip`. */
@@ -148,6 +157,7 @@ static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct stator_p
 			return STATOR_DROP_NONE;
 		}
 	}
+	__builtin_memset(fib, 0, sizeof(*fib));
 	fib->l4_protocol = o->proto;
 	fib->tot_len = tot_len;
 	fib->ifindex = ctx->ingress_ifindex;
@@ -179,7 +189,7 @@ static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_p
 					     const struct stator_real *real, __u32 real_id,
 					     __u32 hash)
 {
-	struct bpf_fib_lookup fib = {};
+	struct bpf_fib_lookup fib; /* zeroed by stator_next_hop before a lookup */
 	struct stator_outer o = {};
 	__u32 reason, grow;
 	__u8 *data, *data_end;

@@ -41,6 +41,9 @@ pub struct BenchXdpArgs {
     /// ever makes a run slower).
     #[arg(long, default_value_t = 3)]
     rounds: u32,
+    /// Run only the classes whose name contains this (baselines always run).
+    #[arg(long)]
+    only: Option<String>,
     /// Next-hop cache lifetime (ms) of the "+nhcache" rows.
     #[arg(long, default_value_t = 1000)]
     fib_cache_ms: u64,
@@ -439,7 +442,11 @@ fn measure(args: &BenchXdpArgs, plan: Plan, ifindex: u32) -> Result<(Vec<Row>, V
         }
         let mut rows = Vec::new();
         let cache = std::time::Duration::from_millis(args.fib_cache_ms);
-        let runs = classes().into_iter().flat_map(|c| {
+        let only = args.only.clone().unwrap_or_default();
+        let selected = classes()
+            .into_iter()
+            .filter(|c| c.name.contains(only.as_str()));
+        let runs = selected.flat_map(|c| {
             // every class that reaches the encapsulation also runs with the next-hop cache
             let cached = (c.name != "nonvip_pass").then(|| Class {
                 frame: c.frame.clone(),
