@@ -962,3 +962,109 @@ fn truncated_headers_at_every_length() {
         println!("{n} truncation cases passed");
     });
 }
+
+/// xorshift64*: a small deterministic generator for the mutation test.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+#[test]
+fn mutated_frames_always_end_in_exactly_one_action() {
+    with_world("mutate", ConntrackMode::PerCpu, |w| {
+        let c4 = client4();
+        let c6 = client6();
+        let mut v6ext = tcp(c6, 1, &vips::tcp6(), SYN);
+        v6ext.ext = vec![
+            Ext::HopByHop(0),
+            Ext::Fragment {
+                offset: 0,
+                more: false,
+                id: 3,
+            },
+        ];
+        let mut opts4 = udp(c4, 2, &vips::udp4());
+        opts4.ipv4_options = vec![1, 1, 1, 1];
+        opts4.vlan = Some(9);
+        let seeds: Vec<Vec<u8>> = vec![
+            tcp(c4, 3, &vips::tcp4(), ACK).frame(),
+            opts4.frame(),
+            v6ext.frame(),
+            tcp(c4, 4, &vips::gue4(), SYN).frame(),
+            udp(c6, 5, &vips::udp6()).frame(),
+            icmp_error(&Packet::tcp(v4(10, 0, 0, 10), 80, c4, 6, ACK), 3, 4).frame(),
+            icmp_error(&Packet::udp(v6("fd00::10"), 53, c6, 7), 2, 0).frame(),
+            Packet::icmp(c4, v4(10, 0, 0, 10), 8, 0, [0; 4], vec![1; 9]).frame(),
+        ];
+        let mut rng = Rng(0x5eed_5ca1_ab1e);
+        let before = w.fwd.maps().counters().unwrap();
+        let n = 20_000;
+        let mut actions = [0u64; 5];
+        for _ in 0..n {
+            let mut f = seeds[rng.below(seeds.len())].clone();
+            for _ in 0..1 + rng.below(4) {
+                match rng.below(4) {
+                    0 => {
+                        let i = rng.below(f.len().min(80));
+                        f[i] = rng.next() as u8;
+                    }
+                    1 => {
+                        let i = 12 + rng.below(f.len().min(80) - 12);
+                        f[i] ^= 1 << rng.below(8);
+                    }
+                    2 => {
+                        let cut = 14 + rng.below(f.len() - 13);
+                        f.truncate(cut.max(14));
+                    }
+                    _ => f.extend((0..rng.below(16)).map(|_| rng.next() as u8)),
+                }
+            }
+            let out = w
+                .fwd
+                .test_run(
+                    &f,
+                    stator_xdp::testrun::TestRunOpts {
+                        ingress_ifindex: w.lbin,
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+            assert!(
+                (1..=4).contains(&out.action),
+                "action {} for {}",
+                out.action,
+                hex(&f)
+            );
+            actions[out.action as usize] += 1;
+        }
+        let d = w.fwd.maps().counters().unwrap().since(&before);
+        use stator_abi::Counter::*;
+        let acts = [ActDrop, ActPass, ActTx, ActRedirect].map(|c| d.get(c));
+        assert_eq!(acts.iter().sum::<u64>(), n, "one action counter per packet");
+        assert_eq!(
+            acts,
+            [actions[1], actions[2], actions[3], actions[4]],
+            "counters = verdicts"
+        );
+        assert_eq!(d.get(ActAborted), 0);
+        let drops: u64 = d.iter_drops().map(|(_, v)| v).sum();
+        assert_eq!(drops, d.get(ActDrop), "one drop reason per drop");
+        println!(
+            "{n} mutated frames: drop {} pass {} tx {} redirect {}; {:?}",
+            actions[1],
+            actions[2],
+            actions[3],
+            actions[4],
+            d.nonzero()
+        );
+    });
+}
