@@ -85,7 +85,8 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 	if (r && (r->flags & (STATOR_REAL_F_USABLE | STATOR_REAL_F_DRAINING)) &&
 	    r->vip_id == vip->vip_id) {
 		stator_count(STATOR_CNT_CT_HIT);
-		if (now > last && now - last >= STATOR_CT_REFRESH_NS)
+		/* unsigned, as §4 writes it: a last_seen in the future also refreshes */
+		if (now - last >= STATOR_CT_REFRESH_NS)
 			e->last_seen_ns = now;
 		*real = r;
 		return real_id;

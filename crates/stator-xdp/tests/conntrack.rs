@@ -273,8 +273,12 @@ fn idle_timeouts_follow_the_test_clock() {
             to_real(w, &ack, real),
             HIT_TX,
         ));
-        assert_eq!(seen(w), t0 + 2 * SEC, "no refresh backwards");
-        w.fwd.set_test_clock(Some(t0 + 2 * SEC + tcp_to));
+        assert_eq!(
+            seen(w),
+            t0 + SEC,
+            "unsigned difference (§4): a last_seen in the future refreshes too"
+        );
+        w.fwd.set_test_clock(Some(t0 + SEC + tcp_to));
         w.check(&case(
             "idle exactly the timeout: hit",
             ack.frame(),
@@ -282,7 +286,7 @@ fn idle_timeouts_follow_the_test_clock() {
             to_real(w, &ack, real),
             HIT_TX,
         ));
-        let last = t0 + 2 * SEC + tcp_to;
+        let last = t0 + SEC + tcp_to;
         assert_eq!(seen(w), last);
         w.fwd.set_test_clock(Some(last + tcp_to + 1));
         w.check(&case(
