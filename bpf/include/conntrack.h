@@ -16,11 +16,14 @@
 
 /*
  * Insert(real_id): records the flow unless the SYN-flood guard holds (more than
- * cfg.flood_new_per_sec inserts on this CPU in the current one-second window).
+ * cfg.flood_new_per_sec inserts on this CPU in the current one-second window). `found` is the
+ * entry the lookup returned (expired, reselected, or another CPU's zero value), overwritten in
+ * place: cheaper than bpf_map_update_elem, which for LRU maps takes a free node before it
+ * even looks for the key.
  */
 static __always_inline void stator_ct_insert(struct stator_pkt *pkt,
 					     const struct stator_node_cfg *cfg, __u32 real_id,
-					     __u64 now)
+					     __u64 now, struct stator_ct_entry *found)
 {
 	struct stator_ct_entry e = { .real_id = real_id, .last_seen_ns = now };
 	__u32 limit = cfg->flood_new_per_sec;
@@ -41,8 +44,13 @@ static __always_inline void stator_ct_insert(struct stator_pkt *pkt,
 		}
 		f->inserts += 1;
 	}
-	if (bpf_map_update_elem(&stator_ct, &pkt->flow, &e, BPF_ANY) == 0)
+	if (found) {
+		found->real_id = real_id;
+		found->last_seen_ns = now;
 		stator_count(STATOR_CNT_CT_INSERT);
+	} else if (bpf_map_update_elem(&stator_ct, &pkt->flow, &e, BPF_ANY) == 0) {
+		stator_count(STATOR_CNT_CT_INSERT);
+	}
 }
 
 /*
@@ -55,8 +63,8 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 					   const struct stator_node_cfg *cfg, __u32 hash, int mode,
 					   const struct stator_real **real, __u32 *reason)
 {
+	struct stator_ct_entry *e = NULL;
 	const struct stator_real *r;
-	struct stator_ct_entry *e;
 	__u64 now, last, timeout;
 	__u32 real_id;
 
@@ -95,7 +103,7 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 decide:
 	real_id = stator_maglev(pkt, vip, hash, real, reason);
 	if (real_id != STATOR_NO_REAL && mode != STATOR_SEL_ICMP_ERR)
-		stator_ct_insert(pkt, cfg, real_id, now);
+		stator_ct_insert(pkt, cfg, real_id, now, e);
 	return real_id;
 }
 
