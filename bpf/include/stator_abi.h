@@ -99,7 +99,8 @@ enum stator_counter {
 	STATOR_CNT_ICMP_ECHO_REPLY = 12,
 	STATOR_CNT_NON_VIP = 13, /* IP traffic not addressed to a VIP (passed) */
 	STATOR_CNT_NON_IP = 14,  /* not IPv4/IPv6 (passed) */
-	STATOR_CNT_MAX = 15,
+	STATOR_CNT_SELF_TEST = 15, /* self-test probes answered (also counted in act_pass) */
+	STATOR_CNT_MAX = 16,
 };
 
 /*
@@ -128,20 +129,28 @@ enum stator_drop_reason {
  * Names are at most 15 characters (BPF_OBJ_NAME_LEN) and are also the pin names under the pin
  * directory (default /sys/fs/bpf/stator/).
  *
- *  forwarder (stator_fwd.bpf.c)
- *   stator_ctl       ARRAY[1]                      struct stator_ctl
- *   stator_cfg       ARRAY[2]                      struct stator_node_cfg        (per generation)
- *   stator_vaddrs    HASH  stator_vaddr_key      → struct stator_vaddr          (per generation)
- *   stator_vips      HASH  stator_vip_key        → struct stator_vip            (per generation)
- *   stator_reals     ARRAY[2 * STATOR_MAX_REALS]   struct stator_real            (per generation)
- *   stator_slots     ARRAY[2 * slots_per_gen]      __u32 real id, BPF_F_MMAPABLE (per generation)
+ *  forwarder (stator_fwd.bpf.c; every map pinned by name)
+ *   stator_ctl       ARRAY[1]                      struct stator_ctl,      BPF_F_MMAPABLE
+ *   stator_cfg       ARRAY[2]                      struct stator_node_cfg, BPF_F_MMAPABLE (per gen)
+ *   stator_vaddrs    HASH[2 * STATOR_MAX_VIPS] stator_vaddr_key → struct stator_vaddr (per gen)
+ *   stator_vips      HASH[2 * STATOR_MAX_VIPS] stator_vip_key → struct stator_vip     (per gen)
+ *   stator_reals     ARRAY[2 * STATOR_MAX_REALS]   struct stator_real,     BPF_F_MMAPABLE (per gen)
+ *   stator_slots     ARRAY[2 * slots_per_gen]      __u32 real id,          BPF_F_MMAPABLE (per gen)
  *   stator_ct        LRU_PERCPU_HASH (or LRU_HASH, "shared" build) flow_key → ct_entry
  *   stator_flood     PERCPU_ARRAY[1]               struct stator_flood
  *   stator_counters  PERCPU_ARRAY[STATOR_CNT_MAX]  __u64
  *   stator_drops     PERCPU_ARRAY[STATOR_DROP_MAX] __u64
  *   stator_vipstats  PERCPU_ARRAY[STATOR_MAX_VIPS] struct stator_traffic
  *   stator_realstat  PERCPU_ARRAY[STATOR_MAX_REALS] struct stator_traffic
- *   stator_tx_ports  DEVMAP_HASH[STATOR_MAX_TX_PORTS] ifindex → ifindex
+ *   stator_nh        PERCPU_ARRAY[STATOR_MAX_REALS] struct stator_nh (next-hop cache, opt-in)
+ *   stator_tx_ports  DEVMAP_HASH[STATOR_MAX_TX_PORTS] ifindex → struct bpf_devmap_val
+ *                    (8 bytes: ifindex + program; aya creates devmaps with the 8-byte value)
+ *  The array maps user space writes (ctl, cfg, reals, slots) are BPF_F_MMAPABLE: the loader
+ *  writes them as memory, and flips stator_ctl.active_gen with one atomic 32-bit store.
+ *  bench wrapper (stator_bench.bpf.c; not pinned)
+ *   stator_bprogs    PROG_ARRAY[1]                 the program under measurement
+ *   stator_bframe    ARRAY[1]                      struct stator_bench_frame
+ *   stator_biter     PERCPU_ARRAY[1]               __u64 iteration counter
  *  decap (stator_decap.bpf.c)
  *   stator_dcfg      ARRAY[1]                      struct stator_decap_cfg
  *   stator_daddrs    HASH  stator_decap_addr     → __u8 (1)
@@ -150,10 +159,12 @@ enum stator_drop_reason {
 
 /* ---- map keys and values ---------------------------------------------------------------------- */
 
-/* stator_ctl[0]: which generation packets use, plus a test clock. */
+/* stator_ctl[0]: which generation packets use, plus data-plane knobs that are not part of a
+ * snapshot. */
 struct stator_ctl {
 	__u32 active_gen;    /* 0 or 1 */
-	__u32 _pad0;
+	__u32 fib_cache_us;  /* next-hop cache lifetime (stator_nh); 0 = bpf_fib_lookup for every
+	                      * packet, as docs/forwarding.md §5.4 says (the default) */
 	__u64 test_clock_ns; /* if non-zero, the programs use it instead of bpf_ktime_get_coarse_ns()
 	                      * (tests only; the loader always writes 0) */
 };
@@ -169,6 +180,8 @@ struct stator_node_cfg {
 	__be16 gue_port;       /* GUE UDP destination port (network order) */
 	__u8 outer_ttl;        /* TTL / hop limit of the outer header */
 	__u8 _pad0;
+	__u64 config_generation; /* Snapshot::generation of this half (status and self-test only;
+	                          * the forwarding decision never reads it) */
 };
 
 /*
@@ -234,7 +247,10 @@ struct stator_flow_key {
 	__u8 _pad0[2];
 };
 
-/* Connection-table value. */
+/* Connection-table value. last_seen_ns is never 0 in an entry the program wrote (time 0 is
+ * never "now"); a zero value means "no entry on this CPU": LRU_PERCPU_HASH shares keys between
+ * CPUs and zero-fills the other CPUs' values when one CPU inserts, so a zero value is treated
+ * exactly like a missing key. */
 struct stator_ct_entry {
 	__u32 real_id;
 	__u32 _pad0;
@@ -243,6 +259,25 @@ struct stator_ct_entry {
 
 /* Hits refresh last_seen only when it is this stale, to avoid a write per packet. */
 #define STATOR_CT_REFRESH_NS 1000000000ull
+
+/*
+ * stator_nh[real_id] (per CPU): a successful bpf_fib_lookup for a real, reused for
+ * stator_ctl.fib_cache_us when the same outer destination arrives on the same ingress interface
+ * and is no longer than an outer length the FIB already accepted (so the MTU is still checked).
+ * Failures (no route, no neighbour, MTU) are never cached. Off unless the loader sets
+ * fib_cache_us: a changed route or neighbour then applies within that lifetime.
+ */
+struct stator_nh {
+	__u64 stamp_ns;     /* when the FIB answered; 0 = empty */
+	__be32 dst[4];      /* outer destination it answered for */
+	__u32 in_ifindex;   /* ingress interface it answered for */
+	__u32 out_ifindex;  /* its egress interface */
+	__u16 ok_len;       /* largest outer IP length it accepted */
+	__u8 family;        /* STATOR_FAMILY_V4 / V6 of dst */
+	__u8 _pad0;
+	__u8 dmac[6];
+	__u8 smac[6];
+};
 
 /* stator_flood[0] (per CPU): the SYN-flood guard's one-second window. */
 struct stator_flood {
@@ -254,6 +289,46 @@ struct stator_flood {
 struct stator_traffic {
 	__u64 packets;
 	__u64 bytes; /* bytes of the frame as received */
+};
+
+/* ---- self-test probe ----------------------------------------------------------------------
+ * A frame of ethertype STATOR_PROBE_ETHERTYPE (IEEE 802 "local experimental 1", never routed)
+ * whose payload starts with STATOR_PROBE_MAGIC is a self-test probe (docs/forwarding.md §1.4):
+ * the forwarder fills in the answer fields from the active generation and passes the frame, so a
+ * BPF_PROG_TEST_RUN of a probe proves the program, its maps and the active generation answer,
+ * without touching any traffic counter (a probe counts in self_test and act_pass only). */
+#define STATOR_PROBE_ETHERTYPE 0x88B5
+/* The first 8 payload bytes, "STATORP1", read as a host-order __u64 on a little-endian host. */
+#define STATOR_PROBE_MAGIC 0x3150524f54415453ull
+
+#define STATOR_PROBE_F_CFG (1u << 0)   /* stator_cfg[gen] is programmed (outer_ttl != 0) */
+#define STATOR_PROBE_F_VADDR (1u << 1) /* probe.addr was found in stator_vaddrs[gen] */
+
+struct stator_probe {
+	__u64 magic;             /* STATOR_PROBE_MAGIC (written by user space) */
+	__u32 nonce;             /* user space's; the answer echoes it in `answer` */
+	__u32 answer;            /* written: ~nonce */
+	__be32 addr[4];          /* an address to look up in stator_vaddrs (user space) */
+	__u8 family;             /* its family; STATOR_FAMILY_NONE = no lookup */
+	__u8 _pad0[3];
+	__u32 active_gen;        /* written: stator_ctl[0].active_gen */
+	__u32 result;            /* written: STATOR_PROBE_F_* */
+	__u32 vaddr_flags;       /* written: stator_vaddr.flags when found */
+	__u64 config_generation; /* written: stator_cfg[gen].config_generation */
+};
+
+/* ---- benchmark wrapper -------------------------------------------------------------------
+ * stator_bench.bpf.c restores this frame before every iteration of a kernel-repeat test run,
+ * optionally varies one 32-bit word of it (a flow per iteration), and tail-calls the program
+ * under measurement. */
+#define STATOR_BENCH_FRAME_MAX 256
+
+struct stator_bench_frame {
+	__u32 len;      /* bytes of `bytes` that form the frame (1..STATOR_BENCH_FRAME_MAX) */
+	__u32 nflows;   /* > 1: add (iteration % nflows) to the big-endian word at flow_off */
+	__u32 flow_off; /* offset of that word; flow_off + 4 <= len */
+	__u32 _pad0;
+	__u8 bytes[STATOR_BENCH_FRAME_MAX];
 };
 
 /* ---- backend side: the decap program --------------------------------------------------------- */

@@ -1,6 +1,13 @@
-//! Compiles every `bpf/*.bpf.c` with clang for the BPF target into `$OUT_DIR/<name>.o`.
+//! Compiles every `bpf/*.bpf.c` with clang for the BPF target into `$OUT_DIR/<name>.o`, plus the
+//! variants in [`VARIANTS`] (the same source with extra defines).
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// (source stem, output stem, defines): extra builds of a program.
+const VARIANTS: &[(&str, &str, &[&str])] = &[
+    // one connection table shared by all CPUs (LRU_HASH with per-CPU LRU lists)
+    ("stator_fwd", "stator_fwd_shared", &["STATOR_CT_SHARED"]),
+];
 
 fn main() -> anyhow::Result<()> {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
@@ -34,6 +41,16 @@ fn main() -> anyhow::Result<()> {
             &out_dir.join(format!("{stem}.o")),
             &[],
         )?;
+        for (_, out_stem, defines) in VARIANTS.iter().filter(|(src, _, _)| *src == stem) {
+            compile(
+                &clang,
+                &bpf_dir,
+                arch_include.as_deref(),
+                &path,
+                &out_dir.join(format!("{out_stem}.o")),
+                defines,
+            )?;
+        }
     }
     Ok(())
 }

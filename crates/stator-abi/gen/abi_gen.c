@@ -30,7 +30,8 @@
 	X(STATOR_CNT_ICMP_ERROR_FWD, "icmp_error_fwd")                                            \
 	X(STATOR_CNT_ICMP_ECHO_REPLY, "icmp_echo_reply")                                          \
 	X(STATOR_CNT_NON_VIP, "non_vip")                                                          \
-	X(STATOR_CNT_NON_IP, "non_ip")
+	X(STATOR_CNT_NON_IP, "non_ip")                                                            \
+	X(STATOR_CNT_SELF_TEST, "self_test")
 
 #define DROPS(X)                                                                                  \
 	X(STATOR_DROP_NONE, "none")                                                               \
@@ -111,6 +112,11 @@ int main(void)
 	CONST_U32(STATOR_REAL_F_USABLE);
 	CONST_U32(STATOR_REAL_F_DRAINING);
 	CONST_U32(STATOR_NODE_F_ICMP_ECHO);
+	CONST_U32(STATOR_PROBE_ETHERTYPE);
+	CONST_U64(STATOR_PROBE_MAGIC);
+	CONST_U32(STATOR_PROBE_F_CFG);
+	CONST_U32(STATOR_PROBE_F_VADDR);
+	CONST_U32(STATOR_BENCH_FRAME_MAX);
 
 	CONST_U32(STATOR_CNT_MAX);
 	CONST_U32(STATOR_DROP_MAX);
@@ -123,6 +129,7 @@ int main(void)
 
 	SIZE(stator_ctl);
 	OFF(stator_ctl, active_gen);
+	OFF(stator_ctl, fib_cache_us);
 	OFF(stator_ctl, test_clock_ns);
 
 	SIZE(stator_node_cfg);
@@ -134,6 +141,7 @@ int main(void)
 	OFF(stator_node_cfg, flood_new_per_sec);
 	OFF(stator_node_cfg, gue_port);
 	OFF(stator_node_cfg, outer_ttl);
+	OFF(stator_node_cfg, config_generation);
 
 	SIZE(stator_vaddr_key);
 	OFF(stator_vaddr_key, addr);
@@ -175,6 +183,16 @@ int main(void)
 	OFF(stator_ct_entry, real_id);
 	OFF(stator_ct_entry, last_seen_ns);
 
+	SIZE(stator_nh);
+	OFF(stator_nh, stamp_ns);
+	OFF(stator_nh, dst);
+	OFF(stator_nh, in_ifindex);
+	OFF(stator_nh, out_ifindex);
+	OFF(stator_nh, ok_len);
+	OFF(stator_nh, family);
+	OFF(stator_nh, dmac);
+	OFF(stator_nh, smac);
+
 	SIZE(stator_flood);
 	OFF(stator_flood, window_start_ns);
 	OFF(stator_flood, inserts);
@@ -182,6 +200,23 @@ int main(void)
 	SIZE(stator_traffic);
 	OFF(stator_traffic, packets);
 	OFF(stator_traffic, bytes);
+
+	SIZE(stator_probe);
+	OFF(stator_probe, magic);
+	OFF(stator_probe, nonce);
+	OFF(stator_probe, answer);
+	OFF(stator_probe, addr);
+	OFF(stator_probe, family);
+	OFF(stator_probe, active_gen);
+	OFF(stator_probe, result);
+	OFF(stator_probe, vaddr_flags);
+	OFF(stator_probe, config_generation);
+
+	SIZE(stator_bench_frame);
+	OFF(stator_bench_frame, len);
+	OFF(stator_bench_frame, nflows);
+	OFF(stator_bench_frame, flow_off);
+	OFF(stator_bench_frame, bytes);
 
 	SIZE(stator_decap_addr);
 	OFF(stator_decap_addr, addr);

@@ -29,7 +29,12 @@ pub const STATOR_VADDR_F_UDP_ANY: u32 = 8;
 pub const STATOR_REAL_F_USABLE: u32 = 1;
 pub const STATOR_REAL_F_DRAINING: u32 = 2;
 pub const STATOR_NODE_F_ICMP_ECHO: u32 = 1;
-pub const STATOR_CNT_MAX: u32 = 15;
+pub const STATOR_PROBE_ETHERTYPE: u32 = 34997;
+pub const STATOR_PROBE_MAGIC: u64 = 3553430606664782931;
+pub const STATOR_PROBE_F_CFG: u32 = 1;
+pub const STATOR_PROBE_F_VADDR: u32 = 2;
+pub const STATOR_BENCH_FRAME_MAX: u32 = 256;
+pub const STATOR_CNT_MAX: u32 = 16;
 pub const STATOR_DROP_MAX: u32 = 14;
 pub const STATOR_DECAP_CNT_MAX: u32 = 9;
 pub const STATOR_CNT_ACT_ABORTED: u32 = 0;
@@ -47,9 +52,10 @@ pub const STATOR_CNT_ICMP_ERROR_FWD: u32 = 11;
 pub const STATOR_CNT_ICMP_ECHO_REPLY: u32 = 12;
 pub const STATOR_CNT_NON_VIP: u32 = 13;
 pub const STATOR_CNT_NON_IP: u32 = 14;
+pub const STATOR_CNT_SELF_TEST: u32 = 15;
 
 /// Counter index → metric label, in index order.
-pub const COUNTER_NAMES: [&str; 15] = [
+pub const COUNTER_NAMES: [&str; 16] = [
     "act_aborted",
     "act_drop",
     "act_pass",
@@ -65,6 +71,7 @@ pub const COUNTER_NAMES: [&str; 15] = [
     "icmp_echo_reply",
     "non_vip",
     "non_ip",
+    "self_test",
 ];
 pub const STATOR_DROP_NONE: u32 = 0;
 pub const STATOR_DROP_MALFORMED_L3: u32 = 1;
@@ -123,8 +130,9 @@ pub const DECAP_COUNTER_NAMES: [&str; 9] = [
 
 pub const SIZEOF_stator_ctl: usize = 16;
 pub const OFFSETOF_stator_ctl_active_gen: usize = 0;
+pub const OFFSETOF_stator_ctl_fib_cache_us: usize = 4;
 pub const OFFSETOF_stator_ctl_test_clock_ns: usize = 8;
-pub const SIZEOF_stator_node_cfg: usize = 48;
+pub const SIZEOF_stator_node_cfg: usize = 56;
 pub const OFFSETOF_stator_node_cfg_src_v4: usize = 0;
 pub const OFFSETOF_stator_node_cfg_src_v6: usize = 4;
 pub const OFFSETOF_stator_node_cfg_flags: usize = 20;
@@ -133,6 +141,7 @@ pub const OFFSETOF_stator_node_cfg_udp_timeout_ns: usize = 32;
 pub const OFFSETOF_stator_node_cfg_flood_new_per_sec: usize = 40;
 pub const OFFSETOF_stator_node_cfg_gue_port: usize = 44;
 pub const OFFSETOF_stator_node_cfg_outer_ttl: usize = 46;
+pub const OFFSETOF_stator_node_cfg_config_generation: usize = 48;
 pub const SIZEOF_stator_vaddr_key: usize = 20;
 pub const OFFSETOF_stator_vaddr_key_addr: usize = 0;
 pub const OFFSETOF_stator_vaddr_key_family: usize = 16;
@@ -166,12 +175,36 @@ pub const OFFSETOF_stator_flow_key_family: usize = 37;
 pub const SIZEOF_stator_ct_entry: usize = 16;
 pub const OFFSETOF_stator_ct_entry_real_id: usize = 0;
 pub const OFFSETOF_stator_ct_entry_last_seen_ns: usize = 8;
+pub const SIZEOF_stator_nh: usize = 48;
+pub const OFFSETOF_stator_nh_stamp_ns: usize = 0;
+pub const OFFSETOF_stator_nh_dst: usize = 8;
+pub const OFFSETOF_stator_nh_in_ifindex: usize = 24;
+pub const OFFSETOF_stator_nh_out_ifindex: usize = 28;
+pub const OFFSETOF_stator_nh_ok_len: usize = 32;
+pub const OFFSETOF_stator_nh_family: usize = 34;
+pub const OFFSETOF_stator_nh_dmac: usize = 36;
+pub const OFFSETOF_stator_nh_smac: usize = 42;
 pub const SIZEOF_stator_flood: usize = 16;
 pub const OFFSETOF_stator_flood_window_start_ns: usize = 0;
 pub const OFFSETOF_stator_flood_inserts: usize = 8;
 pub const SIZEOF_stator_traffic: usize = 16;
 pub const OFFSETOF_stator_traffic_packets: usize = 0;
 pub const OFFSETOF_stator_traffic_bytes: usize = 8;
+pub const SIZEOF_stator_probe: usize = 56;
+pub const OFFSETOF_stator_probe_magic: usize = 0;
+pub const OFFSETOF_stator_probe_nonce: usize = 8;
+pub const OFFSETOF_stator_probe_answer: usize = 12;
+pub const OFFSETOF_stator_probe_addr: usize = 16;
+pub const OFFSETOF_stator_probe_family: usize = 32;
+pub const OFFSETOF_stator_probe_active_gen: usize = 36;
+pub const OFFSETOF_stator_probe_result: usize = 40;
+pub const OFFSETOF_stator_probe_vaddr_flags: usize = 44;
+pub const OFFSETOF_stator_probe_config_generation: usize = 48;
+pub const SIZEOF_stator_bench_frame: usize = 272;
+pub const OFFSETOF_stator_bench_frame_len: usize = 0;
+pub const OFFSETOF_stator_bench_frame_nflows: usize = 4;
+pub const OFFSETOF_stator_bench_frame_flow_off: usize = 8;
+pub const OFFSETOF_stator_bench_frame_bytes: usize = 16;
 pub const SIZEOF_stator_decap_addr: usize = 20;
 pub const OFFSETOF_stator_decap_addr_addr: usize = 0;
 pub const OFFSETOF_stator_decap_addr_family: usize = 16;

@@ -140,9 +140,35 @@ pub enum Counter {
     IcmpEchoReply = STATOR_CNT_ICMP_ECHO_REPLY,
     NonVip = STATOR_CNT_NON_VIP,
     NonIp = STATOR_CNT_NON_IP,
+    SelfTest = STATOR_CNT_SELF_TEST,
 }
 
 impl Counter {
+    /// Every counter, in index order.
+    pub const ALL: [Counter; STATOR_CNT_MAX as usize] = [
+        Self::ActAborted,
+        Self::ActDrop,
+        Self::ActPass,
+        Self::ActTx,
+        Self::ActRedirect,
+        Self::CtHit,
+        Self::CtMiss,
+        Self::CtReselect,
+        Self::CtInsert,
+        Self::CtExpired,
+        Self::CtGuard,
+        Self::IcmpErrorFwd,
+        Self::IcmpEchoReply,
+        Self::NonVip,
+        Self::NonIp,
+        Self::SelfTest,
+    ];
+
+    /// The index in the `stator_counters` per-CPU array.
+    pub fn index(self) -> u32 {
+        self as u32
+    }
+
     /// The metric label, e.g. `"ct_hit"`.
     pub fn label(self) -> &'static str {
         COUNTER_NAMES[self as usize]
@@ -155,13 +181,14 @@ impl Counter {
 pub struct Ctl {
     /// Generation packets use (0 or 1).
     pub active_gen: u32,
-    /// Padding.
-    pub _pad0: u32,
+    /// Next-hop cache lifetime in µs; 0 = a FIB lookup for every packet.
+    pub fib_cache_us: u32,
     /// Test clock; 0 = use the kernel clock.
     pub test_clock_ns: u64,
 }
 assert_layout!(Ctl, SIZEOF_stator_ctl,
     active_gen => OFFSETOF_stator_ctl_active_gen,
+    fib_cache_us => OFFSETOF_stator_ctl_fib_cache_us,
     test_clock_ns => OFFSETOF_stator_ctl_test_clock_ns);
 
 /// `struct stator_node_cfg` — `stator_cfg[gen]`.
@@ -186,6 +213,8 @@ pub struct NodeCfg {
     pub outer_ttl: u8,
     /// Padding.
     pub _pad0: u8,
+    /// `Snapshot::generation` of this half (status and self-test only).
+    pub config_generation: u64,
 }
 assert_layout!(NodeCfg, SIZEOF_stator_node_cfg,
     src_v4 => OFFSETOF_stator_node_cfg_src_v4,
@@ -195,7 +224,8 @@ assert_layout!(NodeCfg, SIZEOF_stator_node_cfg,
     udp_timeout_ns => OFFSETOF_stator_node_cfg_udp_timeout_ns,
     flood_new_per_sec => OFFSETOF_stator_node_cfg_flood_new_per_sec,
     gue_port => OFFSETOF_stator_node_cfg_gue_port,
-    outer_ttl => OFFSETOF_stator_node_cfg_outer_ttl);
+    outer_ttl => OFFSETOF_stator_node_cfg_outer_ttl,
+    config_generation => OFFSETOF_stator_node_cfg_config_generation);
 
 /// `struct stator_vaddr_key` — key of `stator_vaddrs`.
 #[repr(C)]
@@ -331,6 +361,39 @@ assert_layout!(CtEntry, SIZEOF_stator_ct_entry,
     real_id => OFFSETOF_stator_ct_entry_real_id,
     last_seen_ns => OFFSETOF_stator_ct_entry_last_seen_ns);
 
+/// `struct stator_nh` — a cached next hop (`stator_nh[real_id]`, per CPU).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Nh {
+    /// When the FIB answered; 0 = empty.
+    pub stamp_ns: u64,
+    /// Outer destination, network order.
+    pub dst: [u8; 16],
+    /// Ingress interface.
+    pub in_ifindex: u32,
+    /// Egress interface.
+    pub out_ifindex: u32,
+    /// Largest outer IP length accepted.
+    pub ok_len: u16,
+    /// Family of `dst`.
+    pub family: u8,
+    /// Padding.
+    pub _pad0: u8,
+    /// Next-hop MAC.
+    pub dmac: [u8; 6],
+    /// Egress MAC.
+    pub smac: [u8; 6],
+}
+assert_layout!(Nh, SIZEOF_stator_nh,
+    stamp_ns => OFFSETOF_stator_nh_stamp_ns,
+    dst => OFFSETOF_stator_nh_dst,
+    in_ifindex => OFFSETOF_stator_nh_in_ifindex,
+    out_ifindex => OFFSETOF_stator_nh_out_ifindex,
+    ok_len => OFFSETOF_stator_nh_ok_len,
+    family => OFFSETOF_stator_nh_family,
+    dmac => OFFSETOF_stator_nh_dmac,
+    smac => OFFSETOF_stator_nh_smac);
+
 /// `struct stator_flood` — the SYN-flood guard's per-CPU window.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -356,6 +419,120 @@ pub struct Traffic {
 assert_layout!(Traffic, SIZEOF_stator_traffic,
     packets => OFFSETOF_stator_traffic_packets,
     bytes => OFFSETOF_stator_traffic_bytes);
+
+/// `struct stator_probe` — the payload of a self-test probe frame (ethertype
+/// `STATOR_PROBE_ETHERTYPE`), filled in by the forwarder from the active generation.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Probe {
+    /// `STATOR_PROBE_MAGIC` (host order).
+    pub magic: u64,
+    /// Chosen by user space.
+    pub nonce: u32,
+    /// Written by the program: `!nonce`.
+    pub answer: u32,
+    /// Address to look up in `stator_vaddrs`, network order.
+    pub addr: [u8; 16],
+    /// Its family; `STATOR_FAMILY_NONE` = no lookup.
+    pub family: u8,
+    /// Padding.
+    pub _pad0: [u8; 3],
+    /// Written: the active generation.
+    pub active_gen: u32,
+    /// Written: `STATOR_PROBE_F_*`.
+    pub result: u32,
+    /// Written: the vaddr's flags when found.
+    pub vaddr_flags: u32,
+    /// Written: `stator_cfg[gen].config_generation`.
+    pub config_generation: u64,
+}
+assert_layout!(Probe, SIZEOF_stator_probe,
+    magic => OFFSETOF_stator_probe_magic,
+    nonce => OFFSETOF_stator_probe_nonce,
+    answer => OFFSETOF_stator_probe_answer,
+    addr => OFFSETOF_stator_probe_addr,
+    family => OFFSETOF_stator_probe_family,
+    active_gen => OFFSETOF_stator_probe_active_gen,
+    result => OFFSETOF_stator_probe_result,
+    vaddr_flags => OFFSETOF_stator_probe_vaddr_flags,
+    config_generation => OFFSETOF_stator_probe_config_generation);
+
+impl Probe {
+    /// The probe as bytes (host order, as the program reads it).
+    pub fn to_bytes(&self) -> [u8; SIZEOF_stator_probe] {
+        let mut b = [0u8; SIZEOF_stator_probe];
+        b[OFFSETOF_stator_probe_magic..][..8].copy_from_slice(&self.magic.to_ne_bytes());
+        b[OFFSETOF_stator_probe_nonce..][..4].copy_from_slice(&self.nonce.to_ne_bytes());
+        b[OFFSETOF_stator_probe_answer..][..4].copy_from_slice(&self.answer.to_ne_bytes());
+        b[OFFSETOF_stator_probe_addr..][..16].copy_from_slice(&self.addr);
+        b[OFFSETOF_stator_probe_family] = self.family;
+        b[OFFSETOF_stator_probe_active_gen..][..4].copy_from_slice(&self.active_gen.to_ne_bytes());
+        b[OFFSETOF_stator_probe_result..][..4].copy_from_slice(&self.result.to_ne_bytes());
+        b[OFFSETOF_stator_probe_vaddr_flags..][..4]
+            .copy_from_slice(&self.vaddr_flags.to_ne_bytes());
+        b[OFFSETOF_stator_probe_config_generation..][..8]
+            .copy_from_slice(&self.config_generation.to_ne_bytes());
+        b
+    }
+
+    /// Reads a probe back from bytes (`None` if too short).
+    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+        let b = b.first_chunk::<SIZEOF_stator_probe>()?;
+        let u32_at = |o: usize| u32::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let u64_at = |o: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[o..o + 8]);
+            u64::from_ne_bytes(w)
+        };
+        let mut addr = [0u8; 16];
+        addr.copy_from_slice(&b[OFFSETOF_stator_probe_addr..][..16]);
+        Some(Self {
+            magic: u64_at(OFFSETOF_stator_probe_magic),
+            nonce: u32_at(OFFSETOF_stator_probe_nonce),
+            answer: u32_at(OFFSETOF_stator_probe_answer),
+            addr,
+            family: b[OFFSETOF_stator_probe_family],
+            _pad0: [0; 3],
+            active_gen: u32_at(OFFSETOF_stator_probe_active_gen),
+            result: u32_at(OFFSETOF_stator_probe_result),
+            vaddr_flags: u32_at(OFFSETOF_stator_probe_vaddr_flags),
+            config_generation: u64_at(OFFSETOF_stator_probe_config_generation),
+        })
+    }
+}
+
+/// `struct stator_bench_frame` — the benchmark wrapper's original frame.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BenchFrame {
+    /// Frame length.
+    pub len: u32,
+    /// Distinct flows to cycle through (> 1 varies the word at `flow_off`).
+    pub nflows: u32,
+    /// Offset of the big-endian word the wrapper varies.
+    pub flow_off: u32,
+    /// Padding.
+    pub _pad0: u32,
+    /// The frame.
+    pub bytes: [u8; STATOR_BENCH_FRAME_MAX as usize],
+}
+assert_layout!(BenchFrame, SIZEOF_stator_bench_frame,
+    len => OFFSETOF_stator_bench_frame_len,
+    nflows => OFFSETOF_stator_bench_frame_nflows,
+    flow_off => OFFSETOF_stator_bench_frame_flow_off,
+    bytes => OFFSETOF_stator_bench_frame_bytes);
+
+impl Default for BenchFrame {
+    fn default() -> Self {
+        Self {
+            len: 0,
+            nflows: 0,
+            flow_off: 0,
+            _pad0: 0,
+            bytes: [0; STATOR_BENCH_FRAME_MAX as usize],
+        }
+    }
+}
 
 /// `struct stator_decap_addr` — key of `stator_decap_addrs`.
 #[repr(C)]
@@ -436,6 +613,28 @@ mod tests {
     #[test]
     fn counter_labels() {
         assert_eq!(Counter::CtHit.label(), "ct_hit");
-        assert_eq!(Counter::NonIp as u32 + 1, STATOR_CNT_MAX);
+        assert_eq!(Counter::SelfTest.label(), "self_test");
+        assert_eq!(Counter::SelfTest as u32 + 1, STATOR_CNT_MAX);
+        for (i, c) in Counter::ALL.iter().enumerate() {
+            assert_eq!(c.index() as usize, i);
+        }
+    }
+
+    #[test]
+    fn probe_magic_spells_statorp1_and_round_trips() {
+        assert_eq!(&STATOR_PROBE_MAGIC.to_le_bytes(), b"STATORP1");
+        let p = Probe {
+            magic: STATOR_PROBE_MAGIC,
+            nonce: 7,
+            answer: !7,
+            addr: [1; 16],
+            family: STATOR_FAMILY_V6 as u8,
+            active_gen: 1,
+            result: 3,
+            vaddr_flags: 5,
+            config_generation: 42,
+            ..Probe::default()
+        };
+        assert_eq!(Probe::from_bytes(&p.to_bytes()), Some(p));
     }
 }

@@ -1,14 +1,68 @@
-//! # stator-xdp — Stator's XDP data plane in the kernel (skeleton)
+//! # stator-xdp — Stator's default data plane, in the kernel
 //!
-//! Layer: an I/O adapter. It carries the compiled BPF objects (built from `bpf/*.bpf.c` by
-//! build.rs), loads them with aya, and runs `BPF_PROG_TEST_RUN` for tests and benchmarks.
+//! **Layer.** An I/O adapter between the control plane and the XDP forwarder in `bpf/`. The
+//! forwarding decision itself (`docs/forwarding.md`) is C, in `bpf/stator_fwd.bpf.c` and its
+//! headers; `stator-core` holds the same decision in Rust, and the two are held equal by a
+//! differential test. This crate carries the compiled objects (build.rs runs clang), loads them
+//! with aya, programs their maps from a [`stator_core::Snapshot`], attaches them to interfaces,
+//! reads their counters, and runs `BPF_PROG_TEST_RUN` for tests, the self-test and benchmarks.
+//!
+//! **Contract.**
+//! - [`Forwarder::commit`] is atomic for packets: a snapshot is written completely into the
+//!   inactive half of double-buffered maps, then one 32-bit store flips
+//!   `stator_ctl.active_gen`, then an RCU grace period (`membarrier(MEMBARRIER_CMD_GLOBAL)`)
+//!   passes before the old half may be reused. Every packet reads the generation once and sees
+//!   exactly one snapshot. A snapshot that breaks a compiled limit is rejected before anything
+//!   is written; a failed commit leaves the active generation untouched.
+//! - Everything is pinned under one directory (default `/sys/fs/bpf/stator`): maps by name,
+//!   attachments as `link_<ifname>` bpf_links. A restart reuses the maps (connection table,
+//!   counters, active generation) after checking their layout, swaps the new program into the
+//!   existing links atomically, and can read the active snapshot back
+//!   ([`Forwarder::active_snapshot`]) so real ids — and so connection-table entries — stay
+//!   meaningful.
+//! - Errors are one enum, [`XdpError`], whose messages name what to do: not root, interface
+//!   missing, XDP unsupported in a mode, verifier rejection (with the log tail), pinned maps of
+//!   an incompatible layout, invalid snapshots.
+//!
+//! **What it must never do.** Never make a forwarding decision of its own (that is the C
+//! program's and `stator-core`'s job). Never write the active generation's half of a map.
+//! Never leave an interface without a program during an upgrade. Never use `unsafe` outside
+//! `sys.rs` and `testrun.rs` (the kernel interfaces aya 0.13 lacks: mmap of BPF arrays,
+//! membarrier, bpf_link detach/info, rtnetlink, BPF_PROG_TEST_RUN). Never log per packet:
+//! the program counts, user space reads counters.
 #![deny(unsafe_code)]
 
+mod attach;
+pub mod bench;
+mod error;
+mod forwarder;
+mod maps;
+pub mod objects;
+mod options;
+mod program;
+mod sys;
 pub mod testrun;
 
-/// The compiled BPF objects, embedded at build time.
-pub mod objects {
-    /// Baselines: `stator_pass` (XDP_PASS) and `stator_swap_tx` (MAC swap + XDP_TX).
-    pub static PASS: &[u8] =
-        aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stator_pass.o"));
+pub use attach::{
+    AttachStatus, Attachment, Status, XdpMode, attached_interfaces, detach, detach_all, purge,
+    status,
+};
+pub use error::{Result, XdpError};
+pub use forwarder::{CommitReport, Forwarder, PROGRAM_NAME, SelfTest, verify};
+pub use maps::{Counters, FORWARDER_MAPS, Maps};
+pub use options::{AttachMode, ConntrackMode, DEFAULT_PIN_PATH, MAX_SLOTS_PER_GEN, XdpOptions};
+
+/// True when the process runs as root (what loading and attaching need).
+pub fn is_root() -> bool {
+    sys::is_root()
+}
+
+/// Index of interface `name` in the calling thread's network namespace.
+pub fn ifindex(name: &str) -> Option<u32> {
+    sys::if_nametoindex(name)
+}
+
+/// Name of interface `index` in the calling thread's network namespace.
+pub fn ifname(index: u32) -> Option<String> {
+    sys::if_indextoname(index)
 }

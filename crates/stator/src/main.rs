@@ -1,7 +1,10 @@
 //! The `stator` binary: one entry point, clap subcommands.
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod bench_hashing;
+mod bench_xdp;
+mod xdp_cmd;
 
 #[derive(Debug, Parser)]
 #[command(name = "stator", version, about = "Maglev-style network load balancer")]
@@ -14,9 +17,12 @@ struct Cli {
 enum Command {
     /// Validate a configuration file; print every error with its field path (exit 1 on any).
     Check(CheckArgs),
-    /// Benchmarks and reproductions of the Maglev paper's evaluation.
+    /// The XDP data plane: attach, detach, status, stats.
     #[command(subcommand)]
-    Bench(BenchCommand),
+    Xdp(xdp_cmd::XdpCmd),
+    /// Benchmarks (figures and ratios against baselines; never fail on a timing).
+    #[command(subcommand)]
+    Bench(bench::BenchCmd),
 }
 
 #[derive(Debug, clap::Args)]
@@ -26,12 +32,6 @@ struct CheckArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-}
-
-#[derive(Debug, Subcommand)]
-enum BenchCommand {
-    /// Consistent hashing (paper §5.3): Figures 11 and 12 and the table build time.
-    Hashing(bench_hashing::HashingArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -45,6 +45,7 @@ fn main() -> anyhow::Result<()> {
             }
             std::process::exit(report.exit_code());
         }
-        Command::Bench(BenchCommand::Hashing(args)) => bench_hashing::run(&args),
+        Command::Xdp(cmd) => xdp_cmd::run(cmd),
+        Command::Bench(cmd) => bench::run(cmd),
     }
 }

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR Apache-2.0) */
+/*
+ * common.h — includes, small helpers and the per-packet state of the forwarder.
+ *
+ * Every stage of the forwarding decision (docs/forwarding.md) reads and fills one
+ * `struct stator_pkt` on the stack and returns either an XDP action (the packet is finished and
+ * counted) or STATOR_CONTINUE. Offsets are kept as scalars relative to ctx->data and turned into
+ * packet pointers only through stator_ptr(), which gives the verifier a bounded offset and a
+ * constant length to check.
+ */
+#ifndef STATOR_COMMON_H
+#define STATOR_COMMON_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "stator_abi.h"
+#include "flow_hash.h"
+
+/* A stage's "not finished yet" return value (XDP actions are >= 0). */
+#define STATOR_CONTINUE (-1)
+
+/* Offsets are checked against this before becoming packet pointers: the verifier needs a
+ * bounded offset, and no XDP frame without fragments is this long. */
+#define STATOR_MAX_PKT_OFF 0x3fff
+
+#define STATOR_ETH_LEN 14
+#define STATOR_VLAN_ETH_LEN 18
+#define STATOR_IPV4_LEN 20
+#define STATOR_IPV6_LEN 40
+
+#define STATOR_AF_INET 2
+#define STATOR_AF_INET6 10
+
+#define STATOR_IPPROTO_ICMPV6 58
+#define STATOR_IPPROTO_IPV6 41
+
+#define STATOR_NSEC_PER_SEC 1000000000ull
+
+/* Which selection rules apply (docs/forwarding.md §4 and §6). */
+enum stator_select_mode {
+	STATOR_SEL_FLOW = 0,      /* an established-flow packet: table lookup, insert on miss */
+	STATOR_SEL_SYN = 1,       /* SYN without ACK: Maglev and insert, no lookup */
+	STATOR_SEL_ICMP_ERR = 2,  /* ICMP error: lookup, never insert, SYN ignored */
+};
+
+/* Everything known about the packet being forwarded. */
+struct stator_pkt {
+	__u32 len;         /* frame length as received */
+	__u32 l3;          /* offset of the IP header: 14, or 18 behind an 802.1Q tag */
+	__u32 l4;          /* offset of the upper-layer header */
+	__u32 ip_end;      /* l3 + IP total length; bytes beyond are Ethernet padding */
+	__u32 gen;         /* active generation, read once */
+	__u32 vaddr_flags; /* STATOR_VADDR_F_* of the destination address */
+	__u32 fib_cache_us; /* stator_ctl.fib_cache_us (0 = no next-hop cache) */
+	__u32 _pad1;
+	__u64 test_clock;  /* stator_ctl.test_clock_ns (0 = kernel clock) */
+	__u64 now;         /* `now`, once read (0 = not yet) */
+	__u8 family;       /* STATOR_FAMILY_V4 / V6 of the received (inner) packet */
+	__u8 tos;          /* IPv4 TOS / IPv6 traffic class: copied to the outer header */
+	__u8 df;           /* 1 when the outer header gets DF: inner IPv6, or inner DF set */
+	__u8 tcp_flags;    /* TCP flags byte (0 for other protocols) */
+	__u32 _pad0;
+	struct stator_flow_key flow; /* as received (reversed quoted flow for ICMP errors) */
+};
+
+/*
+ * A pointer to `len` bytes at offset `off` of the frame, or NULL when the frame is shorter.
+ * Always inlined with a constant `len`, so the verifier sees a bounded offset and a fixed-size
+ * range check on the resulting packet pointer.
+ */
+static __always_inline void *stator_ptr(const struct xdp_md *ctx, __u32 off, const __u32 len)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	void *p;
+
+	if (off > STATOR_MAX_PKT_OFF)
+		return NULL;
+	p = data + off;
+	if (p + len > data_end)
+		return NULL;
+	return p;
+}
+
+/* `now` of the decision: the test clock when set, else the coarse monotonic clock; read once
+ * per packet. */
+static __always_inline __u64 stator_now(struct stator_pkt *pkt)
+{
+	if (!pkt->now)
+		pkt->now = pkt->test_clock ? pkt->test_clock : bpf_ktime_get_coarse_ns();
+	return pkt->now;
+}
+
+#endif /* STATOR_COMMON_H */

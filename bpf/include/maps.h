@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR Apache-2.0) */
+/*
+ * maps.h — the forwarder's maps, exactly as listed in stator_abi.h.
+ *
+ * Every map is pinned by name (LIBBPF_PIN_BY_NAME), so a loader given the same pin directory
+ * reuses the maps of a previous run: the connection table, counters and the active generation
+ * survive a restart or an upgrade of the program. The loader overrides max_entries of
+ * stator_ct and stator_slots before loading (EbpfLoader::set_max_entries).
+ *
+ * Connection table: by default LRU_PERCPU_HASH (one LRU and one value per CPU; no cache line is
+ * shared between CPUs, which is right when RSS keeps a flow on one CPU). Built with
+ * -DSTATOR_CT_SHARED it is one LRU_HASH with per-CPU LRU lists (BPF_F_NO_COMMON_LRU): one
+ * entry per flow whatever CPU sees it, for veth and virtio without RSS, where a flow's CPU is
+ * not stable.
+ */
+#ifndef STATOR_MAPS_H
+#define STATOR_MAPS_H
+
+#include "common.h"
+
+#ifndef LIBBPF_PIN_BY_NAME
+#define LIBBPF_PIN_BY_NAME 1
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct stator_ctl);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_ctl SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct stator_node_cfg);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 2 * STATOR_MAX_VIPS);
+	__type(key, struct stator_vaddr_key);
+	__type(value, struct stator_vaddr);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_vaddrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 2 * STATOR_MAX_VIPS);
+	__type(key, struct stator_vip_key);
+	__type(value, struct stator_vip);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_vips SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * STATOR_MAX_REALS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct stator_real);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_reals SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * STATOR_DEFAULT_SLOTS_PER_GEN);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_slots SEC(".maps");
+
+struct {
+#ifdef STATOR_CT_SHARED
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+#else
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+#endif
+	__uint(max_entries, STATOR_DEFAULT_CT_ENTRIES);
+	__type(key, struct stator_flow_key);
+	__type(value, struct stator_ct_entry);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_ct SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stator_flood);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_flood SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STATOR_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STATOR_DROP_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STATOR_MAX_VIPS);
+	__type(key, __u32);
+	__type(value, struct stator_traffic);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_vipstats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STATOR_MAX_REALS);
+	__type(key, __u32);
+	__type(value, struct stator_traffic);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_realstat SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STATOR_MAX_REALS);
+	__type(key, __u32);
+	__type(value, struct stator_nh);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_nh SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, STATOR_MAX_TX_PORTS);
+	__type(key, __u32);
+	__type(value, struct bpf_devmap_val);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_tx_ports SEC(".maps");
+
+/* stator_reals[gen * STATOR_MAX_REALS + real_id], or NULL for an id out of range. */
+static __always_inline const struct stator_real *stator_real_lookup(__u32 gen, __u32 real_id)
+{
+	__u32 idx;
+
+	if (real_id >= STATOR_MAX_REALS)
+		return NULL;
+	idx = gen * STATOR_MAX_REALS + real_id;
+	return bpf_map_lookup_elem(&stator_reals, &idx);
+}
+
+#endif /* STATOR_MAPS_H */

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR Apache-2.0) */
+/*
+ * probe.h — the self-test probe (docs/forwarding.md §1.4, struct stator_probe).
+ *
+ * The controller's forwarder-health check runs a probe frame through BPF_PROG_TEST_RUN every
+ * second. The program answers it from the active generation — the generation number, whether
+ * stator_cfg[gen] is programmed and its config generation, and a stator_vaddrs lookup of an
+ * address the probe names — and passes it. Probes are not traffic: they count only in
+ * self_test (and act_pass, so every packet still ends in one action counter).
+ */
+#ifndef STATOR_PROBE_H
+#define STATOR_PROBE_H
+
+#include "vip.h"
+
+/* A frame of ethertype STATOR_PROBE_ETHERTYPE at l3 = 14; non-probes are non-IP. */
+static __always_inline int stator_probe(const struct xdp_md *ctx)
+{
+	struct stator_probe *p = stator_ptr(ctx, STATOR_ETH_LEN, sizeof(*p));
+	const struct stator_node_cfg *cfg;
+	struct stator_vaddr_key key = {};
+	const struct stator_vaddr *v;
+	struct stator_pkt pkt = {};
+	__u32 result = 0;
+
+	if (!p || p->magic != STATOR_PROBE_MAGIC)
+		return stator_pass(STATOR_CNT_NON_IP);
+	if (stator_read_ctl(&pkt) != STATOR_CONTINUE)
+		return XDP_DROP; /* counted by stator_read_ctl */
+	p->answer = ~p->nonce;
+	p->active_gen = pkt.gen;
+	cfg = stator_cfg_lookup(pkt.gen);
+	if (cfg) {
+		if (cfg->outer_ttl)
+			result |= STATOR_PROBE_F_CFG;
+		p->config_generation = cfg->config_generation;
+	}
+	if (p->family == STATOR_FAMILY_V4 || p->family == STATOR_FAMILY_V6) {
+		__builtin_memcpy(key.addr, p->addr, sizeof(key.addr));
+		key.family = p->family;
+		key.generation = pkt.gen;
+		v = bpf_map_lookup_elem(&stator_vaddrs, &key);
+		if (v) {
+			result |= STATOR_PROBE_F_VADDR;
+			p->vaddr_flags = v->flags;
+		}
+	}
+	p->result = result;
+	return stator_pass(STATOR_CNT_SELF_TEST);
+}
+
+#endif /* STATOR_PROBE_H */

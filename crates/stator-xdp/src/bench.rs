@@ -1,0 +1,168 @@
+//! Measuring XDP programs under BPF_PROG_TEST_RUN, the two ways `docs/xdp.md` describes.
+//!
+//! - **Per call**: one run per syscall (`repeat = 1`), the frame supplied fresh each time;
+//!   `duration` then includes the kernel's fixed per-call overhead.
+//! - **Kernel repeat**: the kernel runs [`BenchWrapper`]'s program `repeat` times on one
+//!   buffer; the wrapper restores the original frame (stripping what the measured program
+//!   prepended), optionally varies the flow, and tail-calls the program under measurement.
+//!
+//! Baselines ([`Baselines`]: XDP_PASS, MAC swap + XDP_TX) run the same ways, so differences
+//! are what the forwarder adds.
+
+use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues, ProgramArray};
+pub use aya::programs::ProgramFd;
+use aya::util::nr_cpus;
+use aya::{Ebpf, EbpfLoader};
+use stator_abi::{BenchFrame, STATOR_BENCH_FRAME_MAX};
+
+use crate::error::{Result, XdpError};
+use crate::forwarder::{load_xdp, program_fd};
+use crate::objects;
+use crate::sys::{self, Rec};
+use crate::testrun::{TestRunOpts, TestRunOutput, run_xdp};
+
+/// The baseline programs.
+#[derive(Debug)]
+pub struct Baselines {
+    ebpf: Ebpf,
+}
+
+impl Baselines {
+    /// Loads `stator_pass` and `stator_swap_tx`.
+    pub fn load() -> Result<Self> {
+        if !sys::is_root() {
+            return Err(XdpError::NotRoot {
+                what: "loading BPF programs".into(),
+            });
+        }
+        let mut ebpf = Ebpf::load(objects::PASS).map_err(|e| XdpError::Load {
+            object: "stator_pass".into(),
+            source: Box::new(e),
+        })?;
+        load_xdp(&mut ebpf, "stator_pass")?;
+        load_xdp(&mut ebpf, "stator_swap_tx")?;
+        Ok(Self { ebpf })
+    }
+
+    /// XDP_PASS and nothing else.
+    pub fn pass(&self) -> &ProgramFd {
+        program_fd(&self.ebpf, "stator_pass").expect("loaded in Baselines::load")
+    }
+
+    /// Swaps the Ethernet addresses and returns XDP_TX.
+    pub fn swap_tx(&self) -> &ProgramFd {
+        program_fd(&self.ebpf, "stator_swap_tx").expect("loaded in Baselines::load")
+    }
+}
+
+/// The restore-and-tail-call wrapper for kernel-repeat measurements.
+pub struct BenchWrapper {
+    ebpf: Ebpf,
+    progs: ProgramArray<MapData>,
+    frame: Array<MapData, Rec<BenchFrame>>,
+    iter: PerCpuArray<MapData, u64>,
+}
+
+impl std::fmt::Debug for BenchWrapper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BenchWrapper").finish_non_exhaustive()
+    }
+}
+
+fn wrap_err(op: &'static str) -> impl Fn(aya::maps::MapError) -> XdpError {
+    move |e| XdpError::map("stator_bench", op, e)
+}
+
+impl BenchWrapper {
+    /// Loads `stator_bench` with fresh (unpinned) maps.
+    pub fn load() -> Result<Self> {
+        if !sys::is_root() {
+            return Err(XdpError::NotRoot {
+                what: "loading BPF programs".into(),
+            });
+        }
+        let mut ebpf = EbpfLoader::new()
+            .load(objects::BENCH)
+            .map_err(|e| XdpError::Load {
+                object: "stator_bench".into(),
+                source: Box::new(e),
+            })?;
+        load_xdp(&mut ebpf, "stator_bench")?;
+        let take = |ebpf: &mut Ebpf, name: &'static str| {
+            ebpf.take_map(name).ok_or_else(|| XdpError::Load {
+                object: "stator_bench".into(),
+                source: format!("map {name} missing").into(),
+            })
+        };
+        let progs = ProgramArray::try_from(take(&mut ebpf, "stator_bprogs")?)
+            .map_err(wrap_err("open stator_bprogs"))?;
+        let frame = Array::try_from(take(&mut ebpf, "stator_bframe")?)
+            .map_err(wrap_err("open stator_bframe"))?;
+        let iter = PerCpuArray::try_from(take(&mut ebpf, "stator_biter")?)
+            .map_err(wrap_err("open stator_biter"))?;
+        Ok(Self {
+            ebpf,
+            progs,
+            frame,
+            iter,
+        })
+    }
+
+    /// The program to measure (tail-called after every restore).
+    pub fn set_target(&mut self, prog: &ProgramFd) -> Result<()> {
+        self.progs
+            .set(0, prog, 0)
+            .map_err(wrap_err("set the target program"))
+    }
+
+    /// The original frame; with `nflows > 1`, iteration `i` adds `i % nflows` to the
+    /// big-endian 32-bit word at `flow_off` (e.g. the source address). Resets the iteration
+    /// counter.
+    pub fn set_frame(&mut self, frame: &[u8], nflows: u32, flow_off: u32) -> Result<()> {
+        if frame.is_empty() || frame.len() > STATOR_BENCH_FRAME_MAX as usize {
+            return Err(XdpError::InvalidOptions {
+                reason: format!(
+                    "bench frame of {} bytes (1..={STATOR_BENCH_FRAME_MAX})",
+                    frame.len()
+                ),
+            });
+        }
+        if nflows > 1 && flow_off as usize + 4 > frame.len() {
+            return Err(XdpError::InvalidOptions {
+                reason: format!("flow word at {flow_off} beyond the frame"),
+            });
+        }
+        let mut f = BenchFrame {
+            len: frame.len() as u32,
+            nflows,
+            flow_off,
+            ..BenchFrame::default()
+        };
+        f.bytes[..frame.len()].copy_from_slice(frame);
+        self.frame
+            .set(0, Rec(f), 0)
+            .map_err(wrap_err("set the frame"))?;
+        let cpus = nr_cpus().map_err(|(_, e)| XdpError::io("counting CPUs", e))?;
+        let zeros = PerCpuValues::try_from(vec![0u64; cpus])
+            .map_err(|e| XdpError::io("per-CPU values", e))?;
+        self.iter
+            .set(0, zeros, 0)
+            .map_err(wrap_err("reset the iteration counter"))
+    }
+
+    /// Runs the wrapper `repeat` times in the kernel over the frame (the kernel's `duration`
+    /// is the mean per iteration).
+    pub fn run(&self, frame: &[u8], repeat: u32, ingress_ifindex: u32) -> Result<TestRunOutput> {
+        let fd = program_fd(&self.ebpf, "stator_bench").expect("loaded in BenchWrapper::load");
+        run_xdp(
+            fd,
+            frame,
+            TestRunOpts {
+                repeat,
+                ingress_ifindex,
+                ..TestRunOpts::default()
+            },
+        )
+        .map_err(|e| XdpError::io("BPF_PROG_TEST_RUN (bench wrapper)", e))
+    }
+}

@@ -1,0 +1,360 @@
+//! The loaded forwarder: program + pinned maps, and what the controller does with them.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use aya::programs::{ProgramError, ProgramFd, Xdp};
+use aya::{Ebpf, EbpfLoader};
+use stator_abi::{
+    Probe, STATOR_FAMILY_NONE, STATOR_PROBE_ETHERTYPE, STATOR_PROBE_F_CFG, STATOR_PROBE_F_VADDR,
+    STATOR_PROBE_MAGIC,
+};
+use stator_core::Snapshot;
+
+use crate::error::{Result, XdpError, log_tail};
+use crate::maps::{Maps, check_pins};
+use crate::objects;
+use crate::options::{ConntrackMode, XdpOptions};
+use crate::program::{addr_bytes, encode};
+use crate::sys;
+use crate::testrun::{TestRunOpts, TestRunOutput, run_xdp};
+
+/// Name of the forwarder's XDP program in its object.
+pub const PROGRAM_NAME: &str = "stator_fwd";
+
+/// What [`Forwarder::commit`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitReport {
+    /// The generation (0 or 1) packets use now.
+    pub active_gen: u32,
+    /// `Snapshot::generation` of the committed snapshot.
+    pub config_generation: u64,
+    /// VIPs, reals and Maglev slots written.
+    pub vips: usize,
+    /// Reals written.
+    pub reals: usize,
+    /// Slots written.
+    pub slots: u32,
+    /// Time to write the inactive half.
+    pub write_time: Duration,
+    /// Time waiting for the grace period after the flip.
+    pub grace_time: Duration,
+}
+
+/// The answer of [`Forwarder::self_test`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelfTest {
+    /// The generation the program read.
+    pub active_gen: u32,
+    /// The config generation of that half.
+    pub config_generation: u64,
+    /// Whether an address of the active snapshot was probed and found.
+    pub vaddr_checked: bool,
+    /// How long the test run took (program only, as the kernel measured it).
+    pub run_ns: u32,
+}
+
+/// Stator's XDP forwarder, loaded: the program (not necessarily attached anywhere) and its
+/// pinned maps.
+#[derive(Debug)]
+pub struct Forwarder {
+    pub(crate) ebpf: Ebpf,
+    pub(crate) maps: Maps,
+    pub(crate) opts: XdpOptions,
+    nonce: AtomicU32,
+}
+
+impl Forwarder {
+    /// Loads the forwarder: creates the pin directory, checks that maps already pinned there
+    /// have this build's layout (then reuses them: connection table, counters and the active
+    /// generation survive a restart), loads and verifies the program, and maps the arrays.
+    pub fn load(opts: &XdpOptions) -> Result<Self> {
+        if !sys::is_root() {
+            return Err(XdpError::NotRoot {
+                what: "loading the XDP forwarder".into(),
+            });
+        }
+        opts.validate()?;
+        if !sys::on_bpffs(&opts.pin_path).unwrap_or(false) {
+            return Err(XdpError::NotBpffs {
+                path: opts.pin_path.clone(),
+            });
+        }
+        std::fs::create_dir_all(&opts.pin_path).map_err(|e| {
+            XdpError::io(
+                format!("creating pin directory {}", opts.pin_path.display()),
+                e,
+            )
+        })?;
+        let object = match opts.conntrack {
+            ConntrackMode::PerCpu => objects::FORWARDER,
+            ConntrackMode::Shared => objects::FORWARDER_SHARED,
+        };
+        let slots = opts
+            .slots_per_gen
+            .checked_mul(2)
+            .ok_or(XdpError::InvalidOptions {
+                reason: "slots_per_gen too large".into(),
+            })?;
+        check_pins(
+            object,
+            &opts.pin_path,
+            &[("stator_ct", opts.ct_entries), ("stator_slots", slots)],
+        )?;
+        let mut ebpf = EbpfLoader::new()
+            .map_pin_path(&opts.pin_path)
+            .set_max_entries("stator_ct", opts.ct_entries)
+            .set_max_entries("stator_slots", slots)
+            .load(object)
+            .map_err(|e| XdpError::Load {
+                object: "stator_fwd".into(),
+                source: Box::new(e),
+            })?;
+        load_xdp(&mut ebpf, PROGRAM_NAME)?;
+        let maps = Maps::open(&opts.pin_path)?;
+        maps.ctl
+            .set_fib_cache_us(opts.fib_cache.map_or(0, |d| d.as_micros() as u32));
+        Ok(Self {
+            ebpf,
+            maps,
+            opts: opts.clone(),
+            nonce: AtomicU32::new(1),
+        })
+    }
+
+    /// The options it was loaded with.
+    pub fn options(&self) -> &XdpOptions {
+        &self.opts
+    }
+
+    /// The maps (counters, connection table, tx ports, …).
+    pub fn maps(&self) -> &Maps {
+        &self.maps
+    }
+
+    /// The program's file descriptor (for BPF_PROG_TEST_RUN or a tail call).
+    pub fn program(&self) -> &ProgramFd {
+        program_fd(&self.ebpf, PROGRAM_NAME).expect("the program is loaded by Forwarder::load")
+    }
+
+    /// A duplicate of the program's file descriptor, for another thread.
+    pub fn program_fd_owned(&self) -> Result<OwnedFd> {
+        self.program()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| XdpError::io("duplicating the program fd", e))
+    }
+
+    /// Runs the program once over `frame` (BPF_PROG_TEST_RUN).
+    pub fn test_run(&self, frame: &[u8], opts: TestRunOpts) -> Result<TestRunOutput> {
+        run_xdp(self.program(), frame, opts).map_err(|e| XdpError::io("BPF_PROG_TEST_RUN", e))
+    }
+
+    /// The generation packets use.
+    pub fn active_generation(&self) -> u32 {
+        self.maps.active_generation()
+    }
+
+    /// Makes `snap` the configuration every packet sees, in one step: validates it against the
+    /// compiled limits, writes it completely into the inactive generation, flips
+    /// `stator_ctl.active_gen` with one atomic store, then waits for an RCU grace period
+    /// (`membarrier(MEMBARRIER_CMD_GLOBAL)`) so that no packet still uses the old half when the
+    /// next commit overwrites it. On error the active generation is untouched.
+    pub fn commit(&mut self, snap: &Snapshot) -> Result<CommitReport> {
+        let start = Instant::now();
+        let next = self.maps.active_generation() ^ 1;
+        let enc = encode(snap, next, self.maps.slots_per_gen())?;
+        self.maps.write_generation(next, &enc)?;
+        let written = Instant::now();
+        self.maps.ctl.set_active_gen(next);
+        if sys::membarrier_global().is_err() {
+            // nohz_full kernels refuse MEMBARRIER_CMD_GLOBAL: wait far longer than any XDP
+            // invocation instead (not a proof, documented in docs/xdp.md).
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(CommitReport {
+            active_gen: next,
+            config_generation: snap.generation,
+            vips: enc.vips.len(),
+            reals: enc.reals.len(),
+            slots: enc.slots_used,
+            write_time: written - start,
+            grace_time: written.elapsed(),
+        })
+    }
+
+    /// The active configuration read back from the maps (`None` if nothing was ever
+    /// committed). After a restart this is what the previous run committed: the controller
+    /// keeps its real ids, so pinned connection-table entries stay meaningful.
+    pub fn active_snapshot(&self) -> Result<Option<Snapshot>> {
+        self.maps.active_snapshot()
+    }
+
+    /// Commits an empty snapshot with default node parameters unless something is active.
+    pub fn ensure_programmed(&mut self) -> Result<bool> {
+        if self.active_snapshot()?.is_some() {
+            return Ok(false);
+        }
+        self.commit(&Snapshot::default())?;
+        Ok(true)
+    }
+
+    /// Turns the next-hop cache on (`Some(lifetime)`) or off (`None`: a FIB lookup for every
+    /// packet), effective for the next packet.
+    pub fn set_fib_cache(&mut self, lifetime: Option<Duration>) -> Result<()> {
+        let opts = XdpOptions {
+            fib_cache: lifetime,
+            ..self.opts.clone()
+        };
+        opts.validate()?;
+        self.maps
+            .ctl
+            .set_fib_cache_us(lifetime.map_or(0, |d| d.as_micros() as u32));
+        self.opts = opts;
+        Ok(())
+    }
+
+    /// Sets (`Some`) or clears (`None`) the test clock the program uses instead of the kernel
+    /// clock. Tests only.
+    pub fn set_test_clock(&self, ns: Option<u64>) {
+        self.maps.ctl.set_test_clock(ns.unwrap_or(0));
+    }
+
+    /// Lets the program redirect to interface `ifindex`.
+    pub fn add_tx_port(&mut self, ifindex: u32) -> Result<()> {
+        self.maps
+            .tx_ports
+            .insert(ifindex, ifindex, None, 0)
+            .map_err(|e| XdpError::map("stator_tx_ports", "update", e))
+    }
+
+    /// Removes interface `ifindex` from the redirect targets.
+    pub fn remove_tx_port(&mut self, ifindex: u32) -> Result<()> {
+        self.maps
+            .tx_ports
+            .remove(ifindex)
+            .map_err(|e| XdpError::map("stator_tx_ports", "delete", e))
+    }
+
+    /// Proves the program, its maps and the active generation answer: runs a self-test probe
+    /// frame (ethertype 0x88B5, `struct stator_probe`) through BPF_PROG_TEST_RUN on the
+    /// loopback device and checks that the program read the active generation from
+    /// `stator_ctl`, found `stator_cfg` of that generation programmed with the config
+    /// generation user space sees, and (when the active snapshot has a VIP) found its address
+    /// in `stator_vaddrs`. The probe counts only in `self_test` and `act_pass`; no traffic
+    /// counter, connection-table entry or flood window is touched.
+    pub fn self_test(&self) -> Result<SelfTest> {
+        let fail = |reason: String| XdpError::SelfTest { reason };
+        let active = self.maps.active_generation();
+        let cfg = self.maps.node_cfg(active);
+        let snap = self.maps.read_generation(active)?;
+        let addr = snap
+            .as_ref()
+            .and_then(|s| s.vips.keys().next().map(|k| addr_bytes(k.addr)));
+        let nonce = self.nonce.fetch_add(1, Ordering::Relaxed);
+        let probe = Probe {
+            magic: STATOR_PROBE_MAGIC,
+            nonce,
+            addr: addr.map_or([0; 16], |a| a.0),
+            family: addr.map_or(STATOR_FAMILY_NONE as u8, |a| a.1),
+            ..Probe::default()
+        };
+        let mut frame = vec![0u8; 14];
+        frame[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0xfe]);
+        frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0xff]);
+        frame[12..14].copy_from_slice(&(STATOR_PROBE_ETHERTYPE as u16).to_be_bytes());
+        frame.extend_from_slice(&probe.to_bytes());
+        let out = self.test_run(&frame, TestRunOpts::default())?;
+        if out.action != 2 {
+            return Err(fail(format!(
+                "probe returned XDP action {}, not PASS",
+                out.action
+            )));
+        }
+        let answer = Probe::from_bytes(out.data.get(14..).unwrap_or(&[]))
+            .ok_or_else(|| fail("probe frame came back truncated".into()))?;
+        if answer.magic != STATOR_PROBE_MAGIC || answer.answer != !nonce {
+            return Err(fail(
+                "the program did not answer the probe (is this Stator's forwarder?)".into(),
+            ));
+        }
+        if answer.active_gen != active {
+            return Err(fail(format!(
+                "the program reads generation {}, user space sees {active}",
+                answer.active_gen
+            )));
+        }
+        if answer.result & STATOR_PROBE_F_CFG == 0 {
+            return Err(fail(format!("generation {active} is not programmed")));
+        }
+        if answer.config_generation != cfg.config_generation {
+            return Err(fail(format!(
+                "the program sees config generation {}, user space {}",
+                answer.config_generation, cfg.config_generation
+            )));
+        }
+        if addr.is_some() && answer.result & STATOR_PROBE_F_VADDR == 0 {
+            return Err(fail(format!(
+                "a VIP address of generation {active} is missing from stator_vaddrs"
+            )));
+        }
+        Ok(SelfTest {
+            active_gen: answer.active_gen,
+            config_generation: answer.config_generation,
+            vaddr_checked: addr.is_some(),
+            run_ns: out.duration_ns,
+        })
+    }
+}
+
+/// Loads XDP program `name` of `ebpf`, turning a verifier rejection into a clear error.
+pub(crate) fn load_xdp(ebpf: &mut Ebpf, name: &str) -> Result<()> {
+    let prog: &mut Xdp = ebpf
+        .program_mut(name)
+        .ok_or_else(|| XdpError::Load {
+            object: name.to_string(),
+            source: format!("no program `{name}` in the object").into(),
+        })?
+        .try_into()
+        .map_err(|e: ProgramError| XdpError::Load {
+            object: name.to_string(),
+            source: Box::new(e),
+        })?;
+    prog.load().map_err(|e| match e {
+        ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        } => XdpError::VerifierRejected {
+            program: name.to_string(),
+            log_tail: log_tail(&verifier_log.to_string(), 40),
+            source: io_error,
+        },
+        other => XdpError::Load {
+            object: name.to_string(),
+            source: Box::new(other),
+        },
+    })
+}
+
+/// Loads and verifies XDP program `program` of the ELF `object` without attaching it or
+/// pinning anything (for tooling and tests). A rejection is [`XdpError::VerifierRejected`]
+/// carrying the tail of the verifier log.
+pub fn verify(object: &[u8], program: &str) -> Result<()> {
+    if !sys::is_root() {
+        return Err(XdpError::NotRoot {
+            what: "loading BPF programs".into(),
+        });
+    }
+    let mut ebpf = Ebpf::load(object).map_err(|e| XdpError::Load {
+        object: program.to_string(),
+        source: Box::new(e),
+    })?;
+    load_xdp(&mut ebpf, program)
+}
+
+/// The fd of loaded XDP program `name`.
+pub(crate) fn program_fd<'a>(ebpf: &'a Ebpf, name: &str) -> Option<&'a ProgramFd> {
+    let prog: &Xdp = ebpf.program(name)?.try_into().ok()?;
+    prog.fd().ok()
+}

@@ -1,0 +1,531 @@
+//! The forwarder's maps, opened from their pins, with typed access.
+//!
+//! Maps are always opened from the pin directory — after a fresh load (aya pinned them by name)
+//! and in `stator xdp status|stats` alike — so there is one way in. The arrays user space writes
+//! (`stator_ctl`, `stator_cfg`, `stator_reals`, `stator_slots`) are `BPF_F_MMAPABLE` and mapped
+//! into memory; the hash maps go through the bpf syscall; per-CPU counters are read and summed.
+
+use std::path::{Path, PathBuf};
+
+use aya::maps::{DevMapHash, HashMap, Map, MapData, MapInfo, MapType, PerCpuArray, PerCpuHashMap};
+use stator_abi::{
+    Counter, CtEntry, Ctl, DropReason, Flood, FlowKey, NodeCfg, Real, STATOR_CNT_MAX,
+    STATOR_DROP_MAX, Traffic, Vaddr, VaddrKey, Vip, VipKey,
+};
+
+use crate::error::{Result, XdpError};
+use crate::options::ConntrackMode;
+use crate::sys::{MmapArray, Rec, Record};
+
+/// Names of the forwarder's maps (also their pin names).
+pub const FORWARDER_MAPS: [&str; 14] = [
+    "stator_ctl",
+    "stator_cfg",
+    "stator_vaddrs",
+    "stator_vips",
+    "stator_reals",
+    "stator_slots",
+    "stator_ct",
+    "stator_flood",
+    "stator_counters",
+    "stator_drops",
+    "stator_vipstats",
+    "stator_realstat",
+    "stator_nh",
+    "stator_tx_ports",
+];
+
+/// The connection table, in either flavour.
+pub(crate) enum CtMap {
+    PerCpu(PerCpuHashMap<MapData, Rec<FlowKey>, Rec<CtEntry>>),
+    Shared(HashMap<MapData, Rec<FlowKey>, Rec<CtEntry>>),
+}
+
+/// Every forwarder map, typed.
+pub struct Maps {
+    pin_path: PathBuf,
+    conntrack: ConntrackMode,
+    ct_entries: u32,
+    slots_per_gen: u32,
+    pub(crate) ctl: MmapArray<Ctl>,
+    pub(crate) cfg: MmapArray<NodeCfg>,
+    pub(crate) reals: MmapArray<Real>,
+    pub(crate) slots: MmapArray<u32>,
+    pub(crate) vaddrs: HashMap<MapData, Rec<VaddrKey>, Rec<Vaddr>>,
+    pub(crate) vips: HashMap<MapData, Rec<VipKey>, Rec<Vip>>,
+    pub(crate) ct: CtMap,
+    pub(crate) flood: PerCpuArray<MapData, Rec<Flood>>,
+    counters: PerCpuArray<MapData, u64>,
+    drops: PerCpuArray<MapData, u64>,
+    vipstats: PerCpuArray<MapData, Rec<Traffic>>,
+    realstat: PerCpuArray<MapData, Rec<Traffic>>,
+    pub(crate) tx_ports: DevMapHash<MapData>,
+}
+
+impl std::fmt::Debug for Maps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Maps")
+            .field("pin_path", &self.pin_path)
+            .field("conntrack", &self.conntrack)
+            .field("ct_entries", &self.ct_entries)
+            .field("slots_per_gen", &self.slots_per_gen)
+            .finish_non_exhaustive()
+    }
+}
+
+fn open_pin(dir: &Path, name: &'static str) -> Result<MapData> {
+    MapData::from_pin(dir.join(name)).map_err(|e| XdpError::map(name, "opening the pin", e))
+}
+
+fn typed<T>(
+    name: &'static str,
+    map: Map,
+    f: impl FnOnce(Map) -> std::result::Result<T, aya::maps::MapError>,
+) -> Result<T> {
+    f(map).map_err(|e| XdpError::map(name, "checking its type and sizes", e))
+}
+
+fn mmap_array<T: Record>(name: &'static str, md: &MapData) -> Result<MmapArray<T>> {
+    let info = md
+        .info()
+        .map_err(|e| XdpError::map(name, "reading its info", e))?;
+    if info.value_size() as usize != size_of::<T>() {
+        return Err(XdpError::map(
+            name,
+            "checking its value size",
+            std::io::Error::other(format!(
+                "value size {} != {}",
+                info.value_size(),
+                size_of::<T>()
+            )),
+        ));
+    }
+    MmapArray::open(md.fd().as_fd(), info.max_entries())
+        .map_err(|e| XdpError::map(name, "mmap (is it BPF_F_MMAPABLE?)", e))
+}
+
+use std::os::fd::AsFd as _;
+
+impl Maps {
+    /// Opens every forwarder map pinned under `pin_path`.
+    pub fn open(pin_path: &Path) -> Result<Self> {
+        if !crate::sys::is_root() {
+            return Err(XdpError::NotRoot {
+                what: "reading the forwarder's pinned maps".into(),
+            });
+        }
+        if !crate::sys::on_bpffs(pin_path).unwrap_or(false) {
+            return Err(XdpError::NotBpffs {
+                path: pin_path.to_path_buf(),
+            });
+        }
+        if !pin_path.join("stator_ctl").exists() {
+            return Err(XdpError::NotLoaded {
+                pin_path: pin_path.to_path_buf(),
+            });
+        }
+        let ctl = open_pin(pin_path, "stator_ctl")?;
+        let cfg = open_pin(pin_path, "stator_cfg")?;
+        let reals = open_pin(pin_path, "stator_reals")?;
+        let slots = open_pin(pin_path, "stator_slots")?;
+        let ct = open_pin(pin_path, "stator_ct")?;
+        let ct_info = ct
+            .info()
+            .map_err(|e| XdpError::map("stator_ct", "reading its info", e))?;
+        let slots_per_gen = slots
+            .info()
+            .map_err(|e| XdpError::map("stator_slots", "reading its info", e))?
+            .max_entries()
+            / 2;
+        let (conntrack, ct) = match ct_info.map_type() {
+            Ok(MapType::LruPerCpuHash) => (
+                ConntrackMode::PerCpu,
+                CtMap::PerCpu(typed("stator_ct", Map::PerCpuLruHashMap(ct), |m| {
+                    PerCpuHashMap::try_from(m)
+                })?),
+            ),
+            _ => (
+                ConntrackMode::Shared,
+                CtMap::Shared(typed("stator_ct", Map::LruHashMap(ct), |m| {
+                    HashMap::try_from(m)
+                })?),
+            ),
+        };
+        let percpu =
+            |name: &'static str| -> Result<Map> { Ok(Map::PerCpuArray(open_pin(pin_path, name)?)) };
+        Ok(Self {
+            pin_path: pin_path.to_path_buf(),
+            conntrack,
+            ct_entries: ct_info.max_entries(),
+            slots_per_gen,
+            ctl: mmap_array("stator_ctl", &ctl)?,
+            cfg: mmap_array("stator_cfg", &cfg)?,
+            reals: mmap_array("stator_reals", &reals)?,
+            slots: mmap_array("stator_slots", &slots)?,
+            vaddrs: typed(
+                "stator_vaddrs",
+                Map::HashMap(open_pin(pin_path, "stator_vaddrs")?),
+                HashMap::try_from,
+            )?,
+            vips: typed(
+                "stator_vips",
+                Map::HashMap(open_pin(pin_path, "stator_vips")?),
+                HashMap::try_from,
+            )?,
+            ct,
+            flood: typed(
+                "stator_flood",
+                percpu("stator_flood")?,
+                PerCpuArray::try_from,
+            )?,
+            counters: typed(
+                "stator_counters",
+                percpu("stator_counters")?,
+                PerCpuArray::try_from,
+            )?,
+            drops: typed(
+                "stator_drops",
+                percpu("stator_drops")?,
+                PerCpuArray::try_from,
+            )?,
+            vipstats: typed(
+                "stator_vipstats",
+                percpu("stator_vipstats")?,
+                PerCpuArray::try_from,
+            )?,
+            realstat: typed(
+                "stator_realstat",
+                percpu("stator_realstat")?,
+                PerCpuArray::try_from,
+            )?,
+            tx_ports: typed(
+                "stator_tx_ports",
+                Map::DevMapHash(open_pin(pin_path, "stator_tx_ports")?),
+                DevMapHash::try_from,
+            )?,
+        })
+    }
+
+    /// The pin directory.
+    pub fn pin_path(&self) -> &Path {
+        &self.pin_path
+    }
+
+    /// The connection-table flavour of the pinned maps.
+    pub fn conntrack(&self) -> ConntrackMode {
+        self.conntrack
+    }
+
+    /// Connection-table capacity.
+    pub fn ct_entries(&self) -> u32 {
+        self.ct_entries
+    }
+
+    /// Maglev slots per generation.
+    pub fn slots_per_gen(&self) -> u32 {
+        self.slots_per_gen
+    }
+
+    /// The generation packets use now.
+    pub fn active_generation(&self) -> u32 {
+        self.ctl.active_gen() & 1
+    }
+
+    /// The next-hop cache lifetime (`None` = a FIB lookup for every packet).
+    pub fn fib_cache(&self) -> Option<std::time::Duration> {
+        let us = self.ctl.read(0).fib_cache_us;
+        (us != 0).then(|| std::time::Duration::from_micros(u64::from(us)))
+    }
+
+    /// The active configuration read back from the maps (`None` if never programmed).
+    pub fn active_snapshot(&self) -> Result<Option<stator_core::Snapshot>> {
+        self.read_generation(self.active_generation())
+    }
+
+    /// `stator_cfg[gen]` as it is in the map.
+    pub fn node_cfg(&self, generation: u32) -> NodeCfg {
+        self.cfg.read(generation & 1)
+    }
+
+    /// Global counters and drops by reason, summed across CPUs.
+    pub fn counters(&self) -> Result<Counters> {
+        let mut c = Counters::default();
+        for (i, v) in c.counters.iter_mut().enumerate() {
+            *v = sum_u64(&self.counters, "stator_counters", i as u32)?;
+        }
+        for (i, v) in c.drops.iter_mut().enumerate() {
+            *v = sum_u64(&self.drops, "stator_drops", i as u32)?;
+        }
+        Ok(c)
+    }
+
+    /// Traffic of VIP `vip_id`, summed across CPUs.
+    pub fn vip_traffic(&self, vip_id: u32) -> Result<Traffic> {
+        sum_traffic(&self.vipstats, "stator_vipstats", vip_id)
+    }
+
+    /// Traffic of real `real_id`, summed across CPUs.
+    pub fn real_traffic(&self, real_id: u32) -> Result<Traffic> {
+        sum_traffic(&self.realstat, "stator_realstat", real_id)
+    }
+
+    /// The connection-table entries of a flow: one per CPU (per-CPU table; a zero
+    /// `last_seen_ns` means none on that CPU) or one (shared table). Empty when absent.
+    pub fn conntrack_lookup(&self, flow: &FlowKey) -> Result<Vec<CtEntry>> {
+        let key = Rec(*flow);
+        let found = match &self.ct {
+            CtMap::PerCpu(m) => m.get(&key, 0).map(|v| v.iter().map(|r| r.0).collect()),
+            CtMap::Shared(m) => m.get(&key, 0).map(|v| vec![v.0]),
+        };
+        match found {
+            Ok(v) => Ok(v),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(Vec::new()),
+            Err(e) => Err(XdpError::map("stator_ct", "lookup", e)),
+        }
+    }
+
+    /// The SYN-flood guard's window on each CPU.
+    pub fn flood_windows(&self) -> Result<Vec<Flood>> {
+        let v = self
+            .flood
+            .get(&0, 0)
+            .map_err(|e| XdpError::map("stator_flood", "lookup", e))?;
+        Ok(v.iter().map(|r| r.0).collect())
+    }
+
+    /// Interfaces in `stator_tx_ports`.
+    pub fn tx_ports(&self) -> Result<Vec<u32>> {
+        self.tx_ports
+            .keys()
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| XdpError::map("stator_tx_ports", "iterate", e))
+    }
+}
+
+fn sum_u64(map: &PerCpuArray<MapData, u64>, name: &'static str, i: u32) -> Result<u64> {
+    let v = map
+        .get(&i, 0)
+        .map_err(|e| XdpError::map(name, "lookup", e))?;
+    Ok(v.iter().copied().fold(0u64, u64::wrapping_add))
+}
+
+fn sum_traffic(
+    map: &PerCpuArray<MapData, Rec<Traffic>>,
+    name: &'static str,
+    i: u32,
+) -> Result<Traffic> {
+    let v = map
+        .get(&i, 0)
+        .map_err(|e| XdpError::map(name, "lookup", e))?;
+    Ok(v.iter().fold(Traffic::default(), |acc, t| Traffic {
+        packets: acc.packets.wrapping_add(t.0.packets),
+        bytes: acc.bytes.wrapping_add(t.0.bytes),
+    }))
+}
+
+/// Global counters and drops by reason, summed across CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counters {
+    counters: [u64; STATOR_CNT_MAX as usize],
+    drops: [u64; STATOR_DROP_MAX as usize],
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Self {
+            counters: [0; STATOR_CNT_MAX as usize],
+            drops: [0; STATOR_DROP_MAX as usize],
+        }
+    }
+}
+
+impl Counters {
+    /// A counter's value.
+    pub fn get(&self, c: Counter) -> u64 {
+        self.counters[c.index() as usize]
+    }
+
+    /// Drops for a reason.
+    pub fn drops(&self, r: DropReason) -> u64 {
+        self.drops[r.code() as usize]
+    }
+
+    /// Every counter with its label, in index order.
+    pub fn iter(&self) -> impl Iterator<Item = (Counter, u64)> + '_ {
+        Counter::ALL.iter().map(|&c| (c, self.get(c)))
+    }
+
+    /// Every drop reason with its count, in code order.
+    pub fn iter_drops(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL.iter().map(|&r| (r, self.drops(r)))
+    }
+
+    /// `self - earlier`, counter by counter (wrapping).
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        let mut d = *self;
+        for (a, b) in d.counters.iter_mut().zip(earlier.counters) {
+            *a = a.wrapping_sub(b);
+        }
+        for (a, b) in d.drops.iter_mut().zip(earlier.drops) {
+            *a = a.wrapping_sub(b);
+        }
+        d
+    }
+
+    /// Counters that are not zero, with their labels (for test messages and logs).
+    pub fn nonzero(&self) -> Vec<(&'static str, u64)> {
+        let mut v: Vec<_> = self
+            .iter()
+            .filter(|(_, n)| *n != 0)
+            .map(|(c, n)| (c.label(), n))
+            .collect();
+        v.extend(
+            self.iter_drops()
+                .filter(|(_, n)| *n != 0)
+                .map(|(r, n)| (r.label(), n)),
+        );
+        v
+    }
+}
+
+const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+
+/// What one map of an object looks like (for the pinned-layout check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MapShape {
+    pub(crate) map_type: u32,
+    pub(crate) key_size: u32,
+    pub(crate) value_size: u32,
+    pub(crate) max_entries: u32,
+    pub(crate) flags: u32,
+}
+
+/// Fails with [`XdpError::IncompatiblePin`] when a map already pinned under `pin_path` differs
+/// from what `object` (with `overrides` of max_entries) would create: aya reuses pinned maps by
+/// name without looking at them, and a program must never run against maps of another layout.
+pub(crate) fn check_pins(object: &[u8], pin_path: &Path, overrides: &[(&str, u32)]) -> Result<()> {
+    let obj = aya_obj::Object::parse(object).map_err(|e| XdpError::Load {
+        object: "stator_fwd".into(),
+        source: Box::new(e),
+    })?;
+    for (name, m) in &obj.maps {
+        if !matches!(m.pinning(), aya_obj::maps::PinningType::ByName) {
+            continue;
+        }
+        let path = pin_path.join(name);
+        if !path.exists() {
+            continue;
+        }
+        let max_entries = overrides
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(m.max_entries(), |(_, v)| *v);
+        let want = MapShape {
+            map_type: m.map_type(),
+            key_size: m.key_size(),
+            value_size: m.value_size(),
+            max_entries,
+            flags: m.map_flags(),
+        };
+        let info = MapInfo::from_pin(&path).map_err(|e| XdpError::Map {
+            map: "pinned map",
+            op: "reading its info",
+            source: Box::new(e),
+        })?;
+        let map_type = info.map_type();
+        // The kernel adds BPF_F_RDONLY_PROG to devmaps itself (programs must not write them).
+        let kernel_added = match map_type {
+            Ok(MapType::DevMap | MapType::DevMapHash) => BPF_F_RDONLY_PROG,
+            _ => 0,
+        };
+        let have = MapShape {
+            map_type: map_type.map_or(u32::MAX, |t| t as u32),
+            key_size: info.key_size(),
+            value_size: info.value_size(),
+            max_entries: info.max_entries(),
+            flags: info.map_flags() & !kernel_added,
+        };
+        compare_shapes(&path, &have, &want)?;
+    }
+    Ok(())
+}
+
+/// The kernel's name of a map type (the ones Stator uses), else its number.
+fn map_type_name(t: u32) -> String {
+    match t {
+        1 => "HASH".into(),
+        2 => "ARRAY".into(),
+        3 => "PROG_ARRAY".into(),
+        6 => "PERCPU_ARRAY".into(),
+        9 => "LRU_HASH (conntrack shared)".into(),
+        10 => "LRU_PERCPU_HASH (conntrack percpu)".into(),
+        25 => "DEVMAP_HASH".into(),
+        t => format!("type {t}"),
+    }
+}
+
+fn compare_shapes(path: &Path, have: &MapShape, want: &MapShape) -> Result<()> {
+    if have.map_type != want.map_type {
+        return Err(XdpError::IncompatiblePin {
+            path: path.to_path_buf(),
+            what: "the map type",
+            pinned: map_type_name(have.map_type),
+            expected: map_type_name(want.map_type),
+        });
+    }
+    let checks: [(&'static str, u32, u32); 4] = [
+        ("the key size", have.key_size, want.key_size),
+        ("the value size", have.value_size, want.value_size),
+        ("max_entries", have.max_entries, want.max_entries),
+        ("the map flags", have.flags, want.flags),
+    ];
+    for (what, pinned, expected) in checks {
+        if pinned != expected {
+            return Err(XdpError::IncompatiblePin {
+                path: path.to_path_buf(),
+                what,
+                pinned: pinned.to_string(),
+                expected: expected.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_mismatch_names_the_property() {
+        let a = MapShape {
+            map_type: 9,
+            key_size: 40,
+            value_size: 16,
+            max_entries: 1024,
+            flags: 0,
+        };
+        let b = MapShape {
+            max_entries: 2048,
+            ..a
+        };
+        assert!(compare_shapes(Path::new("/x"), &a, &a).is_ok());
+        let err = compare_shapes(Path::new("/x/stator_ct"), &a, &b).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("max_entries is 1024, expected 2048"), "{msg}");
+        assert!(msg.contains("/x/stator_ct"), "{msg}");
+    }
+
+    #[test]
+    fn counters_since_subtracts() {
+        let mut a = Counters::default();
+        a.counters[Counter::CtHit.index() as usize] = 5;
+        let mut b = a;
+        b.counters[Counter::CtHit.index() as usize] = 7;
+        b.drops[DropReason::Fib.code() as usize] = 1;
+        let d = b.since(&a);
+        assert_eq!(d.get(Counter::CtHit), 2);
+        assert_eq!(d.drops(DropReason::Fib), 1);
+        assert_eq!(d.nonzero(), vec![("ct_hit", 2), ("fib", 1)]);
+    }
+}

@@ -1,0 +1,441 @@
+//! A [`Snapshot`] in map form, one generation at a time: validation against the compiled
+//! limits, encoding into map records, writing a generation's half of every map, and reading a
+//! generation back into a `Snapshot`.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use stator_abi::{
+    Encap, NodeCfg, Real as RealRec, STATOR_FAMILY_V4, STATOR_FAMILY_V6, STATOR_MAX_REALS,
+    STATOR_MAX_TABLE_SIZE, STATOR_MAX_VIPS, STATOR_NO_REAL, STATOR_NODE_F_ICMP_ECHO,
+    STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS,
+    STATOR_VADDR_F_UDP_ANY, STATOR_VADDR_F_UDP_PORTS, STATOR_VIP_F_NO_CT, Vaddr, VaddrKey,
+    Vip as VipRec, VipKey as VipKeyRec,
+};
+use stator_core::{
+    NodeParams, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags, VipId, VipKey,
+};
+
+use crate::error::{Result, XdpError};
+use crate::maps::Maps;
+use crate::sys::Rec;
+
+/// One generation's worth of map records.
+#[derive(Debug, Clone)]
+pub(crate) struct Encoded {
+    pub(crate) cfg: NodeCfg,
+    pub(crate) vaddrs: HashMap<VaddrKey, Vaddr>,
+    /// (key, value with an absolute table_off, table)
+    pub(crate) vips: Vec<(VipKeyRec, VipRec, Arc<[u32]>)>,
+    pub(crate) reals: Vec<(u32, RealRec)>,
+    pub(crate) slots_used: u32,
+}
+
+/// Address bytes (IPv4 in the first four), family tag.
+pub(crate) fn addr_bytes(addr: IpAddr) -> ([u8; 16], u8) {
+    let mut b = [0u8; 16];
+    match addr {
+        IpAddr::V4(a) => {
+            b[..4].copy_from_slice(&a.octets());
+            (b, STATOR_FAMILY_V4 as u8)
+        }
+        IpAddr::V6(a) => (a.octets(), STATOR_FAMILY_V6 as u8),
+    }
+}
+
+fn addr_from(bytes: [u8; 16], family: u8) -> Option<IpAddr> {
+    match u32::from(family) {
+        STATOR_FAMILY_V4 => Some(IpAddr::V4(Ipv4Addr::new(
+            bytes[0], bytes[1], bytes[2], bytes[3],
+        ))),
+        STATOR_FAMILY_V6 => Some(IpAddr::V6(Ipv6Addr::from(bytes))),
+        _ => None,
+    }
+}
+
+fn vip_name(key: &VipKey) -> String {
+    let proto = match key.proto {
+        Proto::Tcp => "tcp",
+        Proto::Udp => "udp",
+    };
+    match key.addr {
+        IpAddr::V4(a) => format!("{a}:{}/{proto}", key.port),
+        IpAddr::V6(a) => format!("[{a}]:{}/{proto}", key.port),
+    }
+}
+
+/// The node parameters as `stator_cfg` holds them.
+pub(crate) fn encode_node(node: &NodeParams, config_generation: u64) -> NodeCfg {
+    NodeCfg {
+        src_v4: node.src_v4.map_or([0; 4], |a| a.octets()),
+        src_v6: node.src_v6.map_or([0; 16], |a| a.octets()),
+        flags: if node.icmp_echo {
+            STATOR_NODE_F_ICMP_ECHO
+        } else {
+            0
+        },
+        tcp_timeout_ns: node.tcp_timeout_ns,
+        udp_timeout_ns: node.udp_timeout_ns,
+        flood_new_per_sec: node.flood_new_per_sec,
+        gue_port: node.gue_port.to_be_bytes(),
+        outer_ttl: node.outer_ttl,
+        _pad0: 0,
+        config_generation,
+    }
+}
+
+/// Validates `snap` against the compiled limits and encodes it for generation `generation`,
+/// whose slots start at `generation * slots_per_gen`.
+pub(crate) fn encode(snap: &Snapshot, generation: u32, slots_per_gen: u32) -> Result<Encoded> {
+    if snap.node.outer_ttl == 0 {
+        return Err(XdpError::invalid("node outer_ttl must be at least 1"));
+    }
+    if snap.vips.len() > STATOR_MAX_VIPS as usize {
+        return Err(XdpError::invalid(format!(
+            "{} VIPs, the forwarder holds at most {STATOR_MAX_VIPS}",
+            snap.vips.len()
+        )));
+    }
+    if let Some((key, vip)) = snap.vips.iter().find(|(_, v)| v.id.0 >= STATOR_MAX_VIPS) {
+        return Err(XdpError::invalid(format!(
+            "VIP {}: id {} out of range (< {STATOR_MAX_VIPS})",
+            vip_name(key),
+            vip.id.0
+        )));
+    }
+    let vip_ids: HashSet<VipId> = snap.vips.values().map(|v| v.id).collect();
+    if vip_ids.len() != snap.vips.len() {
+        return Err(XdpError::invalid("two VIPs share a VIP id"));
+    }
+    // real id → VIP id, dense, for the per-slot check
+    let mut real_vip = vec![u32::MAX; STATOR_MAX_REALS as usize];
+    let mut reals = Vec::with_capacity(snap.reals.len());
+    for (id, real) in &snap.reals {
+        if id.0 >= STATOR_MAX_REALS {
+            return Err(XdpError::invalid(format!(
+                "real id {} out of range (< {STATOR_MAX_REALS})",
+                id.0
+            )));
+        }
+        if !vip_ids.contains(&real.vip) {
+            return Err(XdpError::invalid(format!(
+                "real {} ({}) belongs to VIP id {}, which the snapshot does not have",
+                id.0, real.addr, real.vip.0
+            )));
+        }
+        real_vip[id.0 as usize] = real.vip.0;
+        let (addr, family) = addr_bytes(real.addr);
+        reals.push((
+            id.0,
+            RealRec {
+                addr,
+                vip_id: real.vip.0,
+                flags: match real.state {
+                    RealState::Usable => STATOR_REAL_F_USABLE as u16,
+                    RealState::Draining => STATOR_REAL_F_DRAINING as u16,
+                },
+                family,
+                encap: real.encap as u8,
+            },
+        ));
+    }
+
+    let mut vaddrs: HashMap<VaddrKey, Vaddr> = HashMap::new();
+    let mut vips = Vec::with_capacity(snap.vips.len());
+    let base = u64::from(generation) * u64::from(slots_per_gen);
+    let mut used: u64 = 0;
+    for (key, vip) in &snap.vips {
+        let name = vip_name(key);
+        let size = vip.table.len();
+        if size > STATOR_MAX_TABLE_SIZE as usize {
+            return Err(XdpError::invalid(format!(
+                "VIP {name}: Maglev table of {size} slots, at most {STATOR_MAX_TABLE_SIZE}"
+            )));
+        }
+        if size != 0 && !stator_hash::is_prime(size as u32) {
+            return Err(XdpError::invalid(format!(
+                "VIP {name}: Maglev table size {size} is not prime"
+            )));
+        }
+        if let Some(bad) = vip.table.iter().find(|&&r| {
+            r != STATOR_NO_REAL && real_vip.get(r as usize).is_none_or(|&v| v != vip.id.0)
+        }) {
+            return Err(XdpError::invalid(format!(
+                "VIP {name}: Maglev slot names real {bad}, which is not one of its reals"
+            )));
+        }
+        if used + size as u64 > u64::from(slots_per_gen) {
+            return Err(XdpError::invalid(format!(
+                "Maglev tables need more than the {slots_per_gen} slots per generation the \
+                 forwarder was loaded with (VIP {name}); load with a larger slots_per_gen"
+            )));
+        }
+        let (addr, family) = addr_bytes(key.addr);
+        let flag = match (key.proto, key.port) {
+            (Proto::Tcp, 0) => STATOR_VADDR_F_TCP_ANY,
+            (Proto::Tcp, _) => STATOR_VADDR_F_TCP_PORTS,
+            (Proto::Udp, 0) => STATOR_VADDR_F_UDP_ANY,
+            (Proto::Udp, _) => STATOR_VADDR_F_UDP_PORTS,
+        };
+        vaddrs
+            .entry(VaddrKey {
+                addr,
+                family,
+                generation: generation as u8,
+                _pad0: [0; 2],
+            })
+            .or_default()
+            .flags |= flag;
+        vips.push((
+            VipKeyRec {
+                addr,
+                port: key.port.to_be_bytes(),
+                proto: key.proto.number(),
+                family,
+                generation: generation as u8,
+                _pad0: [0; 3],
+            },
+            VipRec {
+                vip_id: vip.id.0,
+                flags: if vip.flags.no_conntrack {
+                    STATOR_VIP_F_NO_CT
+                } else {
+                    0
+                },
+                table_off: (base + used) as u32,
+                table_size: size as u32,
+            },
+            vip.table.clone(),
+        ));
+        used += size as u64;
+    }
+    Ok(Encoded {
+        cfg: encode_node(&snap.node, snap.generation),
+        vaddrs,
+        vips,
+        reals,
+        slots_used: used as u32,
+    })
+}
+
+impl Maps {
+    /// Writes generation `generation` completely: its stale hash entries are deleted, its half of
+    /// `stator_reals` is rewritten (unused ids zeroed), tables are copied into its half of
+    /// `stator_slots`, and `stator_cfg[generation]` last. Packets must not be using it.
+    pub(crate) fn write_generation(&mut self, generation: u32, enc: &Encoded) -> Result<()> {
+        let g = generation as u8;
+        // hash maps: delete what this half holds and the new snapshot does not, then upsert
+        let wanted_vips: HashSet<VipKeyRec> = enc.vips.iter().map(|(k, _, _)| *k).collect();
+        let stale: Vec<Rec<VipKeyRec>> = self
+            .vips
+            .keys()
+            .filter_map(std::result::Result::ok)
+            .filter(|k| k.0.generation == g && !wanted_vips.contains(&k.0))
+            .collect();
+        for k in stale {
+            self.vips
+                .remove(&k)
+                .map_err(|e| XdpError::map("stator_vips", "delete", e))?;
+        }
+        let stale: Vec<Rec<VaddrKey>> = self
+            .vaddrs
+            .keys()
+            .filter_map(std::result::Result::ok)
+            .filter(|k| k.0.generation == g && !enc.vaddrs.contains_key(&k.0))
+            .collect();
+        for k in stale {
+            self.vaddrs
+                .remove(&k)
+                .map_err(|e| XdpError::map("stator_vaddrs", "delete", e))?;
+        }
+        for (k, v) in &enc.vaddrs {
+            self.vaddrs
+                .insert(Rec(*k), Rec(*v), 0)
+                .map_err(|e| XdpError::map("stator_vaddrs", "update", e))?;
+        }
+        for (k, v, table) in &enc.vips {
+            for (i, &slot) in table.iter().enumerate() {
+                self.slots.write(v.table_off + i as u32, slot);
+            }
+            self.vips
+                .insert(Rec(*k), Rec(*v), 0)
+                .map_err(|e| XdpError::map("stator_vips", "update", e))?;
+        }
+        let base = generation * STATOR_MAX_REALS;
+        for i in 0..STATOR_MAX_REALS {
+            self.reals.write(base + i, RealRec::default());
+        }
+        for (id, r) in &enc.reals {
+            self.reals.write(base + id, *r);
+        }
+        self.cfg.write(generation, enc.cfg);
+        Ok(())
+    }
+
+    /// Reads generation `generation` back into a [`Snapshot`]; `None` when it was never
+    /// programmed (`stator_cfg[gen].outer_ttl == 0`).
+    pub(crate) fn read_generation(&self, generation: u32) -> Result<Option<Snapshot>> {
+        let cfg = self.cfg.read(generation);
+        if cfg.outer_ttl == 0 {
+            return Ok(None);
+        }
+        let src_v4 = (cfg.src_v4 != [0; 4]).then(|| Ipv4Addr::from(cfg.src_v4));
+        let src_v6 = (cfg.src_v6 != [0; 16]).then(|| Ipv6Addr::from(cfg.src_v6));
+        let mut snap = Snapshot {
+            generation: cfg.config_generation,
+            node: NodeParams {
+                src_v4,
+                src_v6,
+                icmp_echo: cfg.flags & STATOR_NODE_F_ICMP_ECHO != 0,
+                tcp_timeout_ns: cfg.tcp_timeout_ns,
+                udp_timeout_ns: cfg.udp_timeout_ns,
+                flood_new_per_sec: cfg.flood_new_per_sec,
+                gue_port: u16::from_be_bytes(cfg.gue_port),
+                outer_ttl: cfg.outer_ttl,
+            },
+            ..Snapshot::default()
+        };
+        for entry in self.vips.iter() {
+            let (k, v) = entry.map_err(|e| XdpError::map("stator_vips", "iterate", e))?;
+            let (k, v) = (k.0, v.0);
+            if u32::from(k.generation) != generation {
+                continue;
+            }
+            let proto = match k.proto {
+                6 => Proto::Tcp,
+                17 => Proto::Udp,
+                p => return Err(XdpError::invalid(format!("stator_vips holds protocol {p}"))),
+            };
+            let addr = addr_from(k.addr, k.family)
+                .ok_or_else(|| XdpError::invalid("stator_vips holds an unknown family"))?;
+            let table: Vec<u32> = (0..v.table_size)
+                .map(|i| self.slots.read(v.table_off + i))
+                .collect();
+            snap.vips.insert(
+                VipKey {
+                    addr,
+                    port: u16::from_be_bytes(k.port),
+                    proto,
+                },
+                Vip {
+                    id: VipId(v.vip_id),
+                    flags: VipFlags {
+                        no_conntrack: v.flags & STATOR_VIP_F_NO_CT != 0,
+                    },
+                    table: Arc::from(table),
+                },
+            );
+        }
+        let base = generation * STATOR_MAX_REALS;
+        for id in 0..STATOR_MAX_REALS {
+            let r = self.reals.read(base + id);
+            if r.flags == 0 {
+                continue;
+            }
+            let addr = addr_from(r.addr, r.family)
+                .ok_or_else(|| XdpError::invalid(format!("real {id} has an unknown family")))?;
+            snap.reals.insert(
+                RealId(id),
+                Real {
+                    addr,
+                    vip: VipId(r.vip_id),
+                    state: if u32::from(r.flags) & STATOR_REAL_F_USABLE != 0 {
+                        RealState::Usable
+                    } else {
+                        RealState::Draining
+                    },
+                    encap: Encap::from_code(r.encap).ok_or_else(|| {
+                        XdpError::invalid(format!("real {id} has encap code {}", r.encap))
+                    })?,
+                },
+            );
+        }
+        Ok(Some(snap))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stator_core::{BackendSpec, SnapshotBuilder};
+
+    fn v4(a: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, a))
+    }
+
+    fn snap() -> Snapshot {
+        SnapshotBuilder::new(NodeParams::default())
+            .vip(v4(100), 80, Proto::Tcp, 13, vec![BackendSpec::new(v4(1))])
+            .vip(v4(100), 0, Proto::Udp, 7, vec![BackendSpec::new(v4(2))])
+            .vip(v4(101), 0, Proto::Tcp, 7, vec![])
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn vaddr_flags_say_which_lookups_can_match() {
+        let e = encode(&snap(), 1, 100).unwrap();
+        assert_eq!(e.vaddrs.len(), 2);
+        let k = |a: u8| VaddrKey {
+            addr: addr_bytes(v4(a)).0,
+            family: 4,
+            generation: 1,
+            _pad0: [0; 2],
+        };
+        assert_eq!(
+            e.vaddrs[&k(100)].flags,
+            STATOR_VADDR_F_TCP_PORTS | STATOR_VADDR_F_UDP_ANY
+        );
+        assert_eq!(e.vaddrs[&k(101)].flags, STATOR_VADDR_F_TCP_ANY);
+    }
+
+    #[test]
+    fn tables_are_packed_into_the_generation_half() {
+        let e = encode(&snap(), 1, 100).unwrap();
+        let offs: Vec<(u32, u32)> = e
+            .vips
+            .iter()
+            .map(|(_, v, _)| (v.table_off, v.table_size))
+            .collect();
+        assert_eq!(offs.iter().map(|o| o.1).sum::<u32>(), 20);
+        assert!(
+            offs.iter()
+                .all(|&(off, size)| off >= 100 && off + size <= 200)
+        );
+        assert_eq!(e.slots_used, 20);
+    }
+
+    #[test]
+    fn limits_are_enforced_with_clear_errors() {
+        let err = encode(&snap(), 0, 15).unwrap_err().to_string();
+        assert!(err.contains("slots per generation"), "{err}");
+
+        let mut s = snap();
+        let (_, vip) = s.vips.iter_mut().next().unwrap();
+        vip.id = VipId(STATOR_MAX_VIPS);
+        let err = encode(&s, 0, 100).unwrap_err().to_string();
+        assert!(err.contains("id 1024 out of range"), "{err}");
+
+        let mut s = snap();
+        let (_, vip) = s.vips.iter_mut().next().unwrap();
+        vip.table = Arc::from(vec![0u32; 12]);
+        let err = encode(&s, 0, 100).unwrap_err().to_string();
+        assert!(err.contains("not prime"), "{err}");
+
+        let web = VipKey {
+            addr: v4(100),
+            port: 80,
+            proto: Proto::Tcp,
+        };
+        let mut s = snap();
+        let vip = s.vips.get_mut(&web).unwrap();
+        vip.table = Arc::from(vec![1u32; 13]); // real 1 belongs to the UDP VIP
+        let err = encode(&s, 0, 100).unwrap_err().to_string();
+        assert!(err.contains("not one of its reals"), "{err}");
+
+        let mut s = snap();
+        s.node.outer_ttl = 0;
+        assert!(encode(&s, 0, 100).is_err());
+    }
+}

@@ -1,0 +1,24 @@
+//! `stator bench …`: benchmarks. They print figures and ratios against baselines measured in
+//! the same run, write a JSON report, and never fail on a timing.
+
+use anyhow::Result;
+
+use crate::bench_hashing::{self, HashingArgs};
+use crate::bench_xdp::{self, BenchXdpArgs};
+
+/// Benchmarks.
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCmd {
+    /// Consistent hashing (paper §5.3): Figures 11 and 12 and the table build time.
+    Hashing(HashingArgs),
+    /// The XDP forwarder under BPF_PROG_TEST_RUN (needs root).
+    Xdp(BenchXdpArgs),
+}
+
+/// Runs a benchmark.
+pub fn run(cmd: BenchCmd) -> Result<()> {
+    match cmd {
+        BenchCmd::Hashing(args) => bench_hashing::run(&args),
+        BenchCmd::Xdp(args) => bench_xdp::run(args),
+    }
+}

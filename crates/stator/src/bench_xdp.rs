@@ -1,0 +1,649 @@
+//! `stator bench xdp`: the XDP forwarder's cost per packet under BPF_PROG_TEST_RUN, measured two
+//! ways, with baselines from the same run (docs/xdp.md, "Benchmarks"):
+//!
+//! - (a) per call: `repeat = 1` in a loop of many calls, summing the kernel's `duration`
+//!   (which includes a fixed per-call overhead of the test-run machinery);
+//! - (b) kernel repeat: one call, `repeat` iterations, through `stator_bench`, which restores
+//!   the original frame before each iteration and tail-calls the measured program.
+//!
+//! Classes run with one flow (hot) and with many distinct flows (cold connection table). The
+//! numbers are figures, not assertions: nothing here fails on a timing.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+use stator_abi::{Counter, Encap};
+use stator_core::{BackendSpec, NodeParams, Proto, Snapshot, SnapshotBuilder};
+use stator_lab::netns::{self, Netns};
+use stator_xdp::bench::{Baselines, BenchWrapper, ProgramFd};
+use stator_xdp::testrun::{TestRunOpts, run_xdp};
+use stator_xdp::{ConntrackMode, Counters, Forwarder, XdpOptions};
+
+/// Options of `stator bench xdp`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchXdpArgs {
+    /// Print the report as JSON on stdout (it is always written to --out too).
+    #[arg(long)]
+    json: bool,
+    /// A short smoke run (small counts; the figures are not meaningful).
+    #[arg(long)]
+    quick: bool,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "target/bench/xdp.json")]
+    out: PathBuf,
+    /// Connection-table flavour to measure (percpu | shared).
+    #[arg(long, default_value = "percpu")]
+    conntrack: ConntrackMode,
+    /// Measure every figure this many times and keep the best (other load on the machine only
+    /// ever makes a run slower).
+    #[arg(long, default_value_t = 3)]
+    rounds: u32,
+    /// Run only the classes whose name contains this (baselines always run).
+    #[arg(long)]
+    only: Option<String>,
+    /// Next-hop cache lifetime (ms) of the "+nhcache" rows.
+    #[arg(long, default_value_t = 1000)]
+    fib_cache_ms: u64,
+}
+
+/// Counts of one run.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    calls: u64,
+    repeat: u32,
+    many_flows: u32,
+    rounds: u32,
+}
+
+/// The best (lowest) of `rounds` measurements.
+fn best(rounds: u32, mut f: impl FnMut() -> Result<f64>) -> Result<f64> {
+    let mut b = f64::INFINITY;
+    for _ in 0..rounds.max(1) {
+        b = b.min(f()?);
+    }
+    Ok(b)
+}
+
+/// A class: a frame, the offset of the word varied per flow (the source address's last
+/// word), and the goal in ns above the XDP_TX baseline in (b).
+#[derive(Clone)]
+struct Class {
+    name: &'static str,
+    frame: Vec<u8>,
+    flow_off: u32,
+    guard: bool,
+    goal: f64,
+}
+
+/// One measured line.
+#[derive(Debug, Clone)]
+struct Row {
+    name: String,
+    flows: u32,
+    fib_cache: bool,
+    per_call_ns: f64,
+    repeat_ns: f64,
+    goal: Option<f64>,
+    mix: Option<Mix>,
+}
+
+/// What the connection table did during the (b) run.
+#[derive(Debug, Clone, Copy)]
+struct Mix {
+    packets: u64,
+    hit: u64,
+    miss: u64,
+    insert: u64,
+    guard: u64,
+    tx: u64,
+}
+
+impl Mix {
+    fn of(d: &Counters) -> Self {
+        let act = [
+            Counter::ActDrop,
+            Counter::ActPass,
+            Counter::ActTx,
+            Counter::ActRedirect,
+        ];
+        Self {
+            packets: act.iter().map(|&c| d.get(c)).sum(),
+            hit: d.get(Counter::CtHit),
+            miss: d.get(Counter::CtMiss),
+            insert: d.get(Counter::CtInsert),
+            guard: d.get(Counter::CtGuard),
+            tx: d.get(Counter::ActTx),
+        }
+    }
+
+    /// Per-round figures from the sum over `rounds` identical runs.
+    fn scale(&mut self, rounds: u32) {
+        let r = u64::from(rounds);
+        for v in [
+            &mut self.packets,
+            &mut self.hit,
+            &mut self.miss,
+            &mut self.insert,
+            &mut self.guard,
+            &mut self.tx,
+        ] {
+            *v /= r;
+        }
+    }
+
+    fn pct(&self, n: u64) -> f64 {
+        100.0 * n as f64 / self.packets.max(1) as f64
+    }
+}
+
+const LB_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+const CLIENT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+const ACK: u8 = 0x10;
+const SYN: u8 = 0x02;
+
+fn csum(b: &[u8]) -> u16 {
+    let mut s: u32 = b
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// An Ethernet frame carrying `l4` (a TCP or UDP header + payload) over IPv4 or IPv6.
+fn frame(src: IpAddr, dst: IpAddr, proto: u8, l4: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(128);
+    f.extend_from_slice(&LB_MAC);
+    f.extend_from_slice(&CLIENT_MAC);
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            f.extend_from_slice(&[0x08, 0x00]);
+            let mut h = vec![0x45, 0];
+            h.extend_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+            h.extend_from_slice(&[0x12, 0x34, 0x40, 0, 64, proto, 0, 0]);
+            h.extend_from_slice(&s.octets());
+            h.extend_from_slice(&d.octets());
+            let c = csum(&h);
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            f.extend_from_slice(&h);
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+            f.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+            f.extend_from_slice(&[proto, 64]);
+            f.extend_from_slice(&s.octets());
+            f.extend_from_slice(&d.octets());
+        }
+        _ => unreachable!("one family per frame"),
+    }
+    f.extend_from_slice(l4);
+    f
+}
+
+fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
+    let mut t = Vec::with_capacity(20);
+    t.extend_from_slice(&sport.to_be_bytes());
+    t.extend_from_slice(&dport.to_be_bytes());
+    t.extend_from_slice(&[
+        0, 0, 0x03, 0xe8, 0, 0, 0x07, 0xd0, 0x50, flags, 0xfa, 0xf0, 0, 0, 0, 0,
+    ]);
+    t
+}
+
+fn udp(sport: u16, dport: u16, payload: usize) -> Vec<u8> {
+    let mut u = Vec::with_capacity(8 + payload);
+    u.extend_from_slice(&sport.to_be_bytes());
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
+    u.extend_from_slice(&[0, 0]);
+    u.extend(std::iter::repeat_n(0x5a, payload));
+    u
+}
+
+fn vip4() -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 0, 0, 10))
+}
+fn vip6() -> IpAddr {
+    IpAddr::V6("fd00::10".parse::<Ipv6Addr>().expect("literal"))
+}
+
+fn classes() -> Vec<Class> {
+    let c4 = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+    let c6 = IpAddr::V6("2001:db8::1:0".parse::<Ipv6Addr>().expect("literal"));
+    let other = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 99));
+    // varied word: the last 32 bits of the source address
+    let (off4, off6) = (26, 34);
+    vec![
+        Class {
+            name: "tcp4_hit",
+            frame: frame(c4, vip4(), TCP, &tcp(40000, 80, ACK)),
+            flow_off: off4,
+            guard: false,
+            goal: 60.0,
+        },
+        Class {
+            name: "tcp6_hit",
+            frame: frame(c6, vip6(), TCP, &tcp(40000, 80, ACK)),
+            flow_off: off6,
+            guard: false,
+            goal: 60.0,
+        },
+        Class {
+            name: "udp4_hit",
+            frame: frame(c4, vip4(), UDP, &udp(40000, 53, 18)),
+            flow_off: off4,
+            guard: false,
+            goal: 80.0,
+        },
+        Class {
+            name: "tcp4_syn_insert",
+            frame: frame(c4, vip4(), TCP, &tcp(40000, 80, SYN)),
+            flow_off: off4,
+            guard: false,
+            goal: 150.0,
+        },
+        Class {
+            name: "tcp4_syn_guard",
+            frame: frame(c4, vip4(), TCP, &tcp(40000, 80, SYN)),
+            flow_off: off4,
+            guard: true,
+            goal: 70.0,
+        },
+        Class {
+            name: "nonvip_pass",
+            frame: frame(c4, other, TCP, &tcp(40000, 80, ACK)),
+            flow_off: off4,
+            guard: false,
+            goal: 15.0,
+        },
+    ]
+}
+
+fn snapshot(flood: u32) -> Result<Snapshot> {
+    let node = NodeParams {
+        src_v4: Some(Ipv4Addr::new(10, 10, 0, 1)),
+        src_v6: Some("fd10::1".parse()?),
+        flood_new_per_sec: flood,
+        ..NodeParams::default()
+    };
+    let b4 = (1..=8u8)
+        .map(|i| BackendSpec::new(IpAddr::V4(Ipv4Addr::new(10, 20, 0, i))).encap(Encap::Gre))
+        .collect::<Vec<_>>();
+    let b6 = (1..=8u16)
+        .map(|i| BackendSpec::new(IpAddr::V6(Ipv6Addr::new(0xfd20, 0, 0, 0, 0, 0, 0, i))))
+        .collect::<Vec<_>>();
+    Ok(SnapshotBuilder::new(node)
+        .generation(1)
+        .vip(vip4(), 80, Proto::Tcp, 65537, b4.clone())
+        .vip(vip4(), 53, Proto::Udp, 65537, b4)
+        .vip(vip6(), 80, Proto::Tcp, 65537, b6)
+        .build()?)
+}
+
+/// The namespace the benchmark runs in: `bin` is the ingress, backends route back out of it
+/// through a static neighbour, so bpf_fib_lookup succeeds and the forwarder returns XDP_TX.
+struct BenchLab {
+    ns: Netns,
+    ifindex: u32,
+}
+
+impl BenchLab {
+    fn new() -> Result<Self> {
+        let ns = Netns::create(&format!("stator-bench-{}", std::process::id()))?;
+        netns::veth(&ns, "bin", &ns, "binp")?;
+        ns.sysctl("net.ipv4.conf.all.forwarding", "1")?;
+        ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
+        ns.addr_add("bin", "10.10.0.1/24")?;
+        ns.addr_add("bin", "fd10::1/64")?;
+        for (addr, route) in [("10.10.0.2", "10.20.0.0/16"), ("fd10::2", "fd20::/32")] {
+            ns.ip([
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                "02:aa:00:00:00:02",
+                "dev",
+                "bin",
+            ])?;
+            ns.ip(["route", "add", route, "via", addr, "dev", "bin"])?;
+        }
+        let ifindex = ns.ifindex("bin")?;
+        Ok(Self { ns, ifindex })
+    }
+}
+
+impl Drop for BenchLab {
+    fn drop(&mut self) {
+        let _ = self.ns.clone().delete();
+    }
+}
+
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; sched_setaffinity(0, …)
+    // affects only the calling thread. Failure only makes figures noisier.
+    #[allow(unsafe_code)]
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// (a): mean `duration` of `calls` single runs; with `nflows > 1` the word at `off` varies.
+fn per_call(
+    prog: &impl std::os::fd::AsFd,
+    frame: &[u8],
+    nflows: u32,
+    off: u32,
+    calls: u64,
+    ifindex: u32,
+) -> Result<f64> {
+    let mut f = frame.to_vec();
+    let off = off as usize;
+    let base = u32::from_be_bytes(f[off..off + 4].try_into()?);
+    let opts = TestRunOpts {
+        repeat: 1,
+        ingress_ifindex: ifindex,
+        ..TestRunOpts::default()
+    };
+    let mut total: u64 = 0;
+    for i in 0..calls {
+        if nflows > 1 {
+            let w = base.wrapping_add((i % u64::from(nflows)) as u32);
+            f[off..off + 4].copy_from_slice(&w.to_be_bytes());
+        }
+        total += u64::from(run_xdp(prog, &f, opts)?.duration_ns);
+    }
+    Ok(total as f64 / calls as f64)
+}
+
+/// (b), first half: point the wrapper at `prog` and `frame`, and run one warm-up pass (at
+/// least one iteration per flow, so a many-flow table holds every flow).
+fn warm_up(
+    w: &mut BenchWrapper,
+    prog: &ProgramFd,
+    frame: &[u8],
+    nflows: u32,
+    off: u32,
+    ifindex: u32,
+) -> Result<()> {
+    w.set_target(prog)?;
+    w.set_frame(frame, nflows, off)?;
+    w.run(frame, nflows.max(10_000), ifindex)?;
+    Ok(())
+}
+
+/// (b), second half: the measured kernel-repeat run, from the first flow again.
+fn repeat_run(
+    w: &mut BenchWrapper,
+    frame: &[u8],
+    nflows: u32,
+    off: u32,
+    n: u32,
+    ifindex: u32,
+) -> Result<f64> {
+    w.set_frame(frame, nflows, off)?;
+    Ok(f64::from(w.run(frame, n, ifindex)?.duration_ns))
+}
+
+fn measure(args: &BenchXdpArgs, plan: Plan, ifindex: u32) -> Result<(Vec<Row>, Vec<Row>)> {
+    pin_to_cpu(0);
+    let pin = PathBuf::from(format!("/sys/fs/bpf/stator-bench-{}", std::process::id()));
+    // A fresh forwarder (empty connection table) per class: LRU maps evict before they are
+    // full, and a cyclic walk over more flows than fit would miss on every packet. The table
+    // holds twice the flows, as an operator should size it.
+    let opts = XdpOptions {
+        pin_path: pin.clone(),
+        conntrack: args.conntrack,
+        ct_entries: (2 * plan.many_flows).next_power_of_two().max(1 << 16),
+        ..XdpOptions::default()
+    };
+    let fresh = |fib_cache: Option<std::time::Duration>| -> Result<Forwarder> {
+        stator_xdp::purge(&pin)?;
+        Ok(Forwarder::load(&XdpOptions {
+            fib_cache,
+            ..opts.clone()
+        })?)
+    };
+    let result = (|| -> Result<(Vec<Row>, Vec<Row>)> {
+        let normal = snapshot(0)?;
+        let guarded = snapshot(1)?;
+        let base = Baselines::load()?;
+        let mut wrap = BenchWrapper::load()?;
+        let probe = &classes()[0];
+        let mut baselines = Vec::new();
+        for (name, prog) in [
+            ("baseline_xdp_pass", base.pass()),
+            ("baseline_swap_tx", base.swap_tx()),
+        ] {
+            let (f, off) = (&probe.frame, probe.flow_off);
+            warm_up(&mut wrap, prog, f, 1, off, ifindex)?;
+            let b = best(plan.rounds, || {
+                repeat_run(&mut wrap, f, 1, off, plan.repeat, ifindex)
+            })?;
+            let a = best(plan.rounds, || {
+                per_call(prog, f, 1, off, plan.calls, ifindex)
+            })?;
+            baselines.push(Row {
+                name: name.into(),
+                flows: 1,
+                fib_cache: false,
+                per_call_ns: a,
+                repeat_ns: b,
+                goal: None,
+                mix: None,
+            });
+        }
+        let mut rows = Vec::new();
+        let cache = std::time::Duration::from_millis(args.fib_cache_ms);
+        let only = args.only.clone().unwrap_or_default();
+        let selected = classes()
+            .into_iter()
+            .filter(|c| c.name.contains(only.as_str()));
+        // every class that reaches the encapsulation also runs with the next-hop cache
+        let runs = selected
+            .flat_map(|c| [(c.clone(), false), (c, true)])
+            .filter(|(c, cached)| !(*cached && c.name == "nonvip_pass"));
+        for (class, fib_cache) in runs {
+            for flows in [1, plan.many_flows] {
+                let mut fwd = fresh(fib_cache.then_some(cache))?;
+                fwd.commit(if class.guard { &guarded } else { &normal })?;
+                let prog = fwd.program();
+                let (f, off) = (&class.frame, class.flow_off);
+                warm_up(&mut wrap, prog, f, flows, off, ifindex)?;
+                let before = fwd.maps().counters()?;
+                let b = best(plan.rounds, || {
+                    repeat_run(&mut wrap, f, flows, off, plan.repeat, ifindex)
+                })?;
+                let mut mix = Mix::of(&fwd.maps().counters()?.since(&before));
+                mix.scale(plan.rounds.max(1));
+                let a = best(plan.rounds, || {
+                    per_call(prog, f, flows, off, plan.calls, ifindex)
+                })?;
+                rows.push(Row {
+                    name: class.name.into(),
+                    flows,
+                    fib_cache,
+                    per_call_ns: a,
+                    repeat_ns: b,
+                    goal: Some(class.goal),
+                    mix: Some(mix),
+                });
+            }
+        }
+        Ok((baselines, rows))
+    })();
+    let _ = stator_xdp::purge(&pin);
+    result
+}
+
+/// Runs the benchmark and prints/writes the report.
+pub fn run(args: BenchXdpArgs) -> Result<()> {
+    if !stator_xdp::is_root() {
+        bail!("stator bench xdp loads BPF programs and creates a network namespace: run as root");
+    }
+    let plan = if args.quick {
+        Plan {
+            calls: 2_000,
+            repeat: 20_000,
+            many_flows: 10_000,
+            rounds: 1,
+        }
+    } else {
+        Plan {
+            calls: 200_000,
+            repeat: 1_000_000,
+            many_flows: 1_000_000,
+            rounds: args.rounds,
+        }
+    };
+    let started = Instant::now();
+    let lab = BenchLab::new().context("setting up the benchmark namespace")?;
+    let ifindex = lab.ifindex;
+    let conntrack = args.conntrack;
+    let a = args.clone();
+    let (baselines, rows) = lab.ns.run_in(move || measure(&a, plan, ifindex))??;
+    drop(lab);
+    let tx = baselines[1].repeat_ns;
+    let tx_a = baselines[1].per_call_ns;
+    let report = json!({
+        "bench": "xdp",
+        "quick": args.quick,
+        "conntrack": conntrack.name(),
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+        "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "cpu_model": cpu_model(),
+        "method": {
+            "a_per_call": format!("repeat=1, {} calls, mean of the kernel's duration (includes per-call overhead)", plan.calls),
+            "b_kernel_repeat": format!("repeat={} through stator_bench (restore frame + tail call), kernel's mean duration", plan.repeat),
+            "rounds": plan.rounds,
+            "figure": "the best of `rounds` measurements",
+            "loadavg_at_start": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
+            "many_flows": plan.many_flows,
+            "ct_entries": (2 * plan.many_flows).next_power_of_two().max(1 << 16),
+            "isolation": "a fresh forwarder (empty connection table) for every row",
+        },
+        "baselines": baselines.iter().map(|r| json!({
+            "name": r.name, "per_call_ns": r.per_call_ns, "repeat_ns": r.repeat_ns,
+        })).collect::<Vec<_>>(),
+        "fib_cache_ms": args.fib_cache_ms,
+        "classes": rows.iter().map(|r| json!({
+            "name": r.name,
+            "flows": r.flows,
+            "fib": if r.fib_cache { "cached" } else { "per_packet" },
+            "per_call_ns": r.per_call_ns,
+            "repeat_ns": r.repeat_ns,
+            "over_swap_tx_repeat_ns": r.repeat_ns - tx,
+            "over_swap_tx_per_call_ns": r.per_call_ns - tx_a,
+            "ratio_to_swap_tx_repeat": r.repeat_ns / tx,
+            "goal_over_swap_tx_ns": r.goal,
+            "ct": r.mix.map(|m| json!({
+                "packets": m.packets, "hit": m.hit, "miss": m.miss, "insert": m.insert,
+                "guard": m.guard, "tx": m.tx,
+            })),
+        })).collect::<Vec<_>>(),
+        "elapsed_s": started.elapsed().as_secs_f64(),
+    });
+    if let Some(dir) = args.out.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&args.out, serde_json::to_string_pretty(&report)? + "\n")
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    print_table(&report, &baselines, &rows, tx, tx_a, plan);
+    println!("\nreport written to {}", args.out.display());
+    Ok(())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+fn print_table(
+    report: &serde_json::Value,
+    baselines: &[Row],
+    rows: &[Row],
+    tx: f64,
+    tx_a: f64,
+    plan: Plan,
+) {
+    println!(
+        "XDP forwarder under BPF_PROG_TEST_RUN — kernel {}, {} CPUs ({}), conntrack {}",
+        report["kernel"].as_str().unwrap_or(""),
+        report["cpus"],
+        report["cpu_model"].as_str().unwrap_or(""),
+        report["conntrack"].as_str().unwrap_or(""),
+    );
+    println!(
+        "(a) per call: repeat=1 × {} calls; (b) kernel repeat: {} iterations via stator_bench; \
+         best of {} rounds; ns/packet. Load at start: {}\n",
+        plan.calls,
+        plan.repeat,
+        plan.rounds,
+        report["method"]["loadavg_at_start"].as_str().unwrap_or("?")
+    );
+    println!(
+        "{:<26} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8} {:>7}  ct (b): hit/miss/insert/guard %",
+        "class", "flows", "(a) ns", "(b) ns", "(a)-TX", "(b)-TX", "goal", "(b)/TX"
+    );
+    for r in baselines {
+        println!(
+            "{:<26} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8} {:>7.2}",
+            r.name,
+            r.flows,
+            r.per_call_ns,
+            r.repeat_ns,
+            r.per_call_ns - tx_a,
+            r.repeat_ns - tx,
+            "",
+            r.repeat_ns / tx
+        );
+    }
+    for r in rows {
+        let goal = r.goal.map_or(String::new(), |g| format!("≤{g:.0}"));
+        let name = if r.fib_cache {
+            format!("{}+nhcache", r.name)
+        } else {
+            r.name.clone()
+        };
+        let mix = r.mix.map_or(String::new(), |m| {
+            format!(
+                "{:.0}/{:.0}/{:.0}/{:.0}",
+                m.pct(m.hit),
+                m.pct(m.miss),
+                m.pct(m.insert),
+                m.pct(m.guard)
+            )
+        });
+        println!(
+            "{:<26} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8} {:>7.2}  {}",
+            name,
+            r.flows,
+            r.per_call_ns,
+            r.repeat_ns,
+            r.per_call_ns - tx_a,
+            r.repeat_ns - tx,
+            goal,
+            r.repeat_ns / tx,
+            mix
+        );
+    }
+}
