@@ -374,41 +374,14 @@ fn limits(ctx: &mut Ctx, count: usize, vips: &[Vip], dataplane: Option<&Dataplan
     ok
 }
 
-/// Whether `n` is prime (trial division; table sizes are at most ~2^20).
-// TODO(merge): use stator_hash::is_prime
-pub(crate) fn is_prime(n: u32) -> bool {
-    if n < 2 {
-        return false;
-    }
-    if n.is_multiple_of(2) {
-        return n == 2;
-    }
-    let n = u64::from(n);
-    let mut i = 3u64;
-    while i * i <= n {
-        if n.is_multiple_of(i) {
-            return false;
-        }
-        i += 2;
-    }
-    true
-}
+use stator_hash::is_prime;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn primes() {
-        let small: Vec<u32> = (0..40).filter(|&n| is_prime(n)).collect();
-        assert_eq!(small, [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37]);
-        for p in [65537, 655373, 1048573, 251, 4093] {
-            assert!(is_prime(p), "{p}");
-        }
-        for c in [65536, 65535, 1048575, 561, 1_000_001, 7 * 7, 65537 * 3] {
-            assert!(!is_prime(c), "{c}");
-        }
+    fn compiled_table_limit_is_a_valid_size() {
         assert!(is_prime(stator_abi::STATOR_MAX_TABLE_SIZE));
-        assert!(!is_prime(u32::MAX));
     }
 }
