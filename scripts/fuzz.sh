@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzz every stator-wire parser (and parse_flow) for a bounded time; fail if any target crashes.
+# Fuzz every target in fuzz/ — each stator-wire parser, parse_flow, and stator-core's
+# Forwarder::process (core_process) — for a bounded time; fail if any target crashes.
 #
 #   scripts/fuzz.sh              # every target, FUZZ_TIME seconds each (default 20)
 #   FUZZ_TIME=300 scripts/fuzz.sh parse_flow tcp
@@ -25,7 +26,10 @@ fi
 
 # One realistic seed per target (hex), so that the first seconds are spent past the length
 # checks: a Linux SYN in Ethernet/IPv4 and in a VLAN tag, an IPv6 UDP packet behind hop-by-hop
-# options and a first-fragment header, and each protocol's unit-test vector.
+# options and a first-fragment header, each protocol's unit-test vector, and for core_process
+# (whose input layout is described in its source) a connection's first two segments.
+TCP_SYN=9c40005000000001000000005002faf000000000
+TCP_ACK=9c40005000000001000000005010faf000000000
 declare -A SEED=(
   [parse_flow]=525400abcdef52540012345686dd60000000001c004020010db800000000000000000000000120010db80000000000000000000000022c0005020000010011000001deadbeef9c400035000c000061626364
   [ethernet]=525400abcdef5254001234568100200a08004500003c12344000400614860a0000010a000002d43100506a2c1f3b00000000a002faf037350000020405b40402080a0009a3e50000000001030307
@@ -38,6 +42,8 @@ declare -A SEED=(
   [icmpv6]=02002b99000005006000000005ac114020010db800010000000000000000000520010db800020000000000000000008001bbea6005acabcd
   [gre]=b1000800561600000000abcd0000000745000014
   [gue]=01048000deadbeef4500
+  # world 0x11 (ICMP echo, IPv4 template); a SYN then an ACK of one flow to 10.0.0.10:80
+  [core_process]=110000011506${TCP_SYN}0000011506${TCP_ACK}
 )
 
 targets=("$@")

@@ -142,7 +142,7 @@ enum stator_drop_reason {
  *   stator_drops     PERCPU_ARRAY[STATOR_DROP_MAX] __u64
  *   stator_vipstats  PERCPU_ARRAY[STATOR_MAX_VIPS] struct stator_traffic
  *   stator_realstat  PERCPU_ARRAY[STATOR_MAX_REALS] struct stator_traffic
- *   stator_nh        PERCPU_ARRAY[STATOR_MAX_REALS] struct stator_nh (next-hop cache, opt-in)
+ *   stator_nh        PERCPU_ARRAY[STATOR_MAX_REALS] struct stator_nh (next-hop cache)
  *   stator_tx_ports  DEVMAP_HASH[STATOR_MAX_TX_PORTS] ifindex → struct bpf_devmap_val
  *                    (8 bytes: ifindex + program; aya creates devmaps with the 8-byte value)
  *  The array maps user space writes (ctl, cfg, reals, slots) are BPF_F_MMAPABLE: the loader
@@ -163,8 +163,8 @@ enum stator_drop_reason {
  * snapshot. */
 struct stator_ctl {
 	__u32 active_gen;    /* 0 or 1 */
-	__u32 fib_cache_us;  /* next-hop cache lifetime (stator_nh); 0 = bpf_fib_lookup for every
-	                      * packet, as docs/forwarding.md §5.4 says (the default) */
+	__u32 fib_cache_us;  /* next-hop cache lifetime (stator_nh, docs/forwarding.md §5.4); the
+	                      * loader's default is 1 s; 0 = bpf_fib_lookup for every packet */
 	__u64 test_clock_ns; /* if non-zero, the programs use it instead of bpf_ktime_get_coarse_ns()
 	                      * (tests only; the loader always writes 0) */
 };
@@ -264,8 +264,8 @@ struct stator_ct_entry {
  * stator_nh[real_id] (per CPU): a successful bpf_fib_lookup for a real, reused for
  * stator_ctl.fib_cache_us when the same outer destination arrives on the same ingress interface
  * and is no longer than an outer length the FIB already accepted (so the MTU is still checked).
- * Failures (no route, no neighbour, MTU) are never cached. Off unless the loader sets
- * fib_cache_us: a changed route or neighbour then applies within that lifetime.
+ * Failures (no route, no neighbour, MTU) are never cached. On by default (the loader sets
+ * fib_cache_us to 1 s): a changed route or neighbour applies within that lifetime.
  */
 struct stator_nh {
 	__u64 stamp_ns;     /* when the FIB answered; 0 = empty */

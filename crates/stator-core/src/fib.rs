@@ -92,14 +92,36 @@ pub trait NextHops {
     fn is_tx_port(&self, ifindex: u32) -> bool;
 }
 
-/// A FIB from explicit tables: a result per destination address, a default per family, and the
-/// tx-port set.
+/// A FIB from explicit tables: a result per destination address, a default per family, the
+/// ingress interfaces that do not forward, and the tx-port set.
+///
+/// It answers in the kernel's order (`bpf_ipv4_fib_lookup` / `bpf_ipv6_fib_lookup`): forwarding
+/// disabled on the ingress interface first, then the route, then the route's MTU (before the
+/// neighbour: a packet too long for a route whose gateway is unresolved is `FragNeeded`), then
+/// the neighbour.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StaticFib {
-    routes: BTreeMap<IpAddr, Result<NextHop, FibError>>,
-    default_v4: Option<Result<NextHop, FibError>>,
-    default_v6: Option<Result<NextHop, FibError>>,
+    routes: BTreeMap<IpAddr, Route>,
+    default_v4: Option<Route>,
+    default_v6: Option<Route>,
+    no_forwarding: BTreeSet<u32>,
     tx_ports: BTreeSet<u32>,
+}
+
+/// One destination's answer: the route's MTU when it has one (checked first), then the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Route {
+    mtu: Option<u32>,
+    result: Result<NextHop, FibError>,
+}
+
+impl Route {
+    fn of(result: Result<NextHop, FibError>) -> Self {
+        Self {
+            mtu: result.ok().map(|h| h.mtu),
+            result,
+        }
+    }
 }
 
 impl StaticFib {
@@ -108,18 +130,38 @@ impl StaticFib {
         Self::default()
     }
 
-    /// Sets the result for destination `dst`.
+    /// Sets the result for destination `dst` (a success also gives the route's MTU).
     pub fn route(mut self, dst: IpAddr, result: Result<NextHop, FibError>) -> Self {
-        self.routes.insert(dst, result);
+        self.routes.insert(dst, Route::of(result));
+        self
+    }
+
+    /// Destination `dst` has a route of MTU `mtu` whose gateway has no neighbour entry: longer
+    /// packets are [`FibError::FragNeeded`], the others [`FibError::NoNeigh`].
+    pub fn unresolved(mut self, dst: IpAddr, mtu: u32) -> Self {
+        self.routes.insert(
+            dst,
+            Route {
+                mtu: Some(mtu),
+                result: Err(FibError::NoNeigh),
+            },
+        );
         self
     }
 
     /// Sets the result for destinations of `dst`'s family that have no route of their own.
     pub fn default_route(mut self, family_of: IpAddr, result: Result<NextHop, FibError>) -> Self {
         match family_of {
-            IpAddr::V4(_) => self.default_v4 = Some(result),
-            IpAddr::V6(_) => self.default_v6 = Some(result),
+            IpAddr::V4(_) => self.default_v4 = Some(Route::of(result)),
+            IpAddr::V6(_) => self.default_v6 = Some(Route::of(result)),
         }
+        self
+    }
+
+    /// Interface `ifindex` does not forward: every query arriving on it is
+    /// [`FibError::ForwardingDisabled`].
+    pub fn no_forwarding(mut self, ifindex: u32) -> Self {
+        self.no_forwarding.insert(ifindex);
         self
     }
 
@@ -132,20 +174,23 @@ impl StaticFib {
 
 impl NextHops for StaticFib {
     fn next_hop(&self, q: &FibQuery) -> Result<NextHop, FibError> {
+        if self.no_forwarding.contains(&q.ingress_ifindex) {
+            return Err(FibError::ForwardingDisabled);
+        }
         let default = match q.dst {
             IpAddr::V4(_) => self.default_v4,
             IpAddr::V6(_) => self.default_v6,
         };
-        let hop = self
+        let route = self
             .routes
             .get(&q.dst)
             .copied()
             .or(default)
-            .unwrap_or(Err(FibError::NoRoute))?;
-        if u32::from(q.tot_len) > hop.mtu {
+            .ok_or(FibError::NoRoute)?;
+        if route.mtu.is_some_and(|mtu| u32::from(q.tot_len) > mtu) {
             return Err(FibError::FragNeeded);
         }
-        Ok(hop)
+        route.result
     }
 
     fn is_tx_port(&self, ifindex: u32) -> bool {
@@ -194,6 +239,23 @@ mod tests {
         assert_eq!(fib.next_hop(&query(other, 100)), Err(FibError::Blackhole));
         assert_eq!(fib.next_hop(&query(c, 100)), Err(FibError::NoRoute));
         assert!(fib.is_tx_port(2) && !fib.is_tx_port(3));
+    }
+
+    #[test]
+    fn kernel_order_forwarding_then_mtu_then_neighbour() {
+        let a = IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1));
+        let b = IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2));
+        let fib = StaticFib::new()
+            .route(a, Ok(hop(2, 1500)))
+            .unresolved(b, 1400)
+            .no_forwarding(7);
+        assert_eq!(fib.next_hop(&query(b, 1400)), Err(FibError::NoNeigh));
+        assert_eq!(fib.next_hop(&query(b, 1401)), Err(FibError::FragNeeded));
+        let from7 = FibQuery {
+            ingress_ifindex: 7,
+            ..query(a, 100)
+        };
+        assert_eq!(fib.next_hop(&from7), Err(FibError::ForwardingDisabled));
     }
 
     #[test]

@@ -50,7 +50,9 @@ pub use attach::{
 pub use error::{Result, XdpError};
 pub use forwarder::{CommitReport, Forwarder, PROGRAM_NAME, SelfTest, verify};
 pub use maps::{Counters, FORWARDER_MAPS, Maps};
-pub use options::{AttachMode, ConntrackMode, DEFAULT_PIN_PATH, MAX_SLOTS_PER_GEN, XdpOptions};
+pub use options::{
+    AttachMode, ConntrackMode, DEFAULT_FIB_CACHE, DEFAULT_PIN_PATH, MAX_SLOTS_PER_GEN, XdpOptions,
+};
 
 /// True when the process runs as root (what loading and attaching need).
 pub fn is_root() -> bool {

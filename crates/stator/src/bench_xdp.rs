@@ -44,9 +44,22 @@ pub struct BenchXdpArgs {
     /// Run only the classes whose name contains this (baselines always run).
     #[arg(long)]
     only: Option<String>,
-    /// Next-hop cache lifetime (ms) of the "+nhcache" rows.
+    /// Next-hop cache lifetime (ms) of the default rows (the "fib/pkt" rows ask the FIB for
+    /// every packet).
     #[arg(long, default_value_t = 1000)]
     fib_cache_ms: u64,
+    /// Which flow counts to run: one (a hot single flow), many (a cold connection table), or
+    /// both.
+    #[arg(long, value_enum, default_value_t = Flows::Both)]
+    flows: Flows,
+}
+
+/// `--flows`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Flows {
+    One,
+    Many,
+    Both,
 }
 
 /// Counts of one run.
@@ -447,12 +460,17 @@ fn measure(args: &BenchXdpArgs, plan: Plan, ifindex: u32) -> Result<(Vec<Row>, V
         let selected = classes()
             .into_iter()
             .filter(|c| c.name.contains(only.as_str()));
-        // every class that reaches the encapsulation also runs with the next-hop cache
+        // every class that reaches the encapsulation also runs without the next-hop cache
         let runs = selected
-            .flat_map(|c| [(c.clone(), false), (c, true)])
-            .filter(|(c, cached)| !(*cached && c.name == "nonvip_pass"));
+            .flat_map(|c| [(c.clone(), true), (c, false)])
+            .filter(|(c, cached)| *cached || c.name != "nonvip_pass");
         for (class, fib_cache) in runs {
-            for flows in [1, plan.many_flows] {
+            let counts: &[u32] = match args.flows {
+                Flows::One => &[1],
+                Flows::Many => &[plan.many_flows],
+                Flows::Both => &[1, plan.many_flows],
+            };
+            for &flows in counts {
                 let mut fwd = fresh(fib_cache.then_some(cache))?;
                 fwd.commit(if class.guard { &guarded } else { &normal })?;
                 let prog = fwd.program();
@@ -620,9 +638,9 @@ fn print_table(
     for r in rows {
         let goal = r.goal.map_or(String::new(), |g| format!("≤{g:.0}"));
         let name = if r.fib_cache {
-            format!("{}+nhcache", r.name)
-        } else {
             r.name.clone()
+        } else {
+            format!("{}, fib/pkt", r.name)
         };
         let mix = r.mix.map_or(String::new(), |m| {
             format!(

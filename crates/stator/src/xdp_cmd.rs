@@ -44,8 +44,8 @@ pub struct AttachArgs {
     /// Maglev slots per generation.
     #[arg(long)]
     slots_per_gen: Option<u32>,
-    /// Reuse a successful FIB answer per CPU and backend for this many milliseconds (default:
-    /// look the next hop up for every packet).
+    /// Reuse a successful FIB answer per CPU and backend for this many milliseconds (default
+    /// 1000); 0 looks the next hop up for every packet.
     #[arg(long)]
     fib_cache_ms: Option<u64>,
     /// Another interface the forwarder may redirect to (repeat for several); attached
@@ -103,7 +103,11 @@ fn attach(a: AttachArgs) -> Result<()> {
         ct_entries: a.ct_entries.unwrap_or(defaults.ct_entries),
         slots_per_gen: a.slots_per_gen.unwrap_or(defaults.slots_per_gen),
         attach_mode: a.mode,
-        fib_cache: a.fib_cache_ms.map(std::time::Duration::from_millis),
+        fib_cache: match a.fib_cache_ms {
+            None => defaults.fib_cache,
+            Some(0) => None,
+            Some(ms) => Some(std::time::Duration::from_millis(ms)),
+        },
     };
     let mut fwd = Forwarder::load(&opts)?;
     if fwd.ensure_programmed()? {

@@ -1,0 +1,450 @@
+//! The differential test's world: the universe of VIPs and backends that snapshots are drawn
+//! from, and the configuration (which of them are present, in what state, with which node
+//! parameters) that commits change.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use stator_abi::{Encap, STATOR_NO_REAL};
+use stator_core::{
+    NodeParams, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags, VipId, VipKey,
+};
+use stator_hash::{MaglevBackend, MaglevTable};
+
+use crate::common::{SRC_V4, src_v6, v4, v6};
+
+/// One second in ns.
+pub const SEC: u64 = 1_000_000_000;
+
+/// A VIP that snapshots may contain.
+#[derive(Debug, Clone)]
+pub struct VipDef {
+    pub key: VipKey,
+    pub id: u32,
+    pub no_ct: bool,
+    pub size: u32,
+    /// Indexes into [`Universe::reals`].
+    pub reals: Vec<usize>,
+    /// Present in every snapshot (others come and go).
+    pub always: bool,
+}
+
+/// A (VIP, backend) pair that snapshots may contain. Two defs may share an `id` (a real id
+/// reused for another VIP and address in another snapshot: "now another VIP's real").
+#[derive(Debug, Clone)]
+pub struct RealDef {
+    pub id: u32,
+    pub addr: IpAddr,
+    pub encap: Encap,
+    pub weight: u32,
+}
+
+/// Every VIP and backend the test's snapshots are made of.
+#[derive(Debug, Clone)]
+pub struct Universe {
+    pub vips: Vec<VipDef>,
+    pub reals: Vec<RealDef>,
+}
+
+/// Clients (the sources of client traffic).
+pub fn clients(v6: bool) -> Vec<IpAddr> {
+    (1..=6u8)
+        .map(|i| {
+            if v6 {
+                IpAddr::V6(format!("2001:db8::{i}").parse().unwrap())
+            } else {
+                v4(198, 51, 100, i)
+            }
+        })
+        .collect()
+}
+
+impl Universe {
+    pub fn new() -> Self {
+        use Encap::*;
+        let k = |a: IpAddr, port, proto| VipKey {
+            addr: a,
+            port,
+            proto,
+        };
+        let (a4, b4, c4, d4, e4, f4) = (
+            v4(10, 0, 0, 10),
+            v4(10, 0, 0, 11),
+            v4(10, 0, 0, 12),
+            v4(10, 0, 0, 13),
+            v4(10, 0, 0, 14),
+            v4(10, 0, 0, 15),
+        );
+        let (a6, b6, c6) = (v6("fd00::10"), v6("fd00::11"), v6("fd00::12"));
+        // (key, no_ct, size, always, backends)
+        #[allow(clippy::type_complexity)]
+        let defs: Vec<(VipKey, bool, u32, bool, Vec<(IpAddr, Encap, u32)>)> = vec![
+            (
+                k(a4, 80, Proto::Tcp),
+                false,
+                13,
+                true,
+                vec![
+                    (v4(10, 20, 0, 1), Gre, 1),
+                    (v4(10, 20, 0, 2), Gre, 2),
+                    (v6("fd20::1"), Gue, 1),
+                    (v4(10, 20, 0, 3), Ipip, 1),
+                ],
+            ),
+            (
+                k(a4, 53, Proto::Udp),
+                false,
+                7,
+                true,
+                vec![
+                    (v4(10, 20, 1, 1), Ipip, 1),
+                    (v6("fd20::1:1"), Ipip, 1),
+                    (v4(10, 40, 1, 1), Gue, 1),
+                ],
+            ),
+            (
+                k(a4, 0, Proto::Tcp),
+                false,
+                31,
+                true,
+                vec![(v4(10, 20, 2, 1), Gue, 1), (v4(10, 20, 2, 2), Gre, 1)],
+            ),
+            (
+                k(b4, 443, Proto::Tcp),
+                true,
+                13,
+                true,
+                vec![(v4(10, 20, 3, 1), Gre, 1), (v6("fd20::3:1"), Gre, 1)],
+            ),
+            (
+                k(b4, 0, Proto::Udp),
+                false,
+                7,
+                true,
+                vec![(v4(10, 20, 4, 1), Gue, 1), (v4(10, 10, 0, 2), Gre, 1)],
+            ),
+            // awkward next hops: redirect, not a tx port, no neighbour, MTU, reject routes, local
+            (
+                k(c4, 80, Proto::Tcp),
+                false,
+                61,
+                true,
+                vec![
+                    (v4(10, 40, 5, 1), Gre, 1),
+                    (v4(10, 80, 5, 1), Gre, 1),
+                    (v4(10, 50, 5, 1), Gre, 1),
+                    (v4(10, 60, 5, 1), Gue, 1),
+                    (v4(192, 0, 2, 1), Gre, 1),
+                    (v4(10, 90, 5, 1), Ipip, 1),
+                    (v4(10, 91, 5, 1), Gre, 1),
+                    (v4(10, 92, 5, 1), Gre, 1),
+                    (v4(10, 10, 0, 1), Gre, 1),
+                    (v4(10, 10, 0, 5), Gre, 1),
+                ],
+            ),
+            (
+                k(d4, 80, Proto::Tcp),
+                false,
+                7,
+                false,
+                vec![(v4(10, 20, 6, 1), Gre, 1)],
+            ),
+            (
+                k(e4, 8080, Proto::Tcp),
+                false,
+                7,
+                false,
+                vec![(v6("fd20::7:1"), Gre, 1)],
+            ),
+            (
+                k(a6, 80, Proto::Tcp),
+                false,
+                13,
+                true,
+                vec![
+                    (v6("fd20::10:1"), Gre, 1),
+                    (v6("fd20::10:2"), Gue, 1),
+                    (v4(10, 20, 10, 1), Ipip, 1),
+                ],
+            ),
+            (
+                k(a6, 53, Proto::Udp),
+                false,
+                7,
+                true,
+                vec![(v6("fd20::11:1"), Ipip, 1), (v4(10, 20, 11, 1), Gre, 1)],
+            ),
+            (
+                k(a6, 0, Proto::Tcp),
+                false,
+                13,
+                true,
+                vec![(v6("fd20::12:1"), Gue, 1)],
+            ),
+            (
+                k(b6, 0, Proto::Udp),
+                true,
+                7,
+                true,
+                vec![(v6("fd20::13:1"), Gre, 1), (v6("fd40::13:1"), Gre, 1)],
+            ),
+            (
+                k(b6, 443, Proto::Tcp),
+                false,
+                31,
+                true,
+                vec![
+                    (v6("fd40::14:1"), Gre, 1),
+                    (v6("fd80::14:1"), Gue, 1),
+                    (v6("fd50::14:1"), Gre, 1),
+                    (v6("fd60::14:1"), Ipip, 1),
+                    (v6("fd90::14:1"), Gre, 1),
+                    (v6("fd91::14:1"), Gre, 1),
+                    (v6("2001:db8:dead::1"), Gre, 1),
+                ],
+            ),
+            (
+                k(c6, 80, Proto::Udp),
+                false,
+                7,
+                false,
+                vec![(v4(10, 20, 15, 1), Gue, 1)],
+            ),
+        ];
+        let mut vips = Vec::new();
+        let mut reals = Vec::new();
+        for (i, (key, no_ct, size, always, backends)) in defs.into_iter().enumerate() {
+            let mut mine = Vec::new();
+            for (addr, encap, weight) in backends {
+                mine.push(reals.len());
+                reals.push(RealDef {
+                    id: 100 + reals.len() as u32,
+                    addr,
+                    encap,
+                    weight,
+                });
+            }
+            vips.push(VipDef {
+                key,
+                id: i as u32,
+                no_ct,
+                size,
+                reals: mine,
+                always,
+            });
+        }
+        // Six TCP ports on one address: more VIPs than an address's inline entries hold.
+        for port in 1..=6u16 {
+            let i = vips.len();
+            reals.push(RealDef {
+                id: 100 + reals.len() as u32,
+                addr: v4(10, 20, 20, port as u8),
+                encap: Gre,
+                weight: 1,
+            });
+            vips.push(VipDef {
+                key: k(f4, port, Proto::Tcp),
+                id: i as u32,
+                no_ct: false,
+                size: 7,
+                reals: vec![reals.len() - 1],
+                always: port <= 3,
+            });
+        }
+        // One real id that moves between two VIPs (and addresses) from snapshot to snapshot.
+        let mobile = 99;
+        for (vip, addr) in [(0usize, v4(10, 20, 0, 99)), (8, v6("fd20::10:99"))] {
+            vips[vip].reals.push(reals.len());
+            reals.push(RealDef {
+                id: mobile,
+                addr,
+                encap: Gre,
+                weight: 1,
+            });
+        }
+        Self { vips, reals }
+    }
+
+    /// VIP ids of every VIP (for the per-VIP counters).
+    pub fn vip_ids(&self) -> Vec<u32> {
+        self.vips.iter().map(|v| v.id).collect()
+    }
+
+    /// Every real id (deduplicated).
+    pub fn real_ids(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.reals.iter().map(|r| r.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
+/// Which VIPs and backends a snapshot has, and in what state: what commits change.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub node: NodeParams,
+    pub vip_present: Vec<bool>,
+    /// Per entry of [`Universe::reals`]: absent, usable or draining.
+    pub state: Vec<Option<RealState>>,
+    /// Slots replaced by `STATOR_NO_REAL` (per VIP, a modulus: every n-th slot; 0 = none).
+    pub holes: Vec<u32>,
+}
+
+/// Whether a def of the mobile real id is the one present (the other must be absent).
+fn mobile_ok(u: &Universe, state: &[Option<RealState>], i: usize) -> bool {
+    let id = u.reals[i].id;
+    !u.reals
+        .iter()
+        .enumerate()
+        .any(|(j, r)| j != i && r.id == id && state[j].is_some())
+}
+
+impl Config {
+    /// Everything present and usable, the default node with both sources.
+    pub fn initial(u: &Universe) -> Self {
+        let mut state = vec![Some(RealState::Usable); u.reals.len()];
+        // the mobile id starts with its first VIP
+        let mut seen = std::collections::HashSet::new();
+        for (i, r) in u.reals.iter().enumerate() {
+            if !seen.insert(r.id) {
+                state[i] = None;
+            }
+        }
+        Self {
+            node: NodeParams {
+                src_v4: Some(SRC_V4),
+                src_v6: Some(src_v6()),
+                tcp_timeout_ns: 30 * SEC,
+                udp_timeout_ns: 10 * SEC,
+                ..NodeParams::default()
+            },
+            vip_present: vec![true; u.vips.len()],
+            state,
+            holes: vec![0; u.vips.len()],
+        }
+    }
+
+    /// Sets a real's state, keeping the mobile id on at most one VIP.
+    pub fn set(&mut self, u: &Universe, i: usize, s: Option<RealState>) {
+        if s.is_some() {
+            let id = u.reals[i].id;
+            for (j, r) in u.reals.iter().enumerate() {
+                if j != i && r.id == id {
+                    self.state[j] = None;
+                }
+            }
+        }
+        self.state[i] = s;
+        debug_assert!(mobile_ok(u, &self.state, i));
+    }
+
+    /// Random changes: backends drained, removed, re-added; VIPs that come and go; Maglev
+    /// slots without a backend; node parameters (flood limit, echo, sources, timeouts, GUE
+    /// port, outer TTL).
+    pub fn randomize(&mut self, u: &Universe, g: &mut impl rand::Rng) {
+        for i in 0..u.reals.len() {
+            // usable ones leave now and then; the others mostly come back
+            let usable = self.state[i] == Some(RealState::Usable);
+            if g.random_range(0..100) < if usable { 8 } else { 35 } {
+                let s = match g.random_range(0..10) {
+                    0..6 => Some(RealState::Usable),
+                    6..8 => Some(RealState::Draining),
+                    _ => None,
+                };
+                self.set(u, i, s);
+            }
+        }
+        for (vi, v) in u.vips.iter().enumerate() {
+            if !v.always && g.random_range(0..100) < 25 {
+                self.vip_present[vi] = !self.vip_present[vi];
+            }
+            if self.holes[vi] == 0 && g.random_range(0..100) < 2 {
+                self.holes[vi] = g.random_range(2..=3);
+            } else if self.holes[vi] != 0 && g.random_range(0..100) < 40 {
+                self.holes[vi] = 0;
+            }
+        }
+        let n = &mut self.node;
+        if g.random_range(0..100) < 20 {
+            n.flood_new_per_sec = [0, 0, 0, 3, 8][g.random_range(0..5)];
+        }
+        if g.random_range(0..100) < 10 {
+            n.icmp_echo = !n.icmp_echo;
+        }
+        n.src_v6 = (g.random_range(0..100) >= 7).then(src_v6);
+        n.src_v4 = (g.random_range(0..100) >= 3).then_some(SRC_V4);
+        if g.random_range(0..100) < 20 {
+            let (t, u_) = [(30 * SEC, 10 * SEC), (5 * SEC, 2 * SEC)][g.random_range(0..2)];
+            n.tcp_timeout_ns = t;
+            n.udp_timeout_ns = u_;
+        }
+        if g.random_range(0..100) < 10 {
+            n.gue_port = [6080, 5555][g.random_range(0..2)];
+        }
+        if g.random_range(0..100) < 10 {
+            n.outer_ttl = [64, 1, 255][g.random_range(0..3)];
+        }
+    }
+
+    /// The snapshot of this configuration (`generation` recorded in it).
+    pub fn snapshot(&self, u: &Universe, generation: u64) -> Snapshot {
+        let mut snap = Snapshot {
+            generation,
+            node: self.node,
+            ..Snapshot::default()
+        };
+        for (vi, v) in u.vips.iter().enumerate() {
+            if !self.vip_present[vi] {
+                continue;
+            }
+            let names: Vec<String> = v
+                .reals
+                .iter()
+                .map(|&ri| u.reals[ri].addr.to_string())
+                .collect();
+            let mut members = Vec::new();
+            for (n, &ri) in v.reals.iter().enumerate() {
+                let r = &u.reals[ri];
+                let Some(state) = self.state[ri] else {
+                    continue;
+                };
+                snap.reals.insert(
+                    RealId(r.id),
+                    Real {
+                        addr: r.addr,
+                        vip: VipId(v.id),
+                        state,
+                        encap: r.encap,
+                    },
+                );
+                if state == RealState::Usable {
+                    members.push(MaglevBackend::new(&names[n], r.weight, r.id));
+                }
+            }
+            let table = MaglevTable::build(&members, v.size).expect("maglev table");
+            let mut slots: Vec<u32> = if table.is_empty() {
+                Vec::new()
+            } else {
+                table.slots().to_vec()
+            };
+            if self.holes[vi] > 1 {
+                for (i, s) in slots.iter_mut().enumerate() {
+                    if (i as u32).is_multiple_of(self.holes[vi]) {
+                        *s = STATOR_NO_REAL;
+                    }
+                }
+            }
+            snap.vips.insert(
+                v.key,
+                Vip {
+                    id: VipId(v.id),
+                    flags: VipFlags {
+                        no_conntrack: v.no_ct,
+                    },
+                    table: Arc::from(slots),
+                },
+            );
+        }
+        snap
+    }
+}

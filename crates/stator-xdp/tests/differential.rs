@@ -1,0 +1,220 @@
+//! The differential test (docs/forwarding.md): the same seeded stream of random, adversarial
+//! and stateful frames, snapshot commits and clock moves through the XDP program
+//! (BPF_PROG_TEST_RUN in a namespace whose FIB answers for real) and through
+//! `stator_core::Forwarder`; every frame must give the same action, redirect interface, real,
+//! output bytes, counter deltas (global, drops, per VIP, per real), connection-table entry and
+//! flood-guard window. Needs root.
+//!
+//! Replay and soak:
+//! - `STATOR_DIFF_SEED=0x…` runs that seed (decimal or 0x-hex) instead of the default one;
+//! - `STATOR_DIFF_SEEDS=n` runs n more seeds after it (seed, seed+1, …);
+//! - `STATOR_DIFF_FRAMES=n` compares n frames per seed with the per-CPU connection table
+//!   (default 12,000) and n/2 with the shared one;
+//! - `STATOR_DIFF_KEEP_GOING=1` reports every mismatch at the end instead of the first.
+//!
+//! A mismatch prints the seed, the frame (hex), both outcomes, the differences, the last steps
+//! and the command that replays it.
+
+mod common;
+mod diff;
+
+use std::collections::BTreeMap;
+
+use stator_core::CtMode;
+use stator_xdp::{ConntrackMode, Forwarder};
+
+use common::{PinDir, require_root};
+use diff::lab::Topo;
+use diff::run::{Report, Run, RunOpts};
+use diff::world::Universe;
+
+/// The seed `cargo test` runs; any other replays with `STATOR_DIFF_SEED`.
+const DEFAULT_SEED: u64 = 0x5747_0001;
+const DEFAULT_FRAMES: usize = 12_000;
+
+fn env_u64(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    let v = v.trim();
+    let parsed = match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => v.parse(),
+    };
+    Some(parsed.unwrap_or_else(|_| panic!("{name}={v} is not a number")))
+}
+
+/// The CPUs this thread may run on, highest first.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity writes at most its size into it;
+    // CPU_ISSET only reads it.
+    #[allow(unsafe_code)]
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let rc = libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set);
+        assert_eq!(rc, 0, "sched_getaffinity");
+        (0..libc::CPU_SETSIZE as usize)
+            .rev()
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+fn print_report(seed: u64, mode: CtMode, r: &Report) {
+    let total: usize = r.by_class.values().sum();
+    println!(
+        "differential seed {seed:#x} ({mode:?}): {total} frames compared — {}; {} commits",
+        r.by_class
+            .iter()
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        r.commits
+    );
+    println!("  frames per CPU: {:?}", r.per_cpu);
+    let mut by_class: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for ((class, kind), n) in &r.by_kind {
+        by_class
+            .entry(class)
+            .or_default()
+            .push(format!("{kind} {n}"));
+    }
+    for (class, kinds) in by_class {
+        println!("  {class}: {}", kinds.join(", "));
+    }
+    println!(
+        "  actions: {}",
+        r.actions
+            .iter()
+            .map(|(a, n)| format!("{a} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let nonzero = |m: &BTreeMap<&str, u64>| {
+        m.iter()
+            .filter(|(_, n)| **n != 0)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("  drops: {}", nonzero(&r.drops));
+    println!("  counters: {}", nonzero(&r.events));
+}
+
+/// Every outcome the stream is meant to reach was reached (a generator that silently stopped
+/// producing some kind of frame would otherwise pass).
+fn assert_coverage(r: &Report) {
+    for a in ["DROP", "PASS", "TX", "REDIRECT"] {
+        assert!(
+            r.actions.get(a).copied().unwrap_or(0) > 0,
+            "no frame ended in {a}"
+        );
+    }
+    // `adjust` and `bad_config` cannot happen with a valid commit and the test run's headroom.
+    for d in [
+        "malformed_l3",
+        "malformed_l4",
+        "fragment",
+        "ipv6_ext_limit",
+        "no_backend",
+        "no_source",
+        "fib",
+        "no_neigh",
+        "tx_port",
+        "icmp",
+        "mtu",
+    ] {
+        assert!(
+            r.drops.get(d).copied().unwrap_or(0) > 0,
+            "no frame dropped {d}"
+        );
+    }
+    for c in [
+        "ct_hit",
+        "ct_miss",
+        "ct_reselect",
+        "ct_insert",
+        "ct_expired",
+        "ct_guard",
+        "icmp_error_fwd",
+        "icmp_echo_reply",
+        "non_vip",
+        "non_ip",
+    ] {
+        assert!(
+            r.events.get(c).copied().unwrap_or(0) > 0,
+            "counter {c} never moved"
+        );
+    }
+}
+
+#[test]
+fn xdp_and_core_agree_frame_by_frame() {
+    require_root();
+    let first = env_u64("STATOR_DIFF_SEED").unwrap_or(DEFAULT_SEED);
+    let more = env_u64("STATOR_DIFF_SEEDS").unwrap_or(0);
+    let frames = env_u64("STATOR_DIFF_FRAMES").map_or(DEFAULT_FRAMES, |n| n as usize);
+    let keep_going = std::env::var_os("STATOR_DIFF_KEEP_GOING").is_some();
+    let replaying = std::env::var_os("STATOR_DIFF_SEED").is_some();
+
+    let topo = Topo::new("diff");
+    let ifaces = topo.ifaces.clone();
+    let u = Universe::new();
+    let fib = topo.fib(&u);
+    let started = std::time::Instant::now();
+    let reports = topo
+        .ns()
+        .run_in(move || {
+            let allowed = allowed_cpus();
+            let cpus = aya::util::nr_cpus().expect("number of CPUs");
+            let mut reports = Vec::new();
+            for seed in first..=first + more {
+                // the per-CPU build in full, the shared one on a shorter stream
+                for (mode, ct_mode, n) in [
+                    (ConntrackMode::PerCpu, CtMode::PerCpu, frames),
+                    (ConntrackMode::Shared, CtMode::Shared, frames / 2),
+                ] {
+                    let pins = PinDir::new("diff");
+                    let mut fwd = Forwarder::load(&pins.options(mode)).expect("load the forwarder");
+                    for i in ifaces.iter().filter(|i| i.tx_port) {
+                        fwd.add_tx_port(i.ifindex).unwrap();
+                    }
+                    let opts = RunOpts {
+                        seed,
+                        frames: n,
+                        ct_mode,
+                        keep_going,
+                    };
+                    println!(
+                        "differential: seed {seed:#x}, {ct_mode:?} connection table, {n} frames, \
+                         CPUs {allowed:?} of {cpus}{}",
+                        if replaying { " (replay)" } else { "" }
+                    );
+                    let run = Run::new(opts, &u, &ifaces, &fib, fwd, allowed.clone(), cpus);
+                    reports.push((seed, ct_mode, run.run()));
+                }
+            }
+            reports
+        })
+        .expect("enter the lab namespace");
+    let mut failed = Vec::new();
+    for (seed, mode, r) in &reports {
+        print_report(*seed, *mode, r);
+        for m in &r.mismatches {
+            failed.push(m.clone());
+        }
+    }
+    println!("differential: {:.1} s", started.elapsed().as_secs_f64());
+    if !failed.is_empty() {
+        for m in failed.iter().take(20) {
+            eprintln!("{m}");
+        }
+        panic!("{} frames differ (first 20 shown above)", failed.len());
+    }
+    let (_, _, main) = &reports[0];
+    if frames >= 10_000 {
+        assert!(
+            main.by_class.values().sum::<usize>() >= 10_000,
+            "fewer than 10,000 frames compared"
+        );
+        assert_coverage(main);
+    }
+}
