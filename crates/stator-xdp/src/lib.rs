@@ -34,6 +34,7 @@
 
 mod attach;
 pub mod bench;
+mod decap;
 mod error;
 mod forwarder;
 mod maps;
@@ -46,6 +47,10 @@ pub mod testrun;
 pub use attach::{
     AttachStatus, Attachment, Status, XdpMode, attached_interfaces, detach, detach_all, purge,
     status,
+};
+pub use decap::{
+    DECAP_MAPS, DECAP_PROGRAM_NAME, DEFAULT_DECAP_PIN_PATH, Decap, DecapConfig, DecapCounters,
+    DecapMaps, DecapOptions, DecapStatus, decap_purge, decap_status,
 };
 pub use error::{Result, XdpError};
 pub use forwarder::{CommitReport, Forwarder, PROGRAM_NAME, SelfTest, verify};
