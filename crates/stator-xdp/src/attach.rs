@@ -426,9 +426,10 @@ fn preflight(iface: &str, ifindex: u32) -> Vec<String> {
             Err(_) => "the peer".into(),
         };
         w.push(format!(
-            "`{iface}` is a veth: frames it sends with XDP_TX (and frames redirected to a veth) \
-             are dropped silently unless its peer ({peer}) has an XDP program attached or GRO \
-             enabled (`ethtool -K <peer> gro on`); see docs/xdp.md"
+            "`{iface}` is a veth: frames it sends with XDP_TX reach its peer ({peer}) only if \
+             the peer has an XDP program attached (GRO is not enough for XDP_TX); frames \
+             redirected into a veth need an XDP program or GRO (`ethtool -K <peer> gro on`) on \
+             that veth's peer; otherwise they are lost silently; see docs/xdp.md"
         ));
     }
     w

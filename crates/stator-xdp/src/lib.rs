@@ -40,6 +40,7 @@ mod forwarder;
 mod maps;
 pub mod objects;
 mod options;
+mod pass;
 mod program;
 mod sys;
 pub mod testrun;
@@ -56,6 +57,7 @@ pub use error::{Result, XdpError};
 pub use forwarder::{CommitReport, Forwarder, PROGRAM_NAME, SelfTest, verify};
 pub use maps::{Counters, FORWARDER_MAPS, Maps};
 pub use options::{AttachMode, ConntrackMode, DEFAULT_PIN_PATH, MAX_SLOTS_PER_GEN, XdpOptions};
+pub use pass::attach_pass;
 
 /// True when the process runs as root (what loading and attaching need).
 pub fn is_root() -> bool {
