@@ -17,8 +17,14 @@
 //! client through the router — never through an LB node.
 //!
 //! What the setup takes care of, so tests do not have to:
-//! - **GRO on every veth end**: a frame that XDP transmits (XDP_TX) or redirects into a veth
-//!   reaches the peer only if the peer runs NAPI (an XDP program or GRO), see docs/xdp.md;
+//! - **an XDP program on the router's ports towards the LB nodes**, through the caller's hook
+//!   ([`DsrLab::create_with`]; this crate loads no BPF): a frame an LB node sends with XDP_TX
+//!   is delivered by veth only when the receiving peer has an XDP program (docs/xdp.md);
+//!   `stator_xdp::attach_pass` is such a program;
+//! - **GRO on every veth end**, which is what a frame *redirected* into a veth needs;
+//! - **no TX checksum offload** on the hosts: veth hands a locally generated segment on with a
+//!   partial checksum (`CHECKSUM_PARTIAL`), which an XDP program that re-sends the frame turns
+//!   into a wrong one; a real client's NIC would have filled it in;
 //! - **forwarding** on the LB nodes (`bpf_fib_lookup` refuses to answer otherwise) and the
 //!   router; **permanent neighbour entries** for the router on every LB node (XDP does not
 //!   resolve neighbours);
@@ -34,7 +40,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::netns::{Netns, Result, cleanup, veth};
+use crate::netns::{Netns, NetnsError, Result, cleanup, veth};
 
 /// The shape of a lab.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,8 +154,19 @@ const BRIDGE_LB_MAC: [u8; 6] = [0x02, 0x5a, 0, 0, 1, 1];
 const BRIDGE_BACKEND_MAC: [u8; 6] = [0x02, 0x5a, 0, 0, 2, 1];
 
 impl DsrLab {
-    /// Builds the lab. Namespaces left over with the same prefix are removed first.
+    /// Builds the lab without attaching anything to the router's ports: enough when the LB
+    /// nodes do not send with XDP_TX (kernel forwarding, or XDP_REDIRECT only).
     pub fn create(spec: &DsrSpec) -> Result<Self> {
+        Self::create_with(spec, |_, _| Ok(()))
+    }
+
+    /// Builds the lab and calls `peer_xdp(router, port)` for each router port facing an LB
+    /// node, to attach an XDP program there (see the module documentation). Namespaces left
+    /// over with the same prefix are removed first.
+    pub fn create_with(
+        spec: &DsrSpec,
+        peer_xdp: impl Fn(&Netns, &str) -> std::result::Result<(), String>,
+    ) -> Result<Self> {
         cleanup(&spec.prefix)?;
         let s = spec.subnet;
         let router = Netns::create(&format!("{}r", spec.prefix))?;
@@ -190,6 +207,11 @@ impl DsrLab {
         for j in 0..spec.lbs {
             let host = lab.member(&format!("l{j}"), LB_LAN, 11 + j, "brlb")?;
             lab.setup_lb(&host)?;
+            peer_xdp(&lab.router, &host.name).map_err(|stderr| NetnsError::Failed {
+                cmd: format!("attach an XDP program to router port {}", host.name),
+                status: "hook".into(),
+                stderr,
+            })?;
             lab.lbs.push(host);
         }
         for k in 0..spec.backends {
@@ -205,7 +227,8 @@ impl DsrLab {
         &self.spec
     }
 
-    /// A veth between the router (`port`) and a new namespace (`eth0`), GRO on both ends.
+    /// A veth between the router (`port`) and a new namespace (`eth0`), GRO on both ends, no
+    /// TX checksum offload on the host's end.
     fn link(&self, name: &str, mtu: Option<u32>) -> Result<Netns> {
         let ns = Netns::create(&format!("{}{name}", self.spec.prefix))?;
         veth(&self.router, name, &ns, "eth0")?;
@@ -215,6 +238,7 @@ impl DsrLab {
             }
             n.exec("ethtool", ["-K", dev, "gro", "on"])?;
         }
+        ns.exec("ethtool", ["-K", "eth0", "tx", "off"])?;
         Ok(ns)
     }
 
