@@ -151,6 +151,12 @@ enum stator_drop_reason {
  *   stator_bprogs    PROG_ARRAY[1]                 the program under measurement
  *   stator_bframe    ARRAY[1]                      struct stator_bench_frame
  *   stator_biter     PERCPU_ARRAY[1]               __u64 iteration counter
+ *  veth benchmark (stator_veth.bpf.c; not pinned)
+ *   stator_vgframe   ARRAY[1]                      struct stator_bench_frame
+ *   stator_vgtarget  ARRAY[1]                      __u32 ifindex the generator redirects to
+ *   stator_vgiter    PERCPU_ARRAY[1]               __u64 iteration counter
+ *   stator_vsinkcnt  PERCPU_ARRAY[STATOR_VSINK_MAX] __u64
+ *   stator_vroutetx  DEVMAP_HASH[STATOR_MAX_TX_PORTS] ifindex → struct bpf_devmap_val
  *  decap (stator_decap.bpf.c; every map pinned by name, default pin directory
  *  /sys/fs/bpf/stator-decap/)
  *   stator_dcfg      ARRAY[1]                      struct stator_decap_cfg
@@ -330,6 +336,19 @@ struct stator_bench_frame {
 	__u32 flow_off; /* offset of that word; flow_off + 4 <= len */
 	__u32 _pad0;
 	__u8 bytes[STATOR_BENCH_FRAME_MAX];
+};
+
+/* ---- veth benchmark (bpf/stator_veth.bpf.c, `stator bench veth`) --------------------------------
+ * stator_vgen (a BPF_PROG_TEST_RUN live-frames generator) restores a struct stator_bench_frame
+ * from stator_vgframe before every frame, varies one word of it, and redirects it to the
+ * interface in stator_vgtarget[0]; stator_vsink counts what arrives (stator_vsinkcnt, per CPU)
+ * and drops it; stator_vroute is the "forward without load balancing" baseline (FIB lookup,
+ * TTL, MACs, redirect through stator_vroutetx). None of their maps is pinned. */
+enum stator_vsink_counter {
+	STATOR_VSINK_PACKETS = 0,
+	STATOR_VSINK_BYTES = 1,
+	STATOR_VSINK_TUNNELLED = 2, /* IPv4 protocol 47, 4, 41 or 17: what the forwarder sends */
+	STATOR_VSINK_MAX = 3,
 };
 
 /* ---- backend side: the decap program (bpf/stator_decap.bpf.c, docs/decap.md) ------------------ */

@@ -44,6 +44,7 @@ mod pass;
 mod program;
 mod sys;
 pub mod testrun;
+pub mod veth_bench;
 
 pub use attach::{
     AttachStatus, Attachment, Status, XdpMode, attached_interfaces, detach, detach_all, purge,
