@@ -3,6 +3,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_hashing;
+mod bench_veth;
 mod bench_xdp;
 mod decap_cmd;
 mod xdp_cmd;
