@@ -18,3 +18,17 @@ python3 scripts/bench_collect.py \
   --since "$marker" \
   --goals scripts/bench_goals.json \
   --out target/bench/micro.json
+
+# System benchmarks of the binary (root: BPF_PROG_TEST_RUN, namespaces). Each prints its own
+# table with ratios against baselines measured in the same run and writes target/bench/*.json.
+cargo build --release -p stator
+bin=target/release/stator
+if [ "$(id -u)" -eq 0 ]; then
+  "$bin" bench xdp --out target/bench/xdp.json
+  "$bin" bench xdp --conntrack shared --out target/bench/xdp-shared.json
+else
+  echo "bench.sh: skipping 'stator bench xdp' (needs root for BPF_PROG_TEST_RUN)" >&2
+fi
+# The paper's hashing evaluation, full size (Figures 11 and 12, build times): a few minutes.
+"$bin" bench hashing --json-out target/bench/hashing.jsonl --csv target/bench/hashing.csv \
+  --plot target/bench/hashing.png

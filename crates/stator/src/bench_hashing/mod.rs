@@ -26,6 +26,9 @@ pub struct HashingArgs {
     /// (figure 11, figure 12, build_time).
     #[arg(long)]
     pub json: bool,
+    /// Also write the JSON lines to FILE (whatever stdout shows).
+    #[arg(long, value_name = "FILE")]
+    pub json_out: Option<PathBuf>,
     /// Also draw Figures 11 and 12 into FILE (PNG).
     #[arg(long, value_name = "FILE.png")]
     pub plot: Option<PathBuf>,
@@ -68,6 +71,10 @@ pub fn run(args: &HashingArgs) -> Result<()> {
         stdout.write_all(report::text(&evaluation).as_bytes())?;
     }
     stdout.flush()?;
+    if let Some(path) = &args.json_out {
+        std::fs::write(path, report::json_lines(&evaluation)?)?;
+        eprintln!("stator bench hashing: wrote {}", path.display());
+    }
     if let Some(path) = &args.csv {
         report::write_csv(&evaluation, path)?;
         eprintln!("stator bench hashing: wrote {}", path.display());
