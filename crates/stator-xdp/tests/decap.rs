@@ -808,6 +808,7 @@ fn attach_reattach_status_detach() {
         pin: pin_dir("attach"),
     };
     netns::veth(&ns, "dca", &ns, "dcb").unwrap();
+    ns.ip(["link", "add", "dcbr", "type", "bridge"]).unwrap();
     let p = guard.pin.clone();
     ns.run_in(move || {
         let cfg = DecapConfig {
@@ -849,9 +850,21 @@ fn attach_reattach_status_detach() {
             Err(XdpError::InterfaceMissing { iface }) => assert_eq!(iface, "nosuchdev"),
             other => panic!("expected InterfaceMissing, got {other:?}"),
         }
+        // a bridge has no native XDP: `native` insists and says so
+        let mut n = Decap::load(&DecapOptions {
+            pin_path: p.clone(),
+            attach_mode: AttachMode::Native,
+        })
+        .unwrap();
+        match n.attach("dcbr") {
+            Err(e @ XdpError::XdpUnsupported { .. }) => {
+                assert!(e.to_string().contains("native mode"), "{e}");
+            }
+            other => panic!("expected XdpUnsupported, got {other:?}"),
+        }
         let purge = chain(&stator_xdp::decap_purge(&p).unwrap_err());
         assert!(purge.contains("still attached to dca, dcb"), "{purge}");
-        drop((d, d2, g));
+        drop((d, d2, g, n));
 
         // the links outlive the loader objects
         assert_eq!(stator_xdp::decap_status(&p).unwrap().attachments.len(), 2);
