@@ -26,8 +26,10 @@ bin=target/release/stator
 if [ "$(id -u)" -eq 0 ]; then
   "$bin" bench xdp --out target/bench/xdp.json
   "$bin" bench xdp --conntrack shared --out target/bench/xdp-shared.json
+  # packets per second end to end on veth: forwarder vs plain forwarding, same run
+  "$bin" bench veth --out target/bench/veth.json
 else
-  echo "bench.sh: skipping 'stator bench xdp' (needs root for BPF_PROG_TEST_RUN)" >&2
+  echo "bench.sh: skipping 'stator bench xdp' and 'stator bench veth' (need root)" >&2
 fi
 # The paper's hashing evaluation, full size (Figures 11 and 12, build times): a few minutes.
 "$bin" bench hashing --json-out target/bench/hashing.jsonl --csv target/bench/hashing.csv \

@@ -151,9 +151,16 @@ enum stator_drop_reason {
  *   stator_bprogs    PROG_ARRAY[1]                 the program under measurement
  *   stator_bframe    ARRAY[1]                      struct stator_bench_frame
  *   stator_biter     PERCPU_ARRAY[1]               __u64 iteration counter
- *  decap (stator_decap.bpf.c)
+ *  veth benchmark (stator_veth.bpf.c; not pinned)
+ *   stator_vgframe   ARRAY[1]                      struct stator_bench_frame
+ *   stator_vgtarget  ARRAY[1]                      __u32 ifindex the generator redirects to
+ *   stator_vgiter    PERCPU_ARRAY[1]               __u64 iteration counter
+ *   stator_vsinkcnt  PERCPU_ARRAY[STATOR_VSINK_MAX] __u64
+ *   stator_vroutetx  DEVMAP_HASH[STATOR_MAX_TX_PORTS] ifindex → struct bpf_devmap_val
+ *  decap (stator_decap.bpf.c; every map pinned by name, default pin directory
+ *  /sys/fs/bpf/stator-decap/)
  *   stator_dcfg      ARRAY[1]                      struct stator_decap_cfg
- *   stator_daddrs    HASH  stator_decap_addr     → __u8 (1)
+ *   stator_daddrs    HASH[STATOR_MAX_DECAP_ADDRS]  struct stator_decap_addr → __u8 (1)
  *   stator_dcnt      PERCPU_ARRAY[STATOR_DECAP_CNT_MAX] __u64
  */
 
@@ -331,34 +338,62 @@ struct stator_bench_frame {
 	__u8 bytes[STATOR_BENCH_FRAME_MAX];
 };
 
-/* ---- backend side: the decap program --------------------------------------------------------- */
+/* ---- veth benchmark (bpf/stator_veth.bpf.c, `stator bench veth`) --------------------------------
+ * stator_vgen (a BPF_PROG_TEST_RUN live-frames generator) restores a struct stator_bench_frame
+ * from stator_vgframe before every frame, varies one word of it, and redirects it to the
+ * interface in stator_vgtarget[0]; stator_vsink counts what arrives (stator_vsinkcnt, per CPU)
+ * and drops it; stator_vroute is the "forward without load balancing" baseline (FIB lookup,
+ * TTL, MACs, redirect through stator_vroutetx). None of their maps is pinned. */
+enum stator_vsink_counter {
+	STATOR_VSINK_PACKETS = 0,
+	STATOR_VSINK_BYTES = 1,
+	STATOR_VSINK_TUNNELLED = 2, /* IPv4 protocol 47, 4, 41 or 17: what the forwarder sends */
+	STATOR_VSINK_MAX = 3,
+};
 
-/* stator_decap_addrs key: an outer destination the decap program accepts. Empty map = accept
- * any destination. */
+/* ---- backend side: the decap program (bpf/stator_decap.bpf.c, docs/decap.md) ------------------ */
+
+/* stator_daddrs key: an outer destination address the decap program accepts. Consulted only
+ * when stator_dcfg[0].flags has STATOR_DECAP_F_ADDRS; without it any destination is accepted. */
 struct stator_decap_addr {
-	__be32 addr[4];
-	__u8 family;
+	__be32 addr[4]; /* IPv4 in addr[0], rest zero */
+	__u8 family;    /* STATOR_FAMILY_V4 / V6 */
 	__u8 _pad0[3];
 };
 
-/* stator_decap_cfg[0]. */
+#define STATOR_DECAP_F_ADDRS (1u << 0) /* the outer destination must be in stator_daddrs */
+
+/* stator_dcfg[0]. */
 struct stator_decap_cfg {
-	__be16 gue_port; /* network order */
-	__u16 _pad0;
-	__u32 _pad1;
+	__be16 gue_port; /* GUE UDP destination port (network order); 0 = GUE not decapsulated */
+	__u16 flags;     /* STATOR_DECAP_F_* */
+	__u32 _pad0;
 };
 
+/*
+ * Counter indices of the per-CPU array stator_dcnt (names without the prefix are metric labels;
+ * values never change once released). Every packet ends in exactly one *outcome* (0..5); every
+ * rejected packet is also counted in exactly one *reason* (6..11).
+ */
 enum stator_decap_counter {
-	STATOR_DECAP_CNT_GRE = 0,
-	STATOR_DECAP_CNT_IPIP = 1,
-	STATOR_DECAP_CNT_GUE = 2,
-	STATOR_DECAP_CNT_PASS = 3,       /* not a tunnel packet for us: passed untouched */
-	STATOR_DECAP_CNT_REJECTED = 4,   /* tunnel packet rejected: counted by reason below */
-	STATOR_DECAP_CNT_BAD_OUTER = 5,  /* truncated/invalid outer headers */
-	STATOR_DECAP_CNT_BAD_INNER = 6,  /* inner is not a well-formed IPv4/IPv6 header */
-	STATOR_DECAP_CNT_GRE_UNSUPPORTED = 7, /* GRE with checksum/routing/version != 0 etc. */
-	STATOR_DECAP_CNT_NOT_OURS = 8,   /* outer destination not in stator_decap_addrs */
-	STATOR_DECAP_CNT_MAX = 9,
+	/* outcomes */
+	STATOR_DECAP_CNT_GRE = 0,      /* GRE decapsulated, inner packet passed to the stack */
+	STATOR_DECAP_CNT_IPIP = 1,     /* IPIP / IP6IP6 / 4in6 / 6in4 decapsulated */
+	STATOR_DECAP_CNT_GUE = 2,      /* GUE (variant 0 or 1) decapsulated */
+	STATOR_DECAP_CNT_PASS = 3,     /* not a tunnel packet: passed untouched */
+	STATOR_DECAP_CNT_NOT_OURS = 4, /* tunnel packet to an address not in stator_daddrs: passed */
+	STATOR_DECAP_CNT_REJECTED = 5, /* tunnel packet for us that cannot be delivered: dropped */
+	/* reasons of `rejected` */
+	STATOR_DECAP_CNT_BAD_OUTER = 6, /* outer IP / GRE / UDP header truncated or invalid */
+	STATOR_DECAP_CNT_FRAGMENT = 7,  /* outer IPv4 fragment (XDP does not reassemble) */
+	STATOR_DECAP_CNT_GRE_UNSUPPORTED = 8, /* GRE version != 0, routing bit, payload not IP */
+	STATOR_DECAP_CNT_GUE_UNSUPPORTED = 9, /* GUE control message, version 2/3, payload not IP */
+	STATOR_DECAP_CNT_BAD_INNER = 10, /* inner packet not a well-formed header of its family */
+	STATOR_DECAP_CNT_ADJUST = 11,    /* bpf_xdp_adjust_head failed */
+	STATOR_DECAP_CNT_MAX = 12,
 };
+
+/* The first reason index: counters below it are outcomes. */
+#define STATOR_DECAP_CNT_FIRST_REASON STATOR_DECAP_CNT_BAD_OUTER
 
 #endif /* STATOR_ABI_H */

@@ -54,11 +54,14 @@
 	X(STATOR_DECAP_CNT_IPIP, "ipip")                                                          \
 	X(STATOR_DECAP_CNT_GUE, "gue")                                                            \
 	X(STATOR_DECAP_CNT_PASS, "pass")                                                          \
+	X(STATOR_DECAP_CNT_NOT_OURS, "not_ours")                                                  \
 	X(STATOR_DECAP_CNT_REJECTED, "rejected")                                                  \
 	X(STATOR_DECAP_CNT_BAD_OUTER, "bad_outer")                                                \
-	X(STATOR_DECAP_CNT_BAD_INNER, "bad_inner")                                                \
+	X(STATOR_DECAP_CNT_FRAGMENT, "fragment")                                                  \
 	X(STATOR_DECAP_CNT_GRE_UNSUPPORTED, "gre_unsupported")                                    \
-	X(STATOR_DECAP_CNT_NOT_OURS, "not_ours")
+	X(STATOR_DECAP_CNT_GUE_UNSUPPORTED, "gue_unsupported")                                    \
+	X(STATOR_DECAP_CNT_BAD_INNER, "bad_inner")                                                \
+	X(STATOR_DECAP_CNT_ADJUST, "adjust")
 
 #define EMIT_CONST(e, label) printf("pub const %s: u32 = %u;\n", #e, (unsigned)(e));
 #define EMIT_LABEL(e, label) names[e] = label;
@@ -121,6 +124,12 @@ int main(void)
 	CONST_U32(STATOR_CNT_MAX);
 	CONST_U32(STATOR_DROP_MAX);
 	CONST_U32(STATOR_DECAP_CNT_MAX);
+	CONST_U32(STATOR_DECAP_CNT_FIRST_REASON);
+	CONST_U32(STATOR_DECAP_F_ADDRS);
+	CONST_U32(STATOR_VSINK_PACKETS);
+	CONST_U32(STATOR_VSINK_BYTES);
+	CONST_U32(STATOR_VSINK_TUNNELLED);
+	CONST_U32(STATOR_VSINK_MAX);
 
 	EMIT_TABLE("COUNTER", "Counter index", STATOR_CNT_MAX, COUNTERS);
 	EMIT_TABLE("DROP_REASON", "Drop reason code", STATOR_DROP_MAX, DROPS);
@@ -224,5 +233,6 @@ int main(void)
 
 	SIZE(stator_decap_cfg);
 	OFF(stator_decap_cfg, gue_port);
+	OFF(stator_decap_cfg, flags);
 	return 0;
 }

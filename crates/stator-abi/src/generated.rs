@@ -36,7 +36,13 @@ pub const STATOR_PROBE_F_VADDR: u32 = 2;
 pub const STATOR_BENCH_FRAME_MAX: u32 = 256;
 pub const STATOR_CNT_MAX: u32 = 16;
 pub const STATOR_DROP_MAX: u32 = 14;
-pub const STATOR_DECAP_CNT_MAX: u32 = 9;
+pub const STATOR_DECAP_CNT_MAX: u32 = 12;
+pub const STATOR_DECAP_CNT_FIRST_REASON: u32 = 6;
+pub const STATOR_DECAP_F_ADDRS: u32 = 1;
+pub const STATOR_VSINK_PACKETS: u32 = 0;
+pub const STATOR_VSINK_BYTES: u32 = 1;
+pub const STATOR_VSINK_TUNNELLED: u32 = 2;
+pub const STATOR_VSINK_MAX: u32 = 3;
 pub const STATOR_CNT_ACT_ABORTED: u32 = 0;
 pub const STATOR_CNT_ACT_DROP: u32 = 1;
 pub const STATOR_CNT_ACT_PASS: u32 = 2;
@@ -109,23 +115,29 @@ pub const STATOR_DECAP_CNT_GRE: u32 = 0;
 pub const STATOR_DECAP_CNT_IPIP: u32 = 1;
 pub const STATOR_DECAP_CNT_GUE: u32 = 2;
 pub const STATOR_DECAP_CNT_PASS: u32 = 3;
-pub const STATOR_DECAP_CNT_REJECTED: u32 = 4;
-pub const STATOR_DECAP_CNT_BAD_OUTER: u32 = 5;
-pub const STATOR_DECAP_CNT_BAD_INNER: u32 = 6;
-pub const STATOR_DECAP_CNT_GRE_UNSUPPORTED: u32 = 7;
-pub const STATOR_DECAP_CNT_NOT_OURS: u32 = 8;
+pub const STATOR_DECAP_CNT_NOT_OURS: u32 = 4;
+pub const STATOR_DECAP_CNT_REJECTED: u32 = 5;
+pub const STATOR_DECAP_CNT_BAD_OUTER: u32 = 6;
+pub const STATOR_DECAP_CNT_FRAGMENT: u32 = 7;
+pub const STATOR_DECAP_CNT_GRE_UNSUPPORTED: u32 = 8;
+pub const STATOR_DECAP_CNT_GUE_UNSUPPORTED: u32 = 9;
+pub const STATOR_DECAP_CNT_BAD_INNER: u32 = 10;
+pub const STATOR_DECAP_CNT_ADJUST: u32 = 11;
 
 /// Decap counter index → metric label, in index order.
-pub const DECAP_COUNTER_NAMES: [&str; 9] = [
+pub const DECAP_COUNTER_NAMES: [&str; 12] = [
     "gre",
     "ipip",
     "gue",
     "pass",
+    "not_ours",
     "rejected",
     "bad_outer",
-    "bad_inner",
+    "fragment",
     "gre_unsupported",
-    "not_ours",
+    "gue_unsupported",
+    "bad_inner",
+    "adjust",
 ];
 
 pub const SIZEOF_stator_ctl: usize = 16;
@@ -210,3 +222,4 @@ pub const OFFSETOF_stator_decap_addr_addr: usize = 0;
 pub const OFFSETOF_stator_decap_addr_family: usize = 16;
 pub const SIZEOF_stator_decap_cfg: usize = 8;
 pub const OFFSETOF_stator_decap_cfg_gue_port: usize = 0;
+pub const OFFSETOF_stator_decap_cfg_flags: usize = 2;

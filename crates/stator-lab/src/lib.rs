@@ -10,6 +10,11 @@
 //! reads back what tests assert: sessions, the router's kernel next hops, BGP connections.
 //! [`wait`] bounds every wait and says what it waited for.
 //!
+//! [`topo`] builds the direct-server-return path end to end — clients, a router, load-balancer
+//! nodes on one LAN, backends on another — with the sysctls, neighbour entries, GRO and MTUs
+//! that XDP forwarding and decapsulation need; [`serve`] runs the backends' servers (TCP
+//! identify, HTTP, UDP echo) and their clients.
+//!
 //! Contract: every object this crate creates carries the caller's prefix in its name; nothing
 //! outside that prefix is ever touched. Operations fail with the command line and its stderr.
 #![deny(unsafe_code)]
@@ -17,4 +22,6 @@
 pub mod bird;
 pub mod lan;
 pub mod netns;
+pub mod serve;
+pub mod topo;
 pub mod wait;

@@ -34,7 +34,7 @@ pub enum XdpMode {
 }
 
 impl XdpMode {
-    fn from_attached(v: u8) -> Self {
+    pub(crate) fn from_attached(v: u8) -> Self {
         match v {
             1 => Self::Native,
             2 => Self::Generic,
@@ -113,11 +113,11 @@ pub struct Status {
     pub tx_ports: Vec<u32>,
 }
 
-fn link_pin(pin_path: &Path, iface: &str) -> PathBuf {
+pub(crate) fn link_pin(pin_path: &Path, iface: &str) -> PathBuf {
     pin_path.join(format!("link_{iface}"))
 }
 
-fn attach_err(
+pub(crate) fn attach_err(
     op: &'static str,
     iface: &str,
     e: impl std::error::Error + Send + Sync + 'static,
@@ -161,97 +161,7 @@ impl Forwarder {
             .program_mut(PROGRAM_NAME)
             .and_then(|p| p.try_into().ok())
             .expect("the program is loaded by Forwarder::load");
-
-        let mut replaced = false;
-        if pin.exists() {
-            let info = sys::obj_get(&pin)
-                .and_then(|fd| sys::link_info(fd.as_fd()))
-                .map_err(|e| attach_err("re-attach", iface, e))?;
-            let pinned =
-                PinnedLink::from_pin(&pin).map_err(|e| attach_err("re-attach", iface, e))?;
-            if info.ifindex == ifindex {
-                let fd_link: FdLink = pinned.into();
-                let link =
-                    XdpLink::try_from(fd_link).map_err(|e| attach_err("re-attach", iface, e))?;
-                let id = prog
-                    .attach_to_link(link)
-                    .map_err(|e| attach_err("re-attach", iface, e))?;
-                // The pin keeps the link (and so the attachment) alive; our fd may go.
-                drop(
-                    prog.take_link(id)
-                        .map_err(|e| attach_err("re-attach", iface, e))?,
-                );
-                replaced = true;
-            } else {
-                // the interface was deleted and re-created: the old link is dead
-                warnings.push(format!("removed stale link pin {}", pin.display()));
-                let _ = pinned.unpin();
-            }
-        }
-        if !replaced {
-            let tries: &[(XdpFlags, &'static str)] = match mode {
-                AttachMode::Auto => &[
-                    (XdpFlags::DRV_MODE, "native"),
-                    (XdpFlags::SKB_MODE, "generic"),
-                ],
-                AttachMode::Native => &[(XdpFlags::DRV_MODE, "native")],
-                AttachMode::Generic => &[(XdpFlags::SKB_MODE, "generic")],
-            };
-            let mut attached = None;
-            for (i, (flags, name)) in tries.iter().enumerate() {
-                match prog.attach_to_if_index(ifindex, *flags) {
-                    Ok(id) => {
-                        attached = Some(id);
-                        break;
-                    }
-                    Err(e)
-                        if os_error(&e) == Some(libc::EBUSY)
-                            || os_error(&e) == Some(libc::EEXIST) =>
-                    {
-                        return Err(attach_err(
-                            "attach",
-                            iface,
-                            std::io::Error::other(format!(
-                                "another XDP program is already attached to `{iface}` \
-                                 (remove it first: `ip link set dev {iface} xdp off`)"
-                            )),
-                        ));
-                    }
-                    Err(e) if i + 1 < tries.len() => {
-                        let why = os_error(&e).map_or_else(
-                            || e.to_string(),
-                            |c| std::io::Error::from_raw_os_error(c).to_string(),
-                        );
-                        warnings.push(format!(
-                            "native XDP is not available on `{iface}` ({why}); fell back to \
-                             generic (skb) mode, which is much slower"
-                        ));
-                    }
-                    Err(e) => {
-                        let source = match os_error(&e) {
-                            Some(code) => std::io::Error::from_raw_os_error(code),
-                            None => std::io::Error::other(e.to_string()),
-                        };
-                        return Err(XdpError::XdpUnsupported {
-                            iface: iface.to_string(),
-                            mode: name,
-                            source,
-                        });
-                    }
-                }
-            }
-            let id = attached.expect("the loop returns unless it attached");
-            let link = prog
-                .take_link(id)
-                .map_err(|e| attach_err("attach", iface, e))?;
-            let fd_link = FdLink::try_from(link).map_err(|e| attach_err("attach", iface, e))?;
-            // pinning keeps the attachment after the FdLink (and this process) is gone
-            drop(
-                fd_link
-                    .pin(&pin)
-                    .map_err(|e| attach_err("pin link", iface, e))?,
-            );
-        }
+        let replaced = attach_pinned(prog, iface, ifindex, &pin, mode, &mut warnings)?;
         self.add_tx_port(ifindex)?;
         let state = sys::xdp_query(ifindex).map_err(|e| attach_err("query", iface, e))?;
         Ok(Attachment {
@@ -263,6 +173,103 @@ impl Forwarder {
             warnings,
         })
     }
+}
+
+/// Attaches `prog` to `iface` (index `ifindex`) through a bpf_link pinned at `pin`, in `mode`
+/// (auto: native, else generic with a warning pushed to `warnings`). If a link is already
+/// pinned there for this interface, `prog` replaces the old program in it atomically
+/// (`BPF_LINK_UPDATE`) and the result is `true`; a pin left by a deleted interface is removed.
+/// Shared by the forwarder and the decap program.
+pub(crate) fn attach_pinned(
+    prog: &mut Xdp,
+    iface: &str,
+    ifindex: u32,
+    pin: &Path,
+    mode: AttachMode,
+    warnings: &mut Vec<String>,
+) -> Result<bool> {
+    if pin.exists() {
+        let info = sys::obj_get(pin)
+            .and_then(|fd| sys::link_info(fd.as_fd()))
+            .map_err(|e| attach_err("re-attach", iface, e))?;
+        let pinned = PinnedLink::from_pin(pin).map_err(|e| attach_err("re-attach", iface, e))?;
+        if info.ifindex == ifindex {
+            let fd_link: FdLink = pinned.into();
+            let link = XdpLink::try_from(fd_link).map_err(|e| attach_err("re-attach", iface, e))?;
+            let id = prog
+                .attach_to_link(link)
+                .map_err(|e| attach_err("re-attach", iface, e))?;
+            // The pin keeps the link (and so the attachment) alive; our fd may go.
+            drop(
+                prog.take_link(id)
+                    .map_err(|e| attach_err("re-attach", iface, e))?,
+            );
+            return Ok(true);
+        }
+        // the interface was deleted and re-created: the old link is dead
+        warnings.push(format!("removed stale link pin {}", pin.display()));
+        let _ = pinned.unpin();
+    }
+    let tries: &[(XdpFlags, &'static str)] = match mode {
+        AttachMode::Auto => &[
+            (XdpFlags::DRV_MODE, "native"),
+            (XdpFlags::SKB_MODE, "generic"),
+        ],
+        AttachMode::Native => &[(XdpFlags::DRV_MODE, "native")],
+        AttachMode::Generic => &[(XdpFlags::SKB_MODE, "generic")],
+    };
+    let mut attached = None;
+    for (i, (flags, name)) in tries.iter().enumerate() {
+        match prog.attach_to_if_index(ifindex, *flags) {
+            Ok(id) => {
+                attached = Some(id);
+                break;
+            }
+            Err(e) if os_error(&e) == Some(libc::EBUSY) || os_error(&e) == Some(libc::EEXIST) => {
+                return Err(attach_err(
+                    "attach",
+                    iface,
+                    std::io::Error::other(format!(
+                        "another XDP program is already attached to `{iface}` \
+                         (remove it first: `ip link set dev {iface} xdp off`)"
+                    )),
+                ));
+            }
+            Err(e) if i + 1 < tries.len() => {
+                let why = os_error(&e).map_or_else(
+                    || e.to_string(),
+                    |c| std::io::Error::from_raw_os_error(c).to_string(),
+                );
+                warnings.push(format!(
+                    "native XDP is not available on `{iface}` ({why}); fell back to \
+                     generic (skb) mode, which is much slower"
+                ));
+            }
+            Err(e) => {
+                let source = match os_error(&e) {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::other(e.to_string()),
+                };
+                return Err(XdpError::XdpUnsupported {
+                    iface: iface.to_string(),
+                    mode: name,
+                    source,
+                });
+            }
+        }
+    }
+    let id = attached.expect("the loop returns unless it attached");
+    let link = prog
+        .take_link(id)
+        .map_err(|e| attach_err("attach", iface, e))?;
+    let fd_link = FdLink::try_from(link).map_err(|e| attach_err("attach", iface, e))?;
+    // pinning keeps the attachment after the FdLink (and this process) is gone
+    drop(
+        fd_link
+            .pin(pin)
+            .map_err(|e| attach_err("pin link", iface, e))?,
+    );
+    Ok(false)
 }
 
 /// Detaches the forwarder from `iface`: `BPF_LINK_DETACH` on the pinned link (effective even
@@ -342,29 +349,7 @@ pub fn status(pin_path: &Path) -> Result<Status> {
     let maps = Maps::open(pin_path)?;
     let active_gen = maps.active_generation();
     let cfg = maps.node_cfg(active_gen);
-    let mut attachments = Vec::new();
-    for iface in attached_interfaces(pin_path)? {
-        let info = sys::obj_get(&link_pin(pin_path, &iface))
-            .and_then(|fd| sys::link_info(fd.as_fd()))
-            .map_err(|e| attach_err("status", &iface, e))?;
-        let state = sys::xdp_query(info.ifindex).unwrap_or(sys::XdpAttachState {
-            attached: 0,
-            prog_id: 0,
-            link: None,
-            link_elsewhere: false,
-        });
-        attachments.push(AttachStatus {
-            iface,
-            ifindex: info.ifindex,
-            mode: if info.link_type == sys::BPF_LINK_TYPE_XDP {
-                XdpMode::from_attached(state.attached)
-            } else {
-                XdpMode::None
-            },
-            prog_id: info.prog_id,
-            link_id: info.id,
-        });
-    }
+    let attachments = attachments(pin_path)?;
     Ok(Status {
         pin_path: pin_path.to_path_buf(),
         active_gen,
@@ -377,6 +362,34 @@ pub fn status(pin_path: &Path) -> Result<Status> {
         attachments,
         tx_ports: maps.tx_ports()?,
     })
+}
+
+/// The links pinned under `pin_path` (`link_<ifname>`), with what the kernel says about them.
+pub(crate) fn attachments(pin_path: &Path) -> Result<Vec<AttachStatus>> {
+    let mut out = Vec::new();
+    for iface in attached_interfaces(pin_path)? {
+        let info = sys::obj_get(&link_pin(pin_path, &iface))
+            .and_then(|fd| sys::link_info(fd.as_fd()))
+            .map_err(|e| attach_err("status", &iface, e))?;
+        let state = sys::xdp_query(info.ifindex).unwrap_or(sys::XdpAttachState {
+            attached: 0,
+            prog_id: 0,
+            link: None,
+            link_elsewhere: false,
+        });
+        out.push(AttachStatus {
+            iface,
+            ifindex: info.ifindex,
+            mode: if info.link_type == sys::BPF_LINK_TYPE_XDP {
+                XdpMode::from_attached(state.attached)
+            } else {
+                XdpMode::None
+            },
+            prog_id: info.prog_id,
+            link_id: info.id,
+        });
+    }
+    Ok(out)
 }
 
 /// Warnings about the host setup the forwarder depends on.
@@ -413,9 +426,10 @@ fn preflight(iface: &str, ifindex: u32) -> Vec<String> {
             Err(_) => "the peer".into(),
         };
         w.push(format!(
-            "`{iface}` is a veth: frames it sends with XDP_TX (and frames redirected to a veth) \
-             are dropped silently unless its peer ({peer}) has an XDP program attached or GRO \
-             enabled (`ethtool -K <peer> gro on`); see docs/xdp.md"
+            "`{iface}` is a veth: frames it sends with XDP_TX reach its peer ({peer}) only if \
+             the peer has an XDP program attached (GRO is not enough for XDP_TX); frames \
+             redirected into a veth need an XDP program or GRO (`ethtool -K <peer> gro on`) on \
+             that veth's peer; otherwise they are lost silently; see docs/xdp.md"
         ));
     }
     w

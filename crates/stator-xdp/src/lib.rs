@@ -34,18 +34,25 @@
 
 mod attach;
 pub mod bench;
+mod decap;
 mod error;
 mod forwarder;
 mod maps;
 pub mod objects;
 mod options;
+mod pass;
 mod program;
 mod sys;
 pub mod testrun;
+pub mod veth_bench;
 
 pub use attach::{
     AttachStatus, Attachment, Status, XdpMode, attached_interfaces, detach, detach_all, purge,
     status,
+};
+pub use decap::{
+    DECAP_MAPS, DECAP_PROGRAM_NAME, DEFAULT_DECAP_PIN_PATH, Decap, DecapConfig, DecapCounters,
+    DecapMaps, DecapOptions, DecapStatus, decap_purge, decap_status,
 };
 pub use error::{Result, XdpError};
 pub use forwarder::{CommitReport, Forwarder, PROGRAM_NAME, SelfTest, verify};
@@ -53,6 +60,7 @@ pub use maps::{Counters, FORWARDER_MAPS, Maps};
 pub use options::{
     AttachMode, ConntrackMode, DEFAULT_FIB_CACHE, DEFAULT_PIN_PATH, MAX_SLOTS_PER_GEN, XdpOptions,
 };
+pub use pass::attach_pass;
 
 /// True when the process runs as root (what loading and attaching need).
 pub fn is_root() -> bool {

@@ -13,3 +13,10 @@ pub static PASS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/
 
 /// The kernel-repeat benchmark wrapper (`stator_bench`).
 pub static BENCH: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stator_bench.o"));
+
+/// The backend-side decap program (`stator_decap`).
+pub static DECAP: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stator_decap.o"));
+
+/// The end-to-end veth benchmark's generator, sink and plain-forwarding baseline.
+pub static VETH_BENCH: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stator_veth.o"));

@@ -14,7 +14,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use stator_abi::{
-    BenchFrame, CtEntry, Ctl, Flood, FlowKey, NodeCfg, Real, Traffic, Vaddr, VaddrKey, Vip, VipKey,
+    BenchFrame, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey, NodeCfg, Real, Traffic, Vaddr,
+    VaddrKey, Vip, VipKey,
 };
 
 /// Plain data that may be copied to and from kernel memory byte for byte.
@@ -36,7 +37,8 @@ macro_rules! abi_records {
     )* };
 }
 abi_records!(
-    Ctl, NodeCfg, VaddrKey, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Flood, Traffic, BenchFrame
+    Ctl, NodeCfg, VaddrKey, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Flood, Traffic, BenchFrame,
+    DecapAddr, DecapCfg
 );
 
 /// A [`Record`] as an aya map key or value (aya's `Pod` cannot be implemented for another

@@ -121,3 +121,54 @@ pub fn run_xdp(prog: impl AsFd, frame: &[u8], opts: TestRunOpts) -> std::io::Res
         duration_ns: attr.duration,
     })
 }
+
+/// `BPF_F_TEST_XDP_LIVE_FRAMES`: the kernel runs the program on real frames from a page pool
+/// and really transmits what it sends (XDP_TX, XDP_REDIRECT) — a packet generator.
+const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+
+/// Runs an XDP program `repeat` times in live-frames mode: each run gets `frame` in a fresh
+/// (or recycled) page, and what the program redirects is sent for real, flushed every
+/// `batch_size` frames (0 = the kernel's default, 64). `ingress_ifindex` (in the calling
+/// thread's network namespace) is the device the frames appear to arrive on, which is also
+/// where `bpf_redirect` looks interface indexes up. Returns the kernel's mean time per run.
+pub fn run_xdp_live(
+    prog: impl AsFd,
+    frame: &[u8],
+    repeat: u32,
+    batch_size: u32,
+    ingress_ifindex: u32,
+) -> std::io::Result<u32> {
+    let ctx = XdpMd {
+        data: 0,
+        data_end: u32::try_from(frame.len())
+            .map_err(|_| std::io::Error::other("frame too large"))?,
+        ingress_ifindex,
+        ..XdpMd::default()
+    };
+    let mut attr = TestRunAttr {
+        prog_fd: prog.as_fd().as_raw_fd() as u32,
+        data_size_in: ctx.data_end,
+        data_in: frame.as_ptr() as u64,
+        repeat,
+        ctx_size_in: size_of::<XdpMd>() as u32,
+        ctx_in: &ctx as *const XdpMd as u64,
+        flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+        batch_size,
+        ..TestRunAttr::default()
+    };
+    // SAFETY: `attr` is a valid `bpf_attr.test` for BPF_PROG_TEST_RUN in live-frames mode (no
+    // output buffers); the kernel reads `data_size_in` bytes from `frame` and `ctx_size_in`
+    // bytes from `ctx`, both of which outlive the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_TEST_RUN,
+            &mut attr as *mut TestRunAttr,
+            size_of::<TestRunAttr>(),
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(attr.duration)
+}

@@ -4,6 +4,7 @@
 use anyhow::Result;
 
 use crate::bench_hashing::{self, HashingArgs};
+use crate::bench_veth::{self, BenchVethArgs};
 use crate::bench_xdp::{self, BenchXdpArgs};
 
 /// Benchmarks.
@@ -13,6 +14,9 @@ pub enum BenchCmd {
     Hashing(HashingArgs),
     /// The XDP forwarder under BPF_PROG_TEST_RUN (needs root).
     Xdp(BenchXdpArgs),
+    /// Packets per second end to end on veth: the forwarder against plain forwarding without
+    /// load balancing, in the same run (needs root).
+    Veth(BenchVethArgs),
 }
 
 /// Runs a benchmark.
@@ -20,5 +24,6 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Hashing(args) => bench_hashing::run(&args),
         BenchCmd::Xdp(args) => bench_xdp::run(args),
+        BenchCmd::Veth(args) => bench_veth::run(args),
     }
 }

@@ -338,7 +338,7 @@ impl Drop for BenchLab {
     }
 }
 
-fn pin_to_cpu(cpu: usize) {
+pub(crate) fn pin_to_cpu(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; sched_setaffinity(0, …)
     // affects only the calling thread. Failure only makes figures noisier.
     #[allow(unsafe_code)]
@@ -583,7 +583,7 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
     Ok(())
 }
 
-fn cpu_model() -> String {
+pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {

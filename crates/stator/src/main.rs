@@ -3,7 +3,9 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_hashing;
+mod bench_veth;
 mod bench_xdp;
+mod decap_cmd;
 mod xdp_cmd;
 
 #[derive(Debug, Parser)]
@@ -20,6 +22,9 @@ enum Command {
     /// The XDP data plane: attach, detach, status, stats.
     #[command(subcommand)]
     Xdp(xdp_cmd::XdpCmd),
+    /// The backend side: decapsulate GRE, IPIP and GUE for a VIP on `lo` (direct server return).
+    #[command(subcommand)]
+    Decap(decap_cmd::DecapCmd),
     /// Benchmarks (figures and ratios against baselines; never fail on a timing).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -46,6 +51,7 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(report.exit_code());
         }
         Command::Xdp(cmd) => xdp_cmd::run(cmd),
+        Command::Decap(cmd) => decap_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
     }
 }

@@ -1,0 +1,225 @@
+//! The programs of the end-to-end veth benchmark (`bpf/stator_veth.bpf.c`, `stator bench
+//! veth`): a live-frames packet generator, a counting sink, and the plain-forwarding baseline
+//! the forwarder is compared with. Nothing is pinned but the links, which the caller removes.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+use aya::maps::{Array, DevMapHash, PerCpuArray, PerCpuValues};
+use aya::programs::Xdp;
+use aya::util::nr_cpus;
+use aya::{Ebpf, EbpfLoader};
+use stator_abi::{
+    BenchFrame, STATOR_BENCH_FRAME_MAX, STATOR_VSINK_BYTES, STATOR_VSINK_PACKETS,
+    STATOR_VSINK_TUNNELLED,
+};
+
+use crate::attach::{Attachment, XdpMode, attach_err, attach_pinned, link_pin};
+use crate::error::{Result, XdpError};
+use crate::forwarder::load_xdp;
+use crate::objects;
+use crate::options::AttachMode;
+use crate::sys::{self, Rec};
+
+/// What the sink counted, summed across CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SinkCounts {
+    /// Frames received.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Frames that were IPv4 GRE / IPIP / UDP: what the forwarder sends.
+    pub tunnelled: u64,
+}
+
+impl SinkCounts {
+    /// `self - earlier`.
+    pub fn since(&self, earlier: &SinkCounts) -> SinkCounts {
+        SinkCounts {
+            packets: self.packets.wrapping_sub(earlier.packets),
+            bytes: self.bytes.wrapping_sub(earlier.bytes),
+            tunnelled: self.tunnelled.wrapping_sub(earlier.tunnelled),
+        }
+    }
+}
+
+/// `stator_vgen`, `stator_vsink` and `stator_vroute`, loaded with their (unpinned) maps.
+pub struct VethBench {
+    ebpf: Ebpf,
+}
+
+impl std::fmt::Debug for VethBench {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VethBench").finish_non_exhaustive()
+    }
+}
+
+fn map_err(op: &'static str) -> impl Fn(aya::maps::MapError) -> XdpError {
+    move |e| XdpError::map("stator_veth", op, e)
+}
+
+impl VethBench {
+    /// Loads the three programs.
+    pub fn load() -> Result<Self> {
+        if !sys::is_root() {
+            return Err(XdpError::NotRoot {
+                what: "loading BPF programs".into(),
+            });
+        }
+        let mut ebpf = EbpfLoader::new()
+            .load(objects::VETH_BENCH)
+            .map_err(|e| XdpError::Load {
+                object: "stator_veth".into(),
+                source: Box::new(e),
+            })?;
+        for p in ["stator_vgen", "stator_vsink", "stator_vroute"] {
+            load_xdp(&mut ebpf, p)?;
+        }
+        Ok(Self { ebpf })
+    }
+
+    fn map(&mut self, name: &'static str) -> Result<&mut aya::maps::Map> {
+        self.ebpf.map_mut(name).ok_or_else(|| XdpError::Load {
+            object: "stator_veth".into(),
+            source: format!("map {name} missing").into(),
+        })
+    }
+
+    /// The generator's frame, sent to interface `target_ifindex` (in the generator's
+    /// namespace); with `nflows > 1`, frame `i` adds `i % nflows` to the big-endian 32-bit
+    /// word at `flow_off`. Resets the frame counter.
+    pub fn set_frame(
+        &mut self,
+        frame: &[u8],
+        nflows: u32,
+        flow_off: u32,
+        target_ifindex: u32,
+    ) -> Result<()> {
+        if frame.len() < 14 || frame.len() > STATOR_BENCH_FRAME_MAX as usize {
+            return Err(XdpError::InvalidOptions {
+                reason: format!(
+                    "generator frame of {} bytes (14..={STATOR_BENCH_FRAME_MAX})",
+                    frame.len()
+                ),
+            });
+        }
+        if nflows > 1 && flow_off as usize + 4 > frame.len() {
+            return Err(XdpError::InvalidOptions {
+                reason: format!("flow word at {flow_off} beyond the frame"),
+            });
+        }
+        let mut f = BenchFrame {
+            len: frame.len() as u32,
+            nflows,
+            flow_off,
+            ..BenchFrame::default()
+        };
+        f.bytes[..frame.len()].copy_from_slice(frame);
+        Array::<_, Rec<BenchFrame>>::try_from(self.map("stator_vgframe")?)
+            .map_err(map_err("open stator_vgframe"))?
+            .set(0, Rec(f), 0)
+            .map_err(map_err("set the frame"))?;
+        Array::<_, u32>::try_from(self.map("stator_vgtarget")?)
+            .map_err(map_err("open stator_vgtarget"))?
+            .set(0, target_ifindex, 0)
+            .map_err(map_err("set the target"))?;
+        let cpus = nr_cpus().map_err(|(_, e)| XdpError::io("counting CPUs", e))?;
+        let zeros = PerCpuValues::try_from(vec![0u64; cpus])
+            .map_err(|e| XdpError::io("per-CPU values", e))?;
+        PerCpuArray::<_, u64>::try_from(self.map("stator_vgiter")?)
+            .map_err(map_err("open stator_vgiter"))?
+            .set(0, zeros, 0)
+            .map_err(map_err("reset the frame counter"))
+    }
+
+    /// A duplicate of the generator's fd: run it with
+    /// [`run_xdp_live`](crate::testrun::run_xdp_live) from a thread in the generator's
+    /// namespace (`ingress_ifindex` and the redirect target are looked up there).
+    pub fn generator(&self) -> Result<OwnedFd> {
+        let prog: &Xdp = self
+            .ebpf
+            .program("stator_vgen")
+            .and_then(|p| p.try_into().ok())
+            .expect("loaded in VethBench::load");
+        prog.fd()
+            .map_err(|e| XdpError::io("the generator's fd", std::io::Error::other(e.to_string())))?
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| XdpError::io("duplicating the generator's fd", e))
+    }
+
+    fn attach(
+        &mut self,
+        program: &'static str,
+        pin_path: &Path,
+        iface: &str,
+    ) -> Result<Attachment> {
+        let ifindex = sys::if_nametoindex(iface).ok_or_else(|| XdpError::InterfaceMissing {
+            iface: iface.to_string(),
+        })?;
+        std::fs::create_dir_all(pin_path).map_err(|e| {
+            XdpError::io(format!("creating pin directory {}", pin_path.display()), e)
+        })?;
+        let prog: &mut Xdp = self
+            .ebpf
+            .program_mut(program)
+            .and_then(|p| p.try_into().ok())
+            .expect("loaded in VethBench::load");
+        let mut warnings = Vec::new();
+        let pin = link_pin(pin_path, iface);
+        let replaced = attach_pinned(
+            prog,
+            iface,
+            ifindex,
+            &pin,
+            AttachMode::Native,
+            &mut warnings,
+        )?;
+        let state = sys::xdp_query(ifindex).map_err(|e| attach_err("query", iface, e))?;
+        Ok(Attachment {
+            iface: iface.to_string(),
+            ifindex,
+            mode: XdpMode::from_attached(state.attached),
+            prog_id: state.prog_id,
+            replaced,
+            warnings,
+        })
+    }
+
+    /// Attaches the sink to `iface` (native mode, calling thread's namespace), its link pinned
+    /// as `<pin_path>/link_<iface>` (an existing link there gets the sink instead).
+    pub fn attach_sink(&mut self, pin_path: &Path, iface: &str) -> Result<Attachment> {
+        self.attach("stator_vsink", pin_path, iface)
+    }
+
+    /// Attaches the plain-forwarding baseline to `iface`, like [`VethBench::attach_sink`].
+    pub fn attach_route(&mut self, pin_path: &Path, iface: &str) -> Result<Attachment> {
+        self.attach("stator_vroute", pin_path, iface)
+    }
+
+    /// Lets the baseline redirect to interface `ifindex`.
+    pub fn add_route_port(&mut self, ifindex: u32) -> Result<()> {
+        DevMapHash::try_from(self.map("stator_vroutetx")?)
+            .map_err(map_err("open stator_vroutetx"))?
+            .insert(ifindex, ifindex, None, 0)
+            .map_err(|e| XdpError::map("stator_vroutetx", "add a redirect target", e))
+    }
+
+    /// What the sink counted so far, summed across CPUs.
+    pub fn sink(&mut self) -> Result<SinkCounts> {
+        let m = PerCpuArray::<_, u64>::try_from(self.map("stator_vsinkcnt")?)
+            .map_err(map_err("open stator_vsinkcnt"))?;
+        let sum = |i: u32| -> Result<u64> {
+            Ok(m.get(&i, 0)
+                .map_err(map_err("read the sink counters"))?
+                .iter()
+                .copied()
+                .fold(0u64, u64::wrapping_add))
+        };
+        Ok(SinkCounts {
+            packets: sum(STATOR_VSINK_PACKETS)?,
+            bytes: sum(STATOR_VSINK_BYTES)?,
+            tunnelled: sum(STATOR_VSINK_TUNNELLED)?,
+        })
+    }
+}
