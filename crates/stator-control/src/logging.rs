@@ -24,6 +24,7 @@ pub fn init(log: &Log) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
     let _ = match log.format {
         LogFormat::Human => builder.try_init(),

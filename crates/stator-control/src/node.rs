@@ -121,7 +121,7 @@ impl Node {
             Ok::<_, ControlError>((p.active_snapshot()?, p.reader()?))
         })
         .await??;
-        if let Some(a) = &active {
+        if let Some(a) = active.as_ref().filter(|a| a.generation > 0) {
             tracing::info!(
                 generation = a.generation,
                 vips = a.vips.len(),

@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::error::ControlError;
 use crate::reconciler::{ForwarderEvent, SharedPlane, with_plane};
 
 /// Time between two checks.
@@ -79,7 +80,10 @@ pub fn spawn(
                         state = Some(false);
                         ForwarderEvent {
                             healthy: false,
-                            reason: Some(e.to_string()),
+                            reason: Some(match e {
+                                ControlError::Unhealthy { reason } => reason,
+                                other => other.to_string(),
+                            }),
                         }
                     })
                 }

@@ -4,6 +4,9 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_hashing;
 mod bench_xdp;
+mod client_cmd;
+mod run_cmd;
+mod table;
 mod xdp_cmd;
 
 #[derive(Debug, Parser)]
@@ -17,6 +20,10 @@ struct Cli {
 enum Command {
     /// Validate a configuration file; print every error with its field path (exit 1 on any).
     Check(CheckArgs),
+    /// Run one node: the controller and its data plane, until SIGTERM/SIGINT (SIGHUP reloads).
+    Run(run_cmd::RunArgs),
+    #[command(flatten)]
+    Client(client_cmd::ClientCmd),
     /// The XDP data plane: attach, detach, status, stats.
     #[command(subcommand)]
     Xdp(xdp_cmd::XdpCmd),
@@ -45,6 +52,8 @@ fn main() -> anyhow::Result<()> {
             }
             std::process::exit(report.exit_code());
         }
+        Command::Run(args) => run_cmd::run(args),
+        Command::Client(cmd) => client_cmd::run(cmd),
         Command::Xdp(cmd) => xdp_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
     }

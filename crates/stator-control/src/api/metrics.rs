@@ -212,10 +212,11 @@ fn node_metrics(e: &mut Exposition, v: &View) {
         e.family(name, Kind::Summary, help)
             .sample_suffixed("_sum", &[], t.sum)
             .sample_suffixed("_count", &[], t.count as f64);
+        let last = format!("stator_last_{}", name.trim_start_matches("stator_"));
         e.family(
-            &format!("{name}_last"),
+            &last,
             Kind::Gauge,
-            "The last observation of the summary of the same name.",
+            "The last observation of the summary without `last_`.",
         )
         .sample(&[], t.last);
     }

@@ -30,6 +30,8 @@ pub struct Transition {
     pub up: bool,
     /// The last probe's result (`ok` or why it failed).
     pub reason: String,
+    /// Which probe of the check caused it (1 = the first).
+    pub probe: u64,
 }
 
 /// What the API shows about one check.
@@ -249,7 +251,7 @@ async fn check_loop(
         let started = Instant::now();
         let result = probe::run(key.address, key.port, &key.probe, key.timing.timeout).await;
         let took = started.elapsed();
-        let changed = {
+        let (changed, probe) = {
             let mut s = lock(&shared);
             let changed = s.machine.observe(result.is_ok());
             let (successes, failures) = s.machine.streak();
@@ -271,7 +273,7 @@ async fn check_loop(
                 None => {}
             }
             st.state = state;
-            changed
+            (changed, st.probes_ok + st.probes_failed)
         };
         if let Some(up) = changed {
             let reason = match &result {
@@ -288,6 +290,7 @@ async fn check_loop(
                     key: key.clone(),
                     up,
                     reason,
+                    probe,
                 })
                 .is_err()
             {
