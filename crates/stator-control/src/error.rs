@@ -21,6 +21,13 @@ pub enum ControlError {
         field: Option<String>,
     },
 
+    /// A request body of a type the endpoint does not take.
+    #[error("unsupported content type {given:?}: send application/toml or application/json")]
+    UnsupportedType {
+        /// The `Content-Type` given.
+        given: String,
+    },
+
     /// The configuration is valid but this node cannot apply it without a restart.
     #[error("{field}: {reason}")]
     RestartRequired {
@@ -155,6 +162,7 @@ impl ControlError {
             Self::Config(_) | Self::BadRequest { .. } => 400,
             Self::UnknownBackend { .. } | Self::UnknownVip { .. } => 404,
             Self::GenerationMismatch { .. } => 412,
+            Self::UnsupportedType { .. } => 415,
             Self::RestartRequired { .. } | Self::Host { .. } => 422,
             Self::ShuttingDown | Self::Unhealthy { .. } => 503,
             Self::Api { status, .. } => *status,
@@ -168,6 +176,7 @@ impl ControlError {
             Self::Config(errors) => errors.errors.first().map(|e| e.path.to_string()),
             Self::BadRequest { field, .. } | Self::Api { field, .. } => field.clone(),
             Self::RestartRequired { field, .. } | Self::Host { field, .. } => Some(field.clone()),
+            Self::UnsupportedType { .. } => Some("Content-Type".into()),
             _ => None,
         }
     }

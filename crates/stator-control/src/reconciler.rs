@@ -852,6 +852,7 @@ impl Reconciler {
                     health: states[i].health,
                     drain: match self.drains.get(&b.name) {
                         None | Some(Drain::No) => DrainView::None,
+                        Some(Drain::Until(t)) if *t <= now => DrainView::Drained,
                         Some(Drain::Until(t)) => DrainView::Draining {
                             remaining_seconds: t.saturating_duration_since(now).as_secs_f64(),
                         },

@@ -82,7 +82,7 @@ async fn collect(
     out
 }
 
-fn of<'a>(ts: &'a [(Transition, Duration)], port: u16) -> Vec<&'a (Transition, Duration)> {
+fn of(ts: &[(Transition, Duration)], port: u16) -> Vec<&(Transition, Duration)> {
     ts.iter().filter(|(t, _)| t.key.port == port).collect()
 }
 

@@ -191,11 +191,8 @@ fn body_text(headers: &HeaderMap, body: &[u8]) -> Result<(String, bool), Control
             })?;
             Ok((text, true))
         }
-        other => Err(ControlError::BadRequest {
-            reason: format!(
-                "unsupported content type {other:?}: send application/toml or application/json"
-            ),
-            field: Some("Content-Type".into()),
+        other => Err(ControlError::UnsupportedType {
+            given: other.to_owned(),
         }),
     }
 }

@@ -99,13 +99,18 @@ impl Pins {
 
     /// Loader options: shared connection table, small maps.
     pub fn options(&self, slots_per_gen: u32) -> XdpOptions {
-        XdpOptions {
-            pin_path: self.path.clone(),
-            conntrack: ConntrackMode::Shared,
-            ct_entries: 4096,
-            slots_per_gen,
-            ..XdpOptions::default()
-        }
+        xdp_options(&self.path, slots_per_gen)
+    }
+}
+
+/// Loader options for pins at `path`: shared connection table, small maps.
+pub fn xdp_options(path: &Path, slots_per_gen: u32) -> XdpOptions {
+    XdpOptions {
+        pin_path: path.to_path_buf(),
+        conntrack: ConntrackMode::Shared,
+        ct_entries: 4096,
+        slots_per_gen,
+        ..XdpOptions::default()
     }
 }
 
