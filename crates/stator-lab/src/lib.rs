@@ -8,7 +8,8 @@
 //! [`lan`] builds the ECMP front of a deployment — a router and Stator nodes on one bridge —
 //! and [`bird`] runs BIRD daemons in it (each with its own config, socket and pid file) and
 //! reads back what tests assert: sessions, the router's kernel next hops, BGP connections.
-//! [`wait`] bounds every wait and says what it waited for.
+//! [`wait`] bounds every wait and says what it waited for. [`stator`] runs `stator run` in a
+//! node's namespace (pins on a bpffs of the lab's own) and talks to its admin API.
 //!
 //! Contract: every object this crate creates carries the caller's prefix in its name; nothing
 //! outside that prefix is ever touched. Operations fail with the command line and its stderr.
@@ -17,4 +18,5 @@
 pub mod bird;
 pub mod lan;
 pub mod netns;
+pub mod stator;
 pub mod wait;
