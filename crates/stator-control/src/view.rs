@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 use stator_config::Config;
@@ -24,20 +24,35 @@ pub enum Phase {
     Stopping,
 }
 
-/// An operator's drain of a backend, as shown.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
+/// An operator's drain of a backend, as shown. The deadline is kept as an instant, so that
+/// an answer given after it says `drained` even if the view was published before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DrainView {
     /// Not drained through the API.
     #[default]
     None,
-    /// Draining: existing connections kept for `remaining_seconds` more.
+    /// Draining: existing connections kept until the deadline.
     Draining {
-        /// Seconds until the drain timeout.
-        remaining_seconds: f64,
+        /// The drain timeout.
+        until: Instant,
     },
     /// Drain timeout passed: removed until undrained.
     Drained,
+}
+
+impl DrainView {
+    /// `{"state": "none"}`, `{"state": "draining", "remaining_seconds": 12.5}` or
+    /// `{"state": "drained"}`, as of `now`.
+    pub fn json(&self, now: Instant) -> serde_json::Value {
+        match self {
+            Self::None => serde_json::json!({ "state": "none" }),
+            Self::Draining { until } if *until > now => serde_json::json!({
+                "state": "draining",
+                "remaining_seconds": until.duration_since(now).as_secs_f64(),
+            }),
+            Self::Draining { .. } | Self::Drained => serde_json::json!({ "state": "drained" }),
+        }
+    }
 }
 
 /// One backend's state.

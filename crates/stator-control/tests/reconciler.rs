@@ -177,15 +177,18 @@ fn a_failing_backend_leaves_every_table_it_is_in() {
              (check interval 100ms, fall 1)",
             stopped.elapsed().min(took)
         );
-        let v = node.view();
-        let i = v
+        // The view is published right after the commit returns.
+        let i = node
+            .view()
             .config
             .backends
             .iter()
             .position(|b| b.address == three)
             .unwrap();
-        assert_eq!(v.backends[i].health, stator_control::plan::Health::Down);
-        assert_eq!(v.backends[i].transitions_down, 1);
+        wait_until("the view to show backend 3 down", SECS, || {
+            node.view().backends[i].health == stator_control::plan::Health::Down
+        });
+        assert_eq!(node.view().backends[i].transitions_down, 1);
 
         let _again = TcpServer::start("10.222.0.3:8080");
         wait_until("backend 3 back in both tables", SECS, || {

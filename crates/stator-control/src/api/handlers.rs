@@ -385,6 +385,7 @@ pub async fn backends(State(ctx): State<Ctx>) -> Result<Json<Value>, ApiError> {
                 )
             })??;
     let checks: BTreeMap<_, _> = ctx.board.statuses().into_iter().collect();
+    let now = std::time::Instant::now();
     let mut out = Vec::with_capacity(v.config.backends.len());
     for (i, b) in v.config.backends.iter().enumerate() {
         let bv = &v.backends[i];
@@ -415,7 +416,7 @@ pub async fn backends(State(ctx): State<Ctx>) -> Result<Json<Value>, ApiError> {
             "address": b.address,
             "port": b.port,
             "health": bv.health,
-            "drain": bv.drain,
+            "drain": bv.drain.json(now),
             "transitions": { "up": bv.transitions_up, "down": bv.transitions_down },
             "checks": bv.checks.iter().map(|k| {
                 let s = checks.get(k);
@@ -447,7 +448,11 @@ fn backend_json(v: &View, id: &str) -> Value {
     let i = v.config.backends.iter().position(|b| b.name == id);
     match i {
         Some(i) => {
-            json!({ "id": id, "health": v.backends[i].health, "drain": v.backends[i].drain })
+            json!({
+                "id": id,
+                "health": v.backends[i].health,
+                "drain": v.backends[i].drain.json(std::time::Instant::now()),
+            })
         }
         None => json!({ "id": id }),
     }
