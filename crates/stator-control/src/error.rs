@@ -22,7 +22,10 @@ pub enum ControlError {
     },
 
     /// A request body of a type the endpoint does not take.
-    #[error("unsupported content type {given:?}: send application/toml or application/json")]
+    #[error(
+        "unsupported content type {given:?}: send application/toml or application/json \
+         (with curl: -H 'Content-Type: application/toml')"
+    )]
     UnsupportedType {
         /// The `Content-Type` given.
         given: String,

@@ -115,7 +115,7 @@ fn the_admin_api_over_a_real_socket() {
             "{body}"
         );
         assert!(
-            body["errors"][0]["line"].as_u64().is_some(),
+            body["errors"][0]["location"]["line"].as_u64().is_some(),
             "located in the text: {body}"
         );
         let (code, body) = status_of(

@@ -83,17 +83,11 @@ impl IntoResponse for ApiError {
         });
         match &self.0 {
             ControlError::Config(errors) => {
+                // The same shape as `stator check --json` and `POST /v1/config:validate`.
                 body["errors"] = errors
                     .errors
                     .iter()
-                    .map(|e| {
-                        json!({
-                            "field": e.path.to_string(),
-                            "line": e.location.map(|l| l.line),
-                            "column": e.location.map(|l| l.column),
-                            "message": e.error.to_string(),
-                        })
-                    })
+                    .map(|e| json!(stator_config::Diagnostic::from(e)))
                     .collect();
             }
             ControlError::GenerationMismatch { current, .. } => {
