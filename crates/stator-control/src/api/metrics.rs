@@ -6,6 +6,7 @@
 //! family. [`Exposition`] writes families one at a time, so a family's samples are always
 //! together under its `# HELP` and `# TYPE`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use axum::extract::State;
@@ -16,6 +17,7 @@ use stator_core::Counter;
 
 use super::{ApiError, Ctx};
 use crate::error::ControlError;
+use crate::health::CheckKey;
 use crate::plan::Health;
 use crate::view::{DrainView, View, since_baseline, unix_seconds};
 
@@ -434,6 +436,7 @@ fn health_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) {
         );
     }
     let checks = ctx.board.statuses();
+    let labels = check_labels(checks.iter().map(|(k, _)| k));
     e.family(
         "stator_health_check_up",
         Kind::Gauge,
@@ -445,7 +448,7 @@ fn health_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) {
             "down" => 0.0,
             _ => -1.0,
         };
-        e.sample(&[("check", &k.url())], state);
+        e.sample(&[("check", &labels[k])], state);
     }
     e.family(
         "stator_health_probes_total",
@@ -453,13 +456,10 @@ fn health_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) {
         "Health probes, by result.",
     );
     for (k, s) in &checks {
-        let url = k.url();
+        let url = &labels[k];
+        e.sample(&[("check", url), ("result", "success")], s.probes_ok as f64);
         e.sample(
-            &[("check", &url), ("result", "success")],
-            s.probes_ok as f64,
-        );
-        e.sample(
-            &[("check", &url), ("result", "failure")],
+            &[("check", url), ("result", "failure")],
             s.probes_failed as f64,
         );
     }
@@ -469,12 +469,9 @@ fn health_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) {
         "Health-check state changes, by the state changed to.",
     );
     for (k, s) in &checks {
-        let url = k.url();
-        e.sample(&[("check", &url), ("to", "up")], s.transitions_up as f64);
-        e.sample(
-            &[("check", &url), ("to", "down")],
-            s.transitions_down as f64,
-        );
+        let url = &labels[k];
+        e.sample(&[("check", url), ("to", "up")], s.transitions_up as f64);
+        e.sample(&[("check", url), ("to", "down")], s.transitions_down as f64);
     }
 }
 
@@ -528,6 +525,34 @@ fn bgp_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) {
     .sample(&[], a.counters.errors as f64);
 }
 
+/// The `check` label of each check: its URL (`http://10.1.1.11:80/healthz`), and when
+/// several checks share a URL (other expected statuses, `Host`, payload or timings), the URL
+/// with `#` and a digest of the whole check, so that every series stays unique.
+pub fn check_labels<'a>(keys: impl Iterator<Item = &'a CheckKey>) -> BTreeMap<CheckKey, String> {
+    let keys: Vec<&CheckKey> = keys.collect();
+    let mut count: BTreeMap<String, usize> = BTreeMap::new();
+    for k in &keys {
+        *count.entry(k.url()).or_default() += 1;
+    }
+    keys.into_iter()
+        .map(|k| {
+            let url = k.url();
+            let label = if count[&url] > 1 {
+                // FNV-1a of the check's full description: stable across runs and builds.
+                let digest = format!("{k:?}")
+                    .bytes()
+                    .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                    });
+                format!("{url}#{:08x}", digest as u32)
+            } else {
+                url
+            };
+            (k.clone(), label)
+        })
+        .collect()
+}
+
 /// `GET /metrics`.
 pub async fn handler(State(ctx): State<Ctx>) -> Result<Response, ApiError> {
     let text = tokio::task::spawn_blocking(move || render(&ctx))
@@ -539,6 +564,41 @@ pub async fn handler(State(ctx): State<Ctx>) -> Result<Response, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checks_sharing_a_url_get_distinct_labels() {
+        use stator_config::{HttpProbe, Probe, StatusRange, Timing};
+        use std::time::Duration;
+        let timing = Timing {
+            interval: Duration::from_secs(2),
+            timeout: Duration::from_secs(1),
+            rise: 2,
+            fall: 3,
+            jitter: Duration::ZERO,
+        };
+        let http = |first| {
+            Probe::Http(HttpProbe {
+                path: "/healthz".into(),
+                expect_status: StatusRange { first, last: 399 },
+                host: None,
+            })
+        };
+        let key = |probe, port| CheckKey {
+            address: "10.0.0.1".parse().unwrap(),
+            port,
+            probe,
+            timing,
+        };
+        let (a, b, c) = (key(http(200), 80), key(http(300), 80), key(Probe::Tcp, 81));
+        let labels = check_labels([&a, &b, &c].into_iter());
+        assert_eq!(labels[&c], "tcp://10.0.0.1:81");
+        assert!(labels[&a].starts_with("http://10.0.0.1:80/healthz#"));
+        assert_ne!(labels[&a], labels[&b]);
+        assert_eq!(
+            check_labels([&a].into_iter())[&a],
+            "http://10.0.0.1:80/healthz"
+        );
+    }
 
     #[test]
     fn escapes_and_values() {

@@ -182,6 +182,8 @@ pub struct Reconciler {
     committed_at: Option<SystemTime>,
     forwarder: ForwarderView,
     health_seen: BTreeMap<String, Health>,
+    /// Whether each VIP (by name) was to be announced at the last look, for logging changes.
+    announce_seen: BTreeMap<String, bool>,
     transitions: BTreeMap<String, (u64, u64)>,
     vip_baselines: Arc<BTreeMap<VipId, Traffic>>,
     real_baselines: Arc<BTreeMap<RealId, Traffic>>,
@@ -268,6 +270,7 @@ impl Reconciler {
                 failures: 0,
             },
             health_seen: BTreeMap::new(),
+            announce_seen: BTreeMap::new(),
             transitions: BTreeMap::new(),
             vip_baselines: Arc::default(),
             real_baselines: Arc::default(),
@@ -399,6 +402,7 @@ impl Reconciler {
                 let result = self.undrain(backend).await;
                 let _ = reply.send(result);
             }
+            // Invariant: `run` takes Shutdown itself and never passes it here.
             Request::Shutdown { .. } => unreachable!("handled by run"),
         }
     }

@@ -151,8 +151,29 @@ impl Reconciler {
             .collect()
     }
 
-    pub(super) fn announce(&self) {
+    /// Tells the announcer what to announce, and logs each VIP whose state changed.
+    pub(super) fn announce(&mut self) {
         let states = self.announce_states();
+        let mut seen = BTreeMap::new();
+        for (vip, &on) in self.config.vips.iter().zip(&states) {
+            let before = self.announce_seen.get(&vip.name).copied();
+            if before != Some(on) && (before.is_some() || on) {
+                if on {
+                    tracing::info!(vip = %vip.name, address = %vip.key.addr, "VIP announced");
+                } else {
+                    let why = if self.phase != Phase::Running {
+                        "the node is stopping"
+                    } else if !self.forwarder.healthy {
+                        "the forwarder is unhealthy"
+                    } else {
+                        "no usable backend"
+                    };
+                    tracing::warn!(vip = %vip.name, address = %vip.key.addr, reason = why, "VIP withdrawn");
+                }
+            }
+            seen.insert(vip.name.clone(), on);
+        }
+        self.announce_seen = seen;
         let desired = DesiredRoutes::from_vips(
             self.config
                 .vips
