@@ -246,14 +246,17 @@ pub fn build(
         let reuse = old
             .get(&vip.key)
             .filter(|o| o.table_size == vip.table_size && o.members == members);
-        let (table, rebuilt) = match reuse {
-            Some(o) => (Arc::clone(&o.table), false),
-            None => (table_of(&vip.name, &members, vip.table_size)?, true),
+        let (table, counts, rebuilt) = match reuse {
+            Some(o) => (
+                Arc::clone(&o.table),
+                o.reals.iter().map(|r| (r.id.0, r.slots)).collect(),
+                false,
+            ),
+            None => {
+                let (table, counts) = table_of(&vip.name, &members, vip.table_size)?;
+                (table, counts, true)
+            }
         };
-        let mut counts: BTreeMap<u32, u32> = BTreeMap::new();
-        for &slot in table.iter() {
-            *counts.entry(slot).or_default() += 1;
-        }
         for r in &mut reals {
             r.slots = counts.get(&r.id.0).copied().unwrap_or(0);
         }
@@ -281,13 +284,16 @@ pub fn build(
     })
 }
 
-/// The Maglev table of a usable set; empty (no slots at all) when the set is, which the data
-/// plane reads as "no backend".
+/// Maglev slots per real id.
+type SlotCounts = BTreeMap<u32, u32>;
+
+/// The Maglev table of a usable set — empty (no slots at all) when the set is, which the data
+/// plane reads as "no backend" — and the slots of each real id.
 fn table_of(
     vip: &str,
     members: &[(String, u32, u32)],
     size: u32,
-) -> Result<Arc<[u32]>, ControlError> {
+) -> Result<(Arc<[u32]>, SlotCounts), ControlError> {
     let backends: Vec<MaglevBackend<'_>> = members
         .iter()
         .map(|(name, weight, id)| MaglevBackend::new(name, *weight, *id))
@@ -296,11 +302,17 @@ fn table_of(
         vip: vip.to_owned(),
         source,
     })?;
-    Ok(if table.is_empty() {
+    let counts = table
+        .slot_counts()
+        .iter()
+        .map(|b| (b.id, b.slots))
+        .collect();
+    let slots = if table.is_empty() {
         Arc::from(Vec::new())
     } else {
         Arc::from(table.slots())
-    })
+    };
+    Ok((slots, counts))
 }
 
 #[cfg(test)]

@@ -350,3 +350,68 @@ fn a_refused_commit_keeps_the_old_generation() {
         rt.block_on(node.shutdown()).unwrap();
     });
 }
+
+#[test]
+fn a_health_change_rebuilds_only_the_tables_it_touches() {
+    let lab = Lab::new("big", 225);
+    let pins = Pins::new("big");
+    // 8 VIPs of 65,537 slots, 50 backends each (health "none"); one TCP-checked backend,
+    // 10.225.0.2, is behind VIPs 0 and 1.
+    let mut t = node_toml(&lab, &pins, 1 << 20);
+    t += "[[pool]]\nname = \"checked\"\n[pool.health]\ninterval = \"100ms\"\ntimeout = \"50ms\"\n\
+          rise = 1\nfall = 1\n[[pool.backend]]\naddress = \"10.225.0.2\"\nport = 8080\n";
+    for v in 0..8 {
+        t += &format!("[[pool]]\nname = \"p{v}\"\n[pool.health]\nmethod = \"none\"\n");
+        for b in 0..50 {
+            t += &format!(
+                "[[pool.backend]]\naddress = \"10.{}.{v}.{}\"\nport = 80\n",
+                230 + v,
+                b + 1
+            );
+        }
+    }
+    for v in 0..8 {
+        let pools = if v < 2 {
+            format!("\"p{v}\", \"checked\"")
+        } else {
+            format!("\"p{v}\"")
+        };
+        t += &format!(
+            "[[vip]]\nname = \"v{v}\"\naddress = \"192.0.2.{}\"\nport = 80\nprotocol = \"tcp\"\n\
+             pools = [{pools}]\n",
+            v + 1
+        );
+    }
+    let pa = pins.path.clone();
+    lab.run(move || {
+        let mut checked = TcpServer::start("10.225.0.2:8080");
+        let rt = runtime();
+        let started = Instant::now();
+        let node = start_node(&rt, &t, &xdp_options(&pa, 1 << 20));
+        let s = node.startup();
+        println!(
+            "8 VIPs x 65,537 slots, 402 reals: first commit {:?} after start; build {:.1} ms, \
+             commit {:.1} ms",
+            started.elapsed(),
+            s.build_seconds * 1e3,
+            s.commit_seconds * 1e3
+        );
+        assert_eq!(active_snapshot(&pa).reals.len(), 402);
+        let generation = node.view().generation;
+        checked.stop();
+        wait_until("a commit without the checked backend", SECS, || {
+            node.view().generation > generation
+        });
+        let v = node.view();
+        let built = v.built.as_ref().unwrap();
+        assert_eq!(built.tables_rebuilt(), 2, "only VIPs 0 and 1 contain it");
+        assert!(built.vips[0].rebuilt && built.vips[1].rebuilt && !built.vips[2].rebuilt);
+        assert_eq!(active_snapshot(&pa).reals.len(), 400);
+        println!(
+            "one backend behind 2 of the 8 VIPs down: 2 tables rebuilt, build {:.1} ms, commit {:.1} ms",
+            v.stats.build.last * 1e3,
+            v.stats.commit.last * 1e3
+        );
+        rt.block_on(node.shutdown()).unwrap();
+    });
+}
