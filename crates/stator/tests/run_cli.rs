@@ -1,6 +1,6 @@
 //! `stator run` and the CLI as an operator uses them (needs root): start-up checks that fail
-//! with one clear line (invalid config, missing interface, forwarding off, a pin path not on
-//! bpffs), a start with BIRD unreachable (not fatal), the client commands' tables and JSON,
+//! with one clear line (invalid config, not root, missing interface, forwarding off, a pin
+//! path not on bpffs), a start with BIRD unreachable (not fatal), the client commands' tables and JSON,
 //! drain, apply (good and bad), SIGHUP reloading the file, and SIGTERM ending with exit 0.
 
 use std::net::{SocketAddr, TcpListener};
@@ -115,6 +115,20 @@ fn run_and_the_cli_as_an_operator_uses_them() {
         &good.replace("table_size = 251", "table_size = 250"),
     );
     assert!(out.contains("vip[0].table_size: 250 is not prime"), "{out}");
+    let path = dir.join("good.toml");
+    std::fs::write(&path, &good).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_stator"))
+        .args(["run", "-c", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("stator run needs root"),
+        "{}",
+        text(&out)
+    );
     let out = start_fails(&node, &dir, "noiface", &config(&dir, &pins, "eth9", 251));
     assert!(
         out.contains("dataplane.interfaces[0]") && out.contains("`eth9` does not exist"),
