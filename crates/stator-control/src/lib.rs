@@ -35,8 +35,13 @@
 //!   XDP forwarder needs and cannot do itself).
 //! - [`reconciler`]: the one owner of the node's state. Every input is a message; each
 //!   produces at most one new Snapshot, committed before the announcer is told.
+//! - [`watchdog`]: the forwarder's health, once a second (attached with our program, maps
+//!   answering, self-test); withdraws everything on failure and re-attaches.
+//! - [`host`]: what the host must provide (root, interfaces, forwarding sysctls — checked,
+//!   never set) and which settings a reload may not change.
 //! - [`api`]: the admin HTTP API (axum), Prometheus `/metrics`, the packet tracer.
 //! - [`client`]: a small blocking client of that API for the CLI and tests.
+//! - [`node`]: all of the above started in order and stopped in order — `stator run`.
 //!
 //! ## Contract
 //! - **A bad config never replaces a running one.** A reload is validated, planned, built and

@@ -9,7 +9,7 @@
 //!   unknown route / backend / VIP, 405, 412 `If-Match` mismatch, 415 unsupported body type,
 //!   422 valid but not applicable here (needs a restart, host not ready); 5xx only when the
 //!   data plane fails or the node is stopping.
-//! - Handlers only read the published [`View`](crate::view::View) and the data plane's
+//! - Handlers only read the published [`View`] and the data plane's
 //!   readers, or send a message to the reconciler and wait for its answer: nothing here can
 //!   stop the node.
 
