@@ -307,10 +307,26 @@ fn traffic_json(t: stator_core::Traffic) -> Value {
     json!({ "packets": t.packets, "bytes": t.bytes })
 }
 
+/// Runs `f` on a blocking thread: answers that read per-VIP or per-real counters make one
+/// map lookup each, which must not hold up the runtime's workers.
+async fn blocking(
+    ctx: Ctx,
+    f: fn(&Ctx) -> Result<Value, ControlError>,
+) -> Result<Json<Value>, ApiError> {
+    let value = tokio::task::spawn_blocking(move || f(&ctx))
+        .await
+        .map_err(|e| ControlError::io("API task", std::io::Error::other(e.to_string())))??;
+    Ok(Json(value))
+}
+
 /// `GET /v1/vips`.
 pub async fn vips(State(ctx): State<Ctx>) -> Result<Json<Value>, ApiError> {
+    blocking(ctx, vips_json).await
+}
+
+fn vips_json(ctx: &Ctx) -> Result<Value, ControlError> {
     let v = ctx.view();
-    let announcer = super::metrics::announcer_status(&ctx);
+    let announcer = super::metrics::announcer_status(ctx);
     let mut out = Vec::with_capacity(v.config.vips.len());
     for (i, vip) in v.config.vips.iter().enumerate() {
         let built = v.built.as_ref().and_then(|b| b.vip(&vip.key));
@@ -337,7 +353,7 @@ pub async fn vips(State(ctx): State<Ctx>) -> Result<Json<Value>, ApiError> {
             "traffic": traffic_json(traffic),
         }));
     }
-    Ok(Json(json!({ "generation": v.generation, "vips": out })))
+    Ok(json!({ "generation": v.generation, "vips": out }))
 }
 
 /// Connections per real: connection-table entries that name it and are not idle past their
@@ -372,18 +388,12 @@ fn count_connections(
 
 /// `GET /v1/backends`.
 pub async fn backends(State(ctx): State<Ctx>) -> Result<Json<Value>, ApiError> {
+    blocking(ctx, backends_json).await
+}
+
+fn backends_json(ctx: &Ctx) -> Result<Value, ControlError> {
     let v = ctx.view();
-    let scan_ctx = ctx.clone();
-    let config = std::sync::Arc::clone(&v.config);
-    let (conns, walked, complete) =
-        tokio::task::spawn_blocking(move || count_connections(&scan_ctx, &config))
-            .await
-            .map_err(|e| {
-                ControlError::io(
-                    "connection-table walk",
-                    std::io::Error::other(e.to_string()),
-                )
-            })??;
+    let (conns, walked, complete) = count_connections(ctx, &v.config)?;
     let checks: BTreeMap<_, _> = ctx.board.statuses().into_iter().collect();
     let now = std::time::Instant::now();
     let mut out = Vec::with_capacity(v.config.backends.len());
@@ -431,11 +441,11 @@ pub async fn backends(State(ctx): State<Ctx>) -> Result<Json<Value>, ApiError> {
             "vips": vips,
         }));
     }
-    Ok(Json(json!({
+    Ok(json!({
         "generation": v.generation,
         "conntrack": { "flows_walked": walked, "complete": complete },
         "backends": out,
-    })))
+    }))
 }
 
 #[derive(Debug, Default, Deserialize)]
