@@ -39,6 +39,12 @@ pub const BIRD_CONFIG: &str = "/etc/bird/stator.conf";
 
 /// `api.listen`.
 pub const API_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9180);
+/// Default `api.drain_timeout`: as long as a load balancer's usual deregistration delay.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
+/// Shortest `api.drain_timeout`.
+pub const MIN_DRAIN_TIMEOUT: Duration = Duration::from_secs(0);
+/// Longest `api.drain_timeout`.
+pub const MAX_DRAIN_TIMEOUT: Duration = Duration::from_secs(86_400);
 
 /// `vip.table_size`: the paper's default, prime.
 pub const TABLE_SIZE: u32 = 65537;

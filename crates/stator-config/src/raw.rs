@@ -246,6 +246,8 @@ pub struct RawApi {
     pub token: Option<Secret>,
     /// File holding the bearer token.
     pub token_file: Option<String>,
+    /// How long a drain through the API keeps a backend's existing connections.
+    pub drain_timeout: Option<Scalar>,
 }
 
 /// `[log]`.

@@ -290,6 +290,9 @@ pub struct Api {
     pub listen: SocketAddr,
     /// Bearer token required on every request, if any.
     pub token: Option<Token>,
+    /// How long a backend drained through the API keeps its existing connections before it
+    /// is removed (a drain request may ask for another time).
+    pub drain_timeout: Duration,
 }
 
 /// Log output format.

@@ -8,7 +8,8 @@
 //! [`lan`] builds the ECMP front of a deployment — a router and Stator nodes on one bridge —
 //! and [`bird`] runs BIRD daemons in it (each with its own config, socket and pid file) and
 //! reads back what tests assert: sessions, the router's kernel next hops, BGP connections.
-//! [`wait`] bounds every wait and says what it waited for.
+//! [`wait`] bounds every wait and says what it waited for. [`stator`] runs `stator run` in a
+//! node's namespace (pins on a bpffs of the lab's own) and talks to its admin API.
 //!
 //! [`topo`] builds the direct-server-return path end to end — clients, a router, load-balancer
 //! nodes on one LAN, backends on another — with the sysctls, neighbour entries, GRO and MTUs
@@ -23,5 +24,6 @@ pub mod bird;
 pub mod lan;
 pub mod netns;
 pub mod serve;
+pub mod stator;
 pub mod topo;
 pub mod wait;

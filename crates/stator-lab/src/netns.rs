@@ -389,6 +389,14 @@ pub struct ChildGuard {
 }
 
 impl ChildGuard {
+    /// Guards a process started elsewhere; `what` describes it in messages.
+    pub fn from_child(child: Child, what: String) -> Self {
+        Self {
+            child: Some(child),
+            what,
+        }
+    }
+
     /// The process id.
     pub fn id(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

@@ -284,6 +284,47 @@ impl Maps {
         }
     }
 
+    /// The program's clock now, in nanoseconds: the test clock when one is set, else
+    /// `CLOCK_MONOTONIC_COARSE` (what `bpf_ktime_get_coarse_ns()` reads). Connection-table
+    /// entries' `last_seen_ns` are on this clock.
+    pub fn clock_ns(&self) -> u64 {
+        match self.ctl.read(0).test_clock_ns {
+            0 => crate::sys::monotonic_coarse_ns(),
+            t => t,
+        }
+    }
+
+    /// Calls `f` with every flow of the connection table and its entries (one per CPU for the
+    /// per-CPU table, where a zero `last_seen_ns` means none on that CPU; one for the shared
+    /// table), stopping after `limit` flows. Returns the number of flows visited. The table
+    /// changes while it is walked: a flow may be missed or seen twice, as with any walk of a
+    /// live BPF hash map.
+    pub fn conntrack_scan(
+        &self,
+        limit: usize,
+        mut f: impl FnMut(&FlowKey, &[CtEntry]),
+    ) -> Result<usize> {
+        let mut n = 0;
+        match &self.ct {
+            CtMap::PerCpu(m) => {
+                for item in m.iter().take(limit) {
+                    let (k, v) = item.map_err(|e| XdpError::map("stator_ct", "iterate", e))?;
+                    let entries: Vec<CtEntry> = v.iter().map(|r| r.0).collect();
+                    f(&k.0, &entries);
+                    n += 1;
+                }
+            }
+            CtMap::Shared(m) => {
+                for item in m.iter().take(limit) {
+                    let (k, v) = item.map_err(|e| XdpError::map("stator_ct", "iterate", e))?;
+                    f(&k.0, &[v.0]);
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
+    }
+
     /// The SYN-flood guard's window on each CPU.
     pub fn flood_windows(&self) -> Result<Vec<Flood>> {
         let v = self

@@ -5,7 +5,10 @@ mod bench;
 mod bench_hashing;
 mod bench_veth;
 mod bench_xdp;
+mod client_cmd;
 mod decap_cmd;
+mod run_cmd;
+mod table;
 mod xdp_cmd;
 
 #[derive(Debug, Parser)]
@@ -19,6 +22,10 @@ struct Cli {
 enum Command {
     /// Validate a configuration file; print every error with its field path (exit 1 on any).
     Check(CheckArgs),
+    /// Run one node: the controller and its data plane, until SIGTERM/SIGINT (SIGHUP reloads).
+    Run(run_cmd::RunArgs),
+    #[command(flatten)]
+    Client(client_cmd::ClientCmd),
     /// The XDP data plane: attach, detach, status, stats.
     #[command(subcommand)]
     Xdp(xdp_cmd::XdpCmd),
@@ -50,6 +57,8 @@ fn main() -> anyhow::Result<()> {
             }
             std::process::exit(report.exit_code());
         }
+        Command::Run(args) => run_cmd::run(args),
+        Command::Client(cmd) => client_cmd::run(cmd),
         Command::Xdp(cmd) => xdp_cmd::run(cmd),
         Command::Decap(cmd) => decap_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),

@@ -310,9 +310,19 @@ pub(super) fn api(ctx: &mut Ctx, raw: &RawApi) -> Option<Api> {
             .map(|p| Some(Token::File(p))),
         (None, None) => Some(None),
     };
+    let drain_timeout = match &raw.drain_timeout {
+        None => Some(d::DRAIN_TIMEOUT),
+        Some(v) => ctx.duration_in(
+            at.key("drain_timeout"),
+            v,
+            d::MIN_DRAIN_TIMEOUT,
+            d::MAX_DRAIN_TIMEOUT,
+        ),
+    };
     Some(Api {
         listen: listen?,
         token: token?,
+        drain_timeout: drain_timeout?,
     })
 }
 

@@ -1,0 +1,222 @@
+//! The admin API: HTTP/JSON on `api.listen` (127.0.0.1:9180 by default), Prometheus
+//! `/metrics`, the packet tracer. Every endpoint is in `docs/api.md`.
+//!
+//! - With `api.token` (or `api.token_file`) every request, `/metrics` included, must carry
+//!   `Authorization: Bearer <token>`; the comparison takes the same time whatever the bytes.
+//!   Without one, 401 with `WWW-Authenticate: Bearer`.
+//! - Errors are JSON, `{"error": "...", "field": "..."}` (plus `errors` for configuration
+//!   errors), with a 4xx status for anything the caller can fix: 400 invalid input, 401, 404
+//!   unknown route / backend / VIP, 405, 412 `If-Match` mismatch, 415 unsupported body type,
+//!   422 valid but not applicable here (needs a restart, host not ready); 5xx only when the
+//!   data plane fails or the node is stopping.
+//! - Handlers only read the published [`View`] and the data plane's
+//!   readers, or send a message to the reconciler and wait for its answer: nothing here can
+//!   stop the node.
+
+mod handlers;
+pub mod metrics;
+pub mod trace;
+
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request as HttpRequest, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+
+use crate::dataplane::PlaneReader;
+use crate::error::ControlError;
+use crate::health::Board;
+use crate::reconciler::{Request, SharedAnnouncer};
+use crate::view::View;
+
+/// Largest request body (a configuration with thousands of VIPs fits).
+pub const BODY_LIMIT: usize = 16 << 20;
+
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// Requests to the reconciler.
+    pub requests: mpsc::Sender<Request>,
+    /// The latest published view.
+    pub view: watch::Receiver<Arc<View>>,
+    /// A data-plane reader (counters, connection table, clock).
+    pub reader: Arc<dyn PlaneReader>,
+    /// Health-check statuses.
+    pub board: Board,
+    /// The BGP announcer, for its status.
+    pub announcer: SharedAnnouncer,
+    /// The bearer token, if one is configured (updated on reload).
+    pub token: Arc<RwLock<Option<String>>>,
+    /// Serializes connection-table walks (they can take a while on a big table).
+    pub scan: Arc<Mutex<()>>,
+}
+
+impl Ctx {
+    /// The latest view.
+    pub fn view(&self) -> Arc<View> {
+        Arc::clone(&self.view.borrow())
+    }
+}
+
+/// An error answered as JSON.
+#[derive(Debug)]
+pub struct ApiError(pub ControlError);
+
+impl From<ControlError> for ApiError {
+    fn from(e: ControlError) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.0.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut body = json!({
+            "error": error_message(&self.0),
+            "field": self.0.field(),
+        });
+        match &self.0 {
+            ControlError::Config(errors) => {
+                // The same shape as `stator check --json` and `POST /v1/config:validate`.
+                body["errors"] = errors
+                    .errors
+                    .iter()
+                    .map(|e| json!(stator_config::Diagnostic::from(e)))
+                    .collect();
+            }
+            ControlError::GenerationMismatch { current, .. } => {
+                body["generation"] = json!(current);
+            }
+            _ => {}
+        }
+        let mut response = (status, axum::Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// The error's message: for a configuration, the first error with its path, and how many
+/// more there are.
+fn error_message(e: &ControlError) -> String {
+    match e {
+        ControlError::Config(errors) => {
+            let first = errors
+                .errors
+                .first()
+                .map(|e| {
+                    if e.path.is_root() {
+                        e.error.to_string()
+                    } else {
+                        format!("{}: {}", e.path, e.error)
+                    }
+                })
+                .unwrap_or_default();
+            match errors.errors.len() {
+                0 | 1 => format!("invalid configuration: {first}"),
+                n => format!("invalid configuration: {first} (and {} more)", n - 1),
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A JSON error response with a status and no [`ControlError`] behind it.
+pub fn error_response(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({ "error": message, "field": null })),
+    )
+        .into_response()
+}
+
+/// Compares in time that depends on the lengths only.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn auth(State(ctx): State<Ctx>, req: HttpRequest, next: Next) -> Response {
+    let expected = ctx
+        .token
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    if let Some(expected) = expected {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let ok = given.is_some_and(|g| constant_time_eq(g.as_bytes(), expected.as_bytes()));
+        if !ok {
+            let mut r = error_response(
+                StatusCode::UNAUTHORIZED,
+                if given.is_some() {
+                    "invalid bearer token"
+                } else {
+                    "this API needs `Authorization: Bearer <token>` (api.token)"
+                },
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    next.run(req).await
+}
+
+/// The router of the admin API.
+pub fn router(ctx: Ctx) -> Router {
+    Router::new()
+        .route("/v1/status", get(handlers::status))
+        .route(
+            "/v1/config",
+            get(handlers::config_get).put(handlers::config_put),
+        )
+        .route("/v1/config:validate", post(handlers::config_validate))
+        .route("/v1/vips", get(handlers::vips))
+        .route("/v1/backends", get(handlers::backends))
+        .route("/v1/backends/{id}/drain", post(handlers::drain))
+        .route("/v1/backends/{id}/undrain", post(handlers::undrain))
+        .route("/v1/trace", get(trace::handler))
+        .route("/metrics", get(metrics::handler))
+        .fallback(|| async {
+            error_response(StatusCode::NOT_FOUND, "no such endpoint (see docs/api.md)")
+        })
+        .method_not_allowed_fallback(|| async {
+            error_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed on this endpoint",
+            )
+        })
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(ctx.clone(), auth))
+        .with_state(ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_time_compare() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

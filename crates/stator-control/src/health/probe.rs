@@ -1,0 +1,219 @@
+//! One probe of each method, bounded by the check's timeout.
+//!
+//! - **TCP**: the connection is established (then closed).
+//! - **HTTP**: an HTTP/1.1 `GET` (with `Host`, `Connection: close`) is answered with a status
+//!   line whose status is in the expected range. Only the status line is read.
+//! - **UDP**: one datagram is sent from a connected socket and a reply arrives (starting
+//!   with the expected bytes, if set). An ICMP port unreachable fails the probe at once.
+//!
+//! Every failure carries a short reason for logs and the API (`connection refused`,
+//! `timed out after 1s`, `status 503`, `unexpected reply`).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use stator_config::{HttpProbe, Probe, UdpProbe};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+
+/// Longest status line (and headers before it) read from an HTTP check.
+const MAX_HTTP_HEAD: usize = 4096;
+
+/// Runs one probe of `probe` against `address:port`, failing after `timeout`.
+pub async fn run(
+    address: IpAddr,
+    port: u16,
+    probe: &Probe,
+    timeout: Duration,
+) -> Result<(), String> {
+    let target = SocketAddr::new(address, port);
+    let attempt = async {
+        match probe {
+            Probe::Tcp => tcp(target).await,
+            Probe::Http(h) => http(target, h).await,
+            Probe::Udp(u) => udp(target, u).await,
+        }
+    };
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(result) => result,
+        Err(_) => Err(format!("timed out after {}", fmt_duration(timeout))),
+    }
+}
+
+fn fmt_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
+        std::io::ErrorKind::ConnectionReset => "connection reset".into(),
+        _ => e.to_string(),
+    }
+}
+
+async fn tcp(target: SocketAddr) -> Result<(), String> {
+    TcpStream::connect(target)
+        .await
+        .map(drop)
+        .map_err(|e| io_reason(&e))
+}
+
+/// The request of an HTTP check.
+pub fn http_request(target: SocketAddr, h: &HttpProbe) -> String {
+    let host = h
+        .host
+        .clone()
+        .unwrap_or_else(|| match (target.ip(), target.port()) {
+            (IpAddr::V4(a), 80) => a.to_string(),
+            (IpAddr::V6(a), 80) => format!("[{a}]"),
+            (IpAddr::V4(a), p) => format!("{a}:{p}"),
+            (IpAddr::V6(a), p) => format!("[{a}]:{p}"),
+        });
+    format!(
+        "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: stator-health/{}\r\nAccept: */*\r\n\
+         Connection: close\r\n\r\n",
+        h.path,
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// The status of an HTTP/1.x status line (`HTTP/1.1 200 OK`).
+pub fn parse_status_line(line: &[u8]) -> Option<u16> {
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.split(' ');
+    let version = words.next()?;
+    if !matches!(version, "HTTP/1.0" | "HTTP/1.1") {
+        return None;
+    }
+    let status = words.next()?;
+    if status.len() != 3 || !status.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    status.parse().ok()
+}
+
+async fn http(target: SocketAddr, h: &HttpProbe) -> Result<(), String> {
+    let mut stream = TcpStream::connect(target)
+        .await
+        .map_err(|e| io_reason(&e))?;
+    stream
+        .write_all(http_request(target, h).as_bytes())
+        .await
+        .map_err(|e| io_reason(&e))?;
+    let mut head = Vec::with_capacity(256);
+    let mut buf = [0u8; 512];
+    let line = loop {
+        if let Some(end) = head.windows(2).position(|w| w == b"\r\n") {
+            break &head[..end];
+        }
+        if head.len() > MAX_HTTP_HEAD {
+            return Err("no status line in the first 4 KiB".into());
+        }
+        let n = stream.read(&mut buf).await.map_err(|e| io_reason(&e))?;
+        if n == 0 {
+            return Err("connection closed before a status line".into());
+        }
+        head.extend_from_slice(&buf[..n]);
+    };
+    let status = parse_status_line(line).ok_or_else(|| {
+        let shown: String = String::from_utf8_lossy(line).chars().take(40).collect();
+        format!("not an HTTP status line: {shown:?}")
+    })?;
+    if h.expect_status.contains(status) {
+        Ok(())
+    } else {
+        Err(format!(
+            "status {status}, expected {}-{}",
+            h.expect_status.first, h.expect_status.last
+        ))
+    }
+}
+
+async fn udp(target: SocketAddr, u: &UdpProbe) -> Result<(), String> {
+    let local: SocketAddr = match target {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let socket = UdpSocket::bind(local).await.map_err(|e| io_reason(&e))?;
+    socket.connect(target).await.map_err(|e| io_reason(&e))?;
+    socket.send(&u.payload).await.map_err(|e| io_reason(&e))?;
+    let mut buf = vec![0u8; 2048];
+    let n = socket.recv(&mut buf).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => "port unreachable".to_owned(),
+        _ => io_reason(&e),
+    })?;
+    match &u.expect {
+        Some(expect) if !buf[..n].starts_with(expect) => Err(format!(
+            "unexpected reply ({n} bytes, not starting with the {} expected)",
+            expect.len()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Sends one datagram to the discard port of `address`, so that the kernel resolves the
+/// neighbour (or gateway) towards it. The result does not matter; errors are returned for
+/// logging only.
+pub async fn nudge(address: IpAddr) -> std::io::Result<()> {
+    let local: SocketAddr = match address {
+        IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let socket = UdpSocket::bind(local).await?;
+    socket
+        .send_to(b"stator neighbour nudge", SocketAddr::new(address, 9))
+        .await
+        .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stator_config::StatusRange;
+
+    #[test]
+    fn status_lines() {
+        assert_eq!(parse_status_line(b"HTTP/1.1 200 OK"), Some(200));
+        assert_eq!(
+            parse_status_line(b"HTTP/1.0 503 Service Unavailable"),
+            Some(503)
+        );
+        assert_eq!(parse_status_line(b"HTTP/1.1 204"), Some(204));
+        assert_eq!(parse_status_line(b"HTTP/2 200"), None);
+        assert_eq!(parse_status_line(b"HTTP/1.1 20 OK"), None);
+        assert_eq!(parse_status_line(b"HTTP/1.1 2x0 OK"), None);
+        assert_eq!(parse_status_line(b"SSH-2.0-OpenSSH"), None);
+        assert_eq!(parse_status_line(&[0xff, 0xfe]), None);
+    }
+
+    #[test]
+    fn requests_name_the_host() {
+        let h = HttpProbe {
+            path: "/healthz".into(),
+            expect_status: StatusRange {
+                first: 200,
+                last: 399,
+            },
+            host: None,
+        };
+        let r = http_request("10.0.0.1:8080".parse().unwrap(), &h);
+        assert!(
+            r.starts_with("GET /healthz HTTP/1.1\r\nHost: 10.0.0.1:8080\r\n"),
+            "{r}"
+        );
+        assert!(r.ends_with("Connection: close\r\n\r\n"));
+        let r = http_request("[2001:db8::1]:80".parse().unwrap(), &h);
+        assert!(r.contains("Host: [2001:db8::1]\r\n"), "{r}");
+        let named = HttpProbe {
+            host: Some("www.example.com".into()),
+            ..h
+        };
+        let r = http_request("10.0.0.1:80".parse().unwrap(), &named);
+        assert!(r.contains("Host: www.example.com\r\n"), "{r}");
+    }
+}

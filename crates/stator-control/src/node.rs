@@ -1,0 +1,315 @@
+//! One node: the controller plus its data plane — what `stator run` runs.
+//!
+//! [`Node::start`]:
+//! 1. validates the configuration and checks the host ([`crate::host::preflight`]: root,
+//!    interfaces, forwarding sysctls) — each failure is one clear error;
+//! 2. binds the admin API's socket (a port in use fails here, before anything changes);
+//! 3. loads the data plane (reusing pinned maps: connection table, counters, the active
+//!    snapshot) and attaches it to the configured interfaces — an interface that already
+//!    carries our program keeps forwarding, the new program is swapped in;
+//! 4. starts the health checks and waits (a few seconds at most) for their first results;
+//! 5. commits the first snapshot, with ids seeded from the one that was active, then starts
+//!    the BGP announcer (BIRD unreachable is retried in the background, never fatal) and the
+//!    forwarder watchdog.
+//!
+//! [`Node::shutdown`]: withdraw every VIP (BIRD confirms, bounded), stop the checks, detach
+//! or keep the data plane (`dataplane.on_exit`), stop the API.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, RwLock};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::api::{self, Ctx};
+use crate::dataplane::DataPlane;
+use crate::error::ControlError;
+use crate::host;
+use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
+use crate::view::View;
+use crate::watchdog;
+use crate::xdp::XdpPlane;
+
+/// How a node is started.
+#[derive(Debug, Default)]
+pub struct NodeOptions {
+    /// The configuration file (for SIGHUP reloads and messages); `None` for text from
+    /// elsewhere.
+    pub config_path: Option<PathBuf>,
+    /// A data plane to use instead of loading the XDP forwarder from `[dataplane]`.
+    pub plane: Option<Box<dyn DataPlane>>,
+    /// Skip attaching to `dataplane.interfaces` (tests of the controller alone).
+    pub no_attach: bool,
+    /// Skip the host checks (tests that bring their own data plane).
+    pub no_preflight: bool,
+    /// Listen here instead of `api.listen` (tests: port 0).
+    pub listen: Option<SocketAddr>,
+}
+
+/// A running node.
+#[derive(Debug)]
+pub struct Node {
+    ctx: Ctx,
+    api_addr: SocketAddr,
+    config_path: Option<PathBuf>,
+    reconciler: JoinHandle<()>,
+    watchdog: JoinHandle<()>,
+    server: JoinHandle<()>,
+    server_stop: oneshot::Sender<()>,
+    startup: ApplyReport,
+}
+
+impl Node {
+    /// Starts a node with configuration `text` (from `source`, a path or a name for
+    /// messages). Returns once the first snapshot is committed and the API answers.
+    ///
+    /// # Errors
+    /// An invalid configuration, a host that is not ready, an API address in use, a data
+    /// plane that cannot load, attach or commit. Nothing is left running on error.
+    pub async fn start(
+        text: String,
+        source: String,
+        opts: NodeOptions,
+    ) -> Result<Self, ControlError> {
+        let config =
+            Arc::new(stator_config::from_toml_str(&source, &text).map_err(ControlError::Config)?);
+        if !opts.no_preflight {
+            host::preflight(&config)?;
+        }
+        let token = host::resolve_token(&config)?;
+        let listen = opts.listen.unwrap_or(config.api.listen);
+        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+            ControlError::io(format!("binding the admin API to {listen} (api.listen)"), e)
+        })?;
+        let api_addr = listener
+            .local_addr()
+            .map_err(|e| ControlError::io("reading the admin API's address", e))?;
+
+        let plane: Box<dyn DataPlane> = match opts.plane {
+            Some(p) => p,
+            None => {
+                let xdp_opts = XdpPlane::options(&config);
+                tokio::task::spawn_blocking(move || XdpPlane::load(&xdp_opts))
+                    .await
+                    .map_err(|e| {
+                        ControlError::io(
+                            "loading the data plane",
+                            std::io::Error::other(e.to_string()),
+                        )
+                    })??
+                    .into_boxed()
+            }
+        };
+        let plane: SharedPlane = Arc::new(Mutex::new(plane));
+        let interfaces = if opts.no_attach {
+            Vec::new()
+        } else {
+            config.dataplane.interfaces.clone()
+        };
+        let to_attach = interfaces.clone();
+        let attached = with_plane(&plane, move |p| p.attach(&to_attach)).await??;
+        for a in &attached {
+            for w in &a.warnings {
+                tracing::warn!(iface = %a.iface, "{w}");
+            }
+            tracing::info!(iface = %a.iface, mode = %a.mode, prog_id = a.prog_id, replaced = a.replaced,
+                           "forwarder attached");
+        }
+        let (active, reader) = with_plane(&plane, |p| {
+            Ok::<_, ControlError>((p.active_snapshot()?, p.reader()?))
+        })
+        .await??;
+        if let Some(a) = active.as_ref().filter(|a| a.generation > 0) {
+            tracing::info!(
+                generation = a.generation,
+                vips = a.vips.len(),
+                reals = a.reals.len(),
+                "data plane has an active snapshot: keeping its ids"
+            );
+        }
+
+        let stopping = Arc::new(AtomicBool::new(false));
+        let announcer = Arc::new(Mutex::new(None));
+        let token = Arc::new(RwLock::new(token));
+        let (req_tx, req_rx) = mpsc::channel(64);
+        let (trans_tx, trans_rx) = mpsc::unbounded_channel();
+        let (fwd_tx, fwd_rx) = mpsc::unbounded_channel();
+        let mut reconciler = Reconciler::new(
+            Parts {
+                plane: Arc::clone(&plane),
+                reader: Arc::clone(&reader),
+                config: Arc::clone(&config),
+                text,
+                source,
+                active,
+                interfaces: interfaces.clone(),
+                announcer: Arc::clone(&announcer),
+                token: Arc::clone(&token),
+                stopping: Arc::clone(&stopping),
+            },
+            trans_tx,
+        );
+        let ctx = Ctx {
+            requests: req_tx,
+            view: reconciler.subscribe(),
+            reader,
+            board: reconciler.runner().board(),
+            announcer,
+            token,
+            scan: Arc::new(Mutex::new(())),
+        };
+        let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
+        let (server_stop, stop_rx) = oneshot::channel::<()>();
+        let app = api::router(ctx.clone());
+        let server = tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+                let _ = stop_rx.await;
+            });
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "admin API stopped");
+            }
+        });
+        tracing::info!(listen = %api_addr, "admin API listening");
+        let mut inputs = Inputs {
+            requests: req_rx,
+            transitions: trans_rx,
+            forwarder: fwd_rx,
+        };
+        let startup = match reconciler.start(&mut inputs).await {
+            Ok(r) => r,
+            Err(e) => {
+                watchdog.abort();
+                let _ = server_stop.send(());
+                let _ = server.await;
+                if !opts.no_attach {
+                    let _ = with_plane(&plane, |p| p.detach(false)).await;
+                }
+                return Err(e);
+            }
+        };
+        let reconciler = tokio::spawn(reconciler.run(inputs));
+        Ok(Self {
+            ctx,
+            api_addr,
+            config_path: opts.config_path,
+            reconciler,
+            watchdog,
+            server,
+            server_stop,
+            startup,
+        })
+    }
+
+    /// Where the admin API listens.
+    pub fn api_addr(&self) -> SocketAddr {
+        self.api_addr
+    }
+
+    /// What the first commit did.
+    pub fn startup(&self) -> &ApplyReport {
+        &self.startup
+    }
+
+    /// The latest view.
+    pub fn view(&self) -> Arc<View> {
+        self.ctx.view()
+    }
+
+    /// What the API handlers use (tests reach the node's state through it).
+    pub fn ctx(&self) -> &Ctx {
+        &self.ctx
+    }
+
+    /// Applies configuration text, as `PUT /v1/config` does.
+    pub async fn apply(
+        &self,
+        text: String,
+        source: String,
+        if_match: Option<u64>,
+    ) -> Result<ApplyReport, ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.ctx
+            .requests
+            .send(Request::Apply {
+                text,
+                source,
+                if_match,
+                reply,
+            })
+            .await
+            .map_err(|_| ControlError::ShuttingDown)?;
+        rx.await.map_err(|_| ControlError::ShuttingDown)?
+    }
+
+    /// Reads the configuration file again and applies it (SIGHUP).
+    pub async fn reload_file(&self) -> Result<ApplyReport, ControlError> {
+        let Some(path) = &self.config_path else {
+            return Err(ControlError::bad_request(
+                "the node was not started from a file",
+                None,
+            ));
+        };
+        let text = tokio::fs::read_to_string(path)
+            .await
+            .map_err(|source| ControlError::File {
+                path: path.clone(),
+                source,
+            })?;
+        self.apply(text, path.display().to_string(), None).await
+    }
+
+    /// Withdraws every VIP, stops the checks, detaches or keeps the data plane per
+    /// `dataplane.on_exit`, and stops the API. The error is the withdrawal's, if BIRD did
+    /// not confirm it in time (the rest happens anyway).
+    pub async fn shutdown(self) -> Result<(), ControlError> {
+        let (reply, rx) = oneshot::channel();
+        let result = if self
+            .ctx
+            .requests
+            .send(Request::Shutdown { reply })
+            .await
+            .is_ok()
+        {
+            rx.await.unwrap_or(Ok(()))
+        } else {
+            Ok(())
+        };
+        let _ = self.reconciler.await;
+        self.watchdog.abort();
+        let _ = self.server_stop.send(());
+        let _ = self.server.await;
+        result
+    }
+
+    /// Runs until SIGTERM or SIGINT (then [`Node::shutdown`]); SIGHUP reloads the file.
+    pub async fn run_until_signal(self) -> Result<(), ControlError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let sig =
+            |kind| signal(kind).map_err(|e| ControlError::io("installing a signal handler", e));
+        let mut term = sig(SignalKind::terminate())?;
+        let mut int = sig(SignalKind::interrupt())?;
+        let mut hup = sig(SignalKind::hangup())?;
+        loop {
+            tokio::select! {
+                _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
+                _ = int.recv() => { tracing::info!("SIGINT: shutting down"); break; }
+                _ = hup.recv() => {
+                    tracing::info!("SIGHUP: reloading the configuration file");
+                    match self.reload_file().await {
+                        Ok(r) => tracing::info!(config_generation = r.config_generation, took_seconds = r.reload_seconds, "reload applied"),
+                        Err(e) => tracing::error!(error = %e, "reload refused; the running configuration stays"),
+                    }
+                }
+            }
+        }
+        self.shutdown().await
+    }
+}
+
+impl XdpPlane {
+    fn into_boxed(self) -> Box<dyn DataPlane> {
+        Box::new(self)
+    }
+}

@@ -1,0 +1,486 @@
+//! From configuration and backend states to a complete [`Snapshot`] — pure.
+//!
+//! Each (VIP, backend) pair becomes one of three things ([`RealPlan`]):
+//!
+//! | backend | real | Maglev slots | connection-table hits |
+//! |---|---|---|---|
+//! | healthy, weight > 0, not drained | usable | yes (by weight) | kept |
+//! | healthy, weight 0 (config) or drained by the API before its timeout | draining | none | kept |
+//! | unhealthy, not checked yet, or drained past its timeout | absent | none | reselected |
+//!
+//! An absent real is simply not in the snapshot: connection-table entries that name it are
+//! reselected by Maglev on their next packet (the paper's §3.3), which is how an unhealthy
+//! backend leaves "every Maglev table it is in" and its connections move in one commit.
+//!
+//! Tables are rebuilt only for VIPs whose usable set (name, weight, id) changed since the
+//! previous build; unchanged tables are shared (`Arc`) with it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use stator_config::{BackendId, Config};
+use stator_core::{Real, RealId, RealState, Snapshot, Vip, VipId, VipKey};
+use stator_hash::{MaglevBackend, MaglevTable};
+
+use crate::error::ControlError;
+use crate::ids::Assignment;
+
+/// A backend's health, as the checks see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Health {
+    /// Every check that applies to it is up (or none applies).
+    Up,
+    /// A check that applies to it is down.
+    Down,
+    /// A check that applies to it has no result yet.
+    Unknown,
+}
+
+/// An operator's drain of a backend (through the API).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Drain {
+    /// Not drained.
+    #[default]
+    No,
+    /// Draining until the deadline: no new connections, existing ones kept.
+    Until(Instant),
+    /// The drain timeout passed: removed, existing connections reselected.
+    TimedOut,
+}
+
+/// What planning needs to know about one backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackendState {
+    /// Its health.
+    pub health: Health,
+    /// Its drain.
+    pub drain: Drain,
+}
+
+/// Why a real is draining.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DrainCause {
+    /// `weight = 0` in the configuration.
+    Weight,
+    /// Drained through the API.
+    Api,
+}
+
+/// Why a real is not in the snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AbsentCause {
+    /// Its health checks say it is down.
+    Down,
+    /// Its health checks have no result yet.
+    Unchecked,
+    /// It was drained through the API and the drain timeout passed.
+    Drained,
+}
+
+/// What became of one (VIP, backend) pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", content = "cause", rename_all = "lowercase")]
+pub enum RealPlan {
+    /// In the Maglev table.
+    Usable,
+    /// In the snapshot without slots: existing connections only.
+    Draining(DrainCause),
+    /// Not in the snapshot.
+    Absent(AbsentCause),
+}
+
+impl RealPlan {
+    /// Decides one pair from its backend's state and configured weight.
+    pub fn of(state: BackendState, weight: u32) -> Self {
+        match (state.health, state.drain) {
+            (Health::Down, _) => Self::Absent(AbsentCause::Down),
+            (Health::Unknown, _) => Self::Absent(AbsentCause::Unchecked),
+            (Health::Up, Drain::TimedOut) => Self::Absent(AbsentCause::Drained),
+            (Health::Up, Drain::Until(_)) => Self::Draining(DrainCause::Api),
+            (Health::Up, Drain::No) if weight == 0 => Self::Draining(DrainCause::Weight),
+            (Health::Up, Drain::No) => Self::Usable,
+        }
+    }
+
+    /// `usable`, `draining` or `absent`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Usable => "usable",
+            Self::Draining(_) => "draining",
+            Self::Absent(_) => "absent",
+        }
+    }
+}
+
+/// One real of a built VIP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltReal {
+    /// Its id.
+    pub id: RealId,
+    /// The backend.
+    pub backend: BackendId,
+    /// Its configured weight.
+    pub weight: u32,
+    /// What became of it.
+    pub plan: RealPlan,
+    /// Maglev slots it holds.
+    pub slots: u32,
+}
+
+/// One VIP as built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltVip {
+    /// Its match key.
+    pub key: VipKey,
+    /// Its id.
+    pub id: VipId,
+    /// Its Maglev table size.
+    pub table_size: u32,
+    /// Its reals, in the order of `Vip::backends`.
+    pub reals: Vec<BuiltReal>,
+    /// Whether its table was built now (false: shared with the previous build).
+    pub rebuilt: bool,
+    /// The usable set the table was built from: (name, weight, real id).
+    members: Vec<(String, u32, u32)>,
+    table: Arc<[u32]>,
+}
+
+impl BuiltVip {
+    /// Number of usable reals (in the table).
+    pub fn usable(&self) -> usize {
+        self.reals
+            .iter()
+            .filter(|r| r.plan == RealPlan::Usable)
+            .count()
+    }
+}
+
+/// A complete snapshot and how it was derived.
+#[derive(Debug, Clone)]
+pub struct Built {
+    /// What the data plane gets.
+    pub snapshot: Arc<Snapshot>,
+    /// Per VIP, parallel to `Config::vips`.
+    pub vips: Vec<BuiltVip>,
+}
+
+impl Built {
+    /// Number of tables built (not shared with the previous build).
+    pub fn tables_rebuilt(&self) -> usize {
+        self.vips.iter().filter(|v| v.rebuilt).count()
+    }
+
+    /// The built VIP with this key.
+    pub fn vip(&self, key: &VipKey) -> Option<&BuiltVip> {
+        self.vips.iter().find(|v| v.key == *key)
+    }
+}
+
+/// Builds the snapshot of `config` with the ids of `ids`, each backend in the state
+/// `states[backend]` (a backend beyond the slice counts as [`Health::Unknown`]), recording
+/// `generation`. Tables equal to `previous`'s are reused.
+///
+/// # Errors
+/// [`ControlError::Table`] if a table cannot be built (validation prevents it).
+pub fn build(
+    config: &Config,
+    ids: &Assignment,
+    states: &[BackendState],
+    generation: u64,
+    previous: Option<&Built>,
+) -> Result<Built, ControlError> {
+    let unknown = BackendState {
+        health: Health::Unknown,
+        drain: Drain::No,
+    };
+    let old: BTreeMap<VipKey, &BuiltVip> = previous
+        .map(|p| p.vips.iter().map(|v| (v.key, v)).collect())
+        .unwrap_or_default();
+    let mut snap = Snapshot {
+        generation,
+        node: config.node_params(),
+        ..Snapshot::default()
+    };
+    let mut vips = Vec::with_capacity(config.vips.len());
+    for (i, vip) in config.vips.iter().enumerate() {
+        let vip_id = ids.vips[i];
+        let mut reals = Vec::with_capacity(vip.backends.len());
+        let mut members = Vec::new();
+        for (j, member) in vip.backends.iter().enumerate() {
+            let backend = config.backend(member.backend);
+            let id = ids.reals[i][j];
+            let state = states.get(member.backend.0).copied().unwrap_or(unknown);
+            let plan = RealPlan::of(state, member.weight);
+            let real_state = match plan {
+                RealPlan::Usable => Some(RealState::Usable),
+                RealPlan::Draining(_) => Some(RealState::Draining),
+                RealPlan::Absent(_) => None,
+            };
+            if let Some(state) = real_state {
+                snap.reals.insert(
+                    id,
+                    Real {
+                        addr: backend.address,
+                        vip: vip_id,
+                        state,
+                        encap: vip.encap,
+                    },
+                );
+            }
+            if plan == RealPlan::Usable {
+                members.push((backend.name.clone(), member.weight, id.0));
+            }
+            reals.push(BuiltReal {
+                id,
+                backend: member.backend,
+                weight: member.weight,
+                plan,
+                slots: 0,
+            });
+        }
+        let reuse = old
+            .get(&vip.key)
+            .filter(|o| o.table_size == vip.table_size && o.members == members);
+        let (table, counts, rebuilt) = match reuse {
+            Some(o) => (
+                Arc::clone(&o.table),
+                o.reals.iter().map(|r| (r.id.0, r.slots)).collect(),
+                false,
+            ),
+            None => {
+                let (table, counts) = table_of(&vip.name, &members, vip.table_size)?;
+                (table, counts, true)
+            }
+        };
+        for r in &mut reals {
+            r.slots = counts.get(&r.id.0).copied().unwrap_or(0);
+        }
+        snap.vips.insert(
+            vip.key,
+            Vip {
+                id: vip_id,
+                flags: vip.flags,
+                table: Arc::clone(&table),
+            },
+        );
+        vips.push(BuiltVip {
+            key: vip.key,
+            id: vip_id,
+            table_size: vip.table_size,
+            reals,
+            rebuilt,
+            members,
+            table,
+        });
+    }
+    Ok(Built {
+        snapshot: Arc::new(snap),
+        vips,
+    })
+}
+
+/// Maglev slots per real id.
+type SlotCounts = BTreeMap<u32, u32>;
+
+/// The Maglev table of a usable set — empty (no slots at all) when the set is, which the data
+/// plane reads as "no backend" — and the slots of each real id.
+fn table_of(
+    vip: &str,
+    members: &[(String, u32, u32)],
+    size: u32,
+) -> Result<(Arc<[u32]>, SlotCounts), ControlError> {
+    let backends: Vec<MaglevBackend<'_>> = members
+        .iter()
+        .map(|(name, weight, id)| MaglevBackend::new(name, *weight, *id))
+        .collect();
+    let table = MaglevTable::build(&backends, size).map_err(|source| ControlError::Table {
+        vip: vip.to_owned(),
+        source,
+    })?;
+    let counts = table
+        .slot_counts()
+        .iter()
+        .map(|b| (b.id, b.slots))
+        .collect();
+    let slots = if table.is_empty() {
+        Arc::from(Vec::new())
+    } else {
+        Arc::from(table.slots())
+    };
+    Ok((slots, counts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::Ids;
+    use stator_config::from_toml_str;
+    use stator_core::CompiledSnapshot;
+
+    /// Two VIPs sharing backend a (10.1.0.1); b only behind the first, c (weight 0) only
+    /// behind the second.
+    fn config() -> Config {
+        from_toml_str(
+            "t.toml",
+            r#"
+[node]
+name = "n"
+address_v4 = "10.0.0.10"
+[dataplane]
+interfaces = ["eth0"]
+[[pool]]
+name = "web"
+[pool.health]
+method = "none"
+[[pool.backend]]
+address = "10.1.0.1"
+id = "a"
+[[pool.backend]]
+address = "10.1.0.2"
+id = "b"
+[[pool]]
+name = "api"
+[pool.health]
+method = "none"
+[[pool.backend]]
+address = "10.1.0.1"
+id = "a"
+[[pool.backend]]
+address = "10.1.0.3"
+id = "c"
+weight = 0
+[[vip]]
+address = "192.0.2.1"
+port = 80
+protocol = "tcp"
+pools = ["web"]
+table_size = 251
+[[vip]]
+address = "192.0.2.2"
+port = 80
+protocol = "tcp"
+pools = ["api"]
+table_size = 251
+"#,
+        )
+        .unwrap()
+    }
+
+    fn up() -> BackendState {
+        BackendState {
+            health: Health::Up,
+            drain: Drain::No,
+        }
+    }
+
+    fn states(config: &Config, f: impl Fn(&str) -> BackendState) -> Vec<BackendState> {
+        config.backends.iter().map(|b| f(&b.name)).collect()
+    }
+
+    fn slots_of(built: &Built, vip: usize, name: &str, config: &Config) -> u32 {
+        built.vips[vip]
+            .reals
+            .iter()
+            .find(|r| config.backend(r.backend).name == name)
+            .map_or(0, |r| r.slots)
+    }
+
+    #[test]
+    fn a_down_backend_leaves_every_table_and_the_reals() {
+        let cfg = config();
+        let (_, ids) = Ids::new()
+            .assign(&cfg, Instant::now(), std::time::Duration::ZERO)
+            .unwrap();
+        let all_up = build(&cfg, &ids, &states(&cfg, |_| up()), 1, None).unwrap();
+        CompiledSnapshot::new(&all_up.snapshot).unwrap();
+        assert!(slots_of(&all_up, 0, "a", &cfg) > 0);
+        assert!(slots_of(&all_up, 1, "a", &cfg) > 0);
+        assert_eq!(slots_of(&all_up, 1, "c", &cfg), 0, "weight 0: draining");
+        assert_eq!(
+            all_up.vips[1].reals[1].plan,
+            RealPlan::Draining(DrainCause::Weight)
+        );
+        assert_eq!(all_up.snapshot.reals.len(), 4, "a twice, b, c (draining)");
+
+        let a_down = states(&cfg, |n| BackendState {
+            health: if n == "a" { Health::Down } else { Health::Up },
+            drain: Drain::No,
+        });
+        let built = build(&cfg, &ids, &a_down, 2, Some(&all_up)).unwrap();
+        CompiledSnapshot::new(&built.snapshot).unwrap();
+        for (v, vip) in built.vips.iter().enumerate() {
+            let a = &vip
+                .reals
+                .iter()
+                .find(|r| cfg.backend(r.backend).name == "a")
+                .unwrap();
+            assert_eq!(a.plan, RealPlan::Absent(AbsentCause::Down), "vip {v}");
+            assert!(!built.snapshot.reals.contains_key(&a.id), "vip {v}");
+            let table = &built.snapshot.vips[&vip.key].table;
+            assert!(!table.contains(&a.id.0), "vip {v}: a still has slots");
+        }
+        assert_eq!(
+            slots_of(&built, 0, "b", &cfg),
+            251,
+            "b takes every slot of VIP 0"
+        );
+        assert!(
+            built.snapshot.vips[&built.vips[1].key].table.is_empty(),
+            "VIP 1: only c, draining"
+        );
+        assert_eq!(built.vips[1].usable(), 0);
+        assert_eq!(built.tables_rebuilt(), 2);
+    }
+
+    #[test]
+    fn unchanged_tables_are_shared_and_drains_keep_the_real() {
+        let cfg = config();
+        let (_, ids) = Ids::new()
+            .assign(&cfg, Instant::now(), std::time::Duration::ZERO)
+            .unwrap();
+        let first = build(&cfg, &ids, &states(&cfg, |_| up()), 1, None).unwrap();
+        let later = Instant::now() + std::time::Duration::from_secs(60);
+        let b_drained = states(&cfg, |n| BackendState {
+            health: Health::Up,
+            drain: if n == "b" {
+                Drain::Until(later)
+            } else {
+                Drain::No
+            },
+        });
+        let second = build(&cfg, &ids, &b_drained, 2, Some(&first)).unwrap();
+        assert!(second.vips[0].rebuilt && !second.vips[1].rebuilt);
+        assert!(Arc::ptr_eq(&first.vips[1].table, &second.vips[1].table));
+        let b = second.vips[0].reals[1];
+        assert_eq!(b.plan, RealPlan::Draining(DrainCause::Api));
+        assert_eq!(b.slots, 0);
+        assert_eq!(second.snapshot.reals[&b.id].state, RealState::Draining);
+        let timed_out = states(&cfg, |n| BackendState {
+            health: Health::Up,
+            drain: if n == "b" { Drain::TimedOut } else { Drain::No },
+        });
+        let third = build(&cfg, &ids, &timed_out, 3, Some(&second)).unwrap();
+        assert!(!third.snapshot.reals.contains_key(&b.id));
+        assert!(!third.vips[0].rebuilt, "same usable set as while draining");
+    }
+
+    #[test]
+    fn unknown_health_is_not_usable() {
+        let cfg = config();
+        let (_, ids) = Ids::new()
+            .assign(&cfg, Instant::now(), std::time::Duration::ZERO)
+            .unwrap();
+        let built = build(&cfg, &ids, &[], 1, None).unwrap();
+        assert!(built.snapshot.reals.is_empty());
+        assert!(built.vips.iter().all(|v| v.usable() == 0));
+        assert_eq!(
+            built.vips[0].reals[0].plan,
+            RealPlan::Absent(AbsentCause::Unchecked)
+        );
+    }
+}

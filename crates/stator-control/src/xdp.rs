@@ -1,0 +1,229 @@
+//! The XDP forwarder (`stator-xdp`) as a [`DataPlane`].
+//!
+//! The forwarder's health, checked every second by the node, is three things: every
+//! configured interface carries *our* program through our pinned link (link pinned, its
+//! interface is the interface of that name now, the kernel reports an XDP program attached,
+//! and its id is the id we attached), the maps answer (the counters are read), and the
+//! self-test probe through `BPF_PROG_TEST_RUN` gets the expected answer.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use stator_config::{Config, ConntrackMode as CfgConntrack, XdpMode as CfgXdpMode};
+use stator_core::{Counter, CtEntry, DropReason, FlowKey, RealId, Snapshot, Traffic, VipId};
+use stator_xdp::{AttachMode, ConntrackMode, Forwarder, Maps, XdpError, XdpMode, XdpOptions};
+
+use crate::dataplane::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneReader};
+use crate::error::ControlError;
+
+/// The XDP forwarder, loaded, with the interfaces it should be attached to.
+#[derive(Debug)]
+pub struct XdpPlane {
+    fwd: Forwarder,
+    /// Interface name → (ifindex, program id) as attached.
+    attached: BTreeMap<String, (u32, u32)>,
+}
+
+impl XdpPlane {
+    /// The loader's options for a configuration's `[dataplane]`.
+    pub fn options(config: &Config) -> XdpOptions {
+        let d = &config.dataplane;
+        XdpOptions {
+            pin_path: d.pin_path.clone(),
+            conntrack: match d.conntrack {
+                CfgConntrack::Percpu => ConntrackMode::PerCpu,
+                CfgConntrack::Shared => ConntrackMode::Shared,
+            },
+            ct_entries: d.conntrack_entries,
+            slots_per_gen: d.slots_per_generation,
+            attach_mode: match d.xdp_mode {
+                CfgXdpMode::Auto => AttachMode::Auto,
+                CfgXdpMode::Native => AttachMode::Native,
+                CfgXdpMode::Generic => AttachMode::Generic,
+            },
+            fib_cache: None,
+        }
+    }
+
+    /// Loads the forwarder (reusing maps pinned by an earlier run) and makes sure a
+    /// configuration is active (an empty one if nothing was ever committed). Attaches nothing.
+    ///
+    /// # Errors
+    /// The loader's error (not root, pin path not on bpffs, incompatible pins, verifier).
+    pub fn load(opts: &XdpOptions) -> Result<Self, ControlError> {
+        let mut fwd = Forwarder::load(opts).map_err(|e| xdp_err("load", e))?;
+        fwd.ensure_programmed()
+            .map_err(|e| xdp_err("initial commit", e))?;
+        Ok(Self {
+            fwd,
+            attached: BTreeMap::new(),
+        })
+    }
+
+    /// The loaded forwarder.
+    pub fn forwarder(&self) -> &Forwarder {
+        &self.fwd
+    }
+
+    /// The pin directory.
+    pub fn pin_path(&self) -> PathBuf {
+        self.fwd.options().pin_path.clone()
+    }
+
+    fn check_attachments(&self) -> Result<(), ControlError> {
+        if self.attached.is_empty() {
+            return Ok(());
+        }
+        let status = stator_xdp::status(&self.fwd.options().pin_path)
+            .map_err(|e| xdp_err("reading attachments", e))?;
+        for (iface, &(ifindex, prog_id)) in &self.attached {
+            let unhealthy = |reason: String| ControlError::Unhealthy {
+                reason: format!("{iface}: {reason}"),
+            };
+            let now = stator_xdp::ifindex(iface)
+                .ok_or_else(|| unhealthy("the interface is gone".into()))?;
+            let a = status
+                .attachments
+                .iter()
+                .find(|a| a.iface == *iface)
+                .ok_or_else(|| unhealthy("no pinned XDP link (detached?)".into()))?;
+            if a.ifindex != now || now != ifindex {
+                return Err(unhealthy(format!(
+                    "the link is on ifindex {}, the interface is ifindex {now}",
+                    a.ifindex
+                )));
+            }
+            if a.mode == XdpMode::None {
+                return Err(unhealthy("the link is detached from the interface".into()));
+            }
+            if a.prog_id != prog_id {
+                return Err(unhealthy(format!(
+                    "program {} is attached, not ours ({prog_id})",
+                    a.prog_id
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn xdp_err(op: &'static str, e: XdpError) -> ControlError {
+    match e {
+        XdpError::NotRoot { what } => ControlError::NotRoot { what },
+        other => ControlError::data_plane(op, other),
+    }
+}
+
+impl DataPlane for XdpPlane {
+    fn kind(&self) -> &'static str {
+        "xdp"
+    }
+
+    fn attach(&mut self, ifaces: &[String]) -> Result<Vec<AttachInfo>, ControlError> {
+        let mut out = Vec::with_capacity(ifaces.len());
+        for iface in ifaces {
+            let a = self.fwd.attach(iface).map_err(|e| xdp_err("attach", e))?;
+            self.attached.insert(iface.clone(), (a.ifindex, a.prog_id));
+            out.push(AttachInfo {
+                iface: a.iface,
+                mode: a.mode.name().to_owned(),
+                prog_id: a.prog_id,
+                replaced: a.replaced,
+                warnings: a.warnings,
+            });
+        }
+        Ok(out)
+    }
+
+    fn detach(&mut self, purge: bool) -> Result<(), ControlError> {
+        let pin = self.fwd.options().pin_path.clone();
+        for iface in std::mem::take(&mut self.attached).into_keys() {
+            match stator_xdp::detach(&pin, &iface) {
+                Ok(()) | Err(XdpError::NotAttached { .. }) => {}
+                Err(e) => return Err(xdp_err("detach", e)),
+            }
+        }
+        if purge {
+            stator_xdp::purge(&pin).map_err(|e| xdp_err("purge", e))?;
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self, snap: &Snapshot) -> Result<CommitInfo, ControlError> {
+        let r = self.fwd.commit(snap).map_err(|e| xdp_err("commit", e))?;
+        Ok(CommitInfo {
+            write: r.write_time,
+            grace: r.grace_time,
+        })
+    }
+
+    fn active_snapshot(&self) -> Result<Option<Snapshot>, ControlError> {
+        self.fwd
+            .active_snapshot()
+            .map_err(|e| xdp_err("reading the active snapshot", e))
+    }
+
+    fn check(&self) -> Result<(), ControlError> {
+        self.check_attachments()?;
+        self.fwd
+            .maps()
+            .counters()
+            .map_err(|e| ControlError::Unhealthy {
+                reason: format!("maps do not answer: {e}"),
+            })?;
+        self.fwd.self_test().map_err(|e| ControlError::Unhealthy {
+            reason: e.to_string(),
+        })?;
+        Ok(())
+    }
+
+    fn reader(&self) -> Result<Arc<dyn PlaneReader>, ControlError> {
+        let maps = Maps::open(&self.fwd.options().pin_path).map_err(|e| xdp_err("open maps", e))?;
+        Ok(Arc::new(XdpReader { maps }))
+    }
+}
+
+/// Reads the pinned maps through handles of its own.
+#[derive(Debug)]
+pub struct XdpReader {
+    maps: Maps,
+}
+
+fn read_err(e: XdpError) -> ControlError {
+    xdp_err("read", e)
+}
+
+impl PlaneReader for XdpReader {
+    fn counters(&self) -> Result<PlaneCounters, ControlError> {
+        let c = self.maps.counters().map_err(read_err)?;
+        Ok(PlaneCounters {
+            counters: Counter::ALL.iter().map(|&k| (k, c.get(k))).collect(),
+            drops: DropReason::ALL.iter().map(|&r| (r, c.drops(r))).collect(),
+        })
+    }
+
+    fn vip_traffic(&self, id: VipId) -> Result<Traffic, ControlError> {
+        self.maps.vip_traffic(id.0).map_err(read_err)
+    }
+
+    fn real_traffic(&self, id: RealId) -> Result<Traffic, ControlError> {
+        self.maps.real_traffic(id.0).map_err(read_err)
+    }
+
+    fn conntrack_lookup(&self, flow: &FlowKey) -> Result<Vec<CtEntry>, ControlError> {
+        self.maps.conntrack_lookup(flow).map_err(read_err)
+    }
+
+    fn conntrack_scan(
+        &self,
+        limit: usize,
+        f: &mut dyn FnMut(&FlowKey, &[CtEntry]),
+    ) -> Result<usize, ControlError> {
+        self.maps.conntrack_scan(limit, f).map_err(read_err)
+    }
+
+    fn clock_ns(&self) -> u64 {
+        self.maps.clock_ns()
+    }
+}

@@ -1,0 +1,252 @@
+//! `stator run` processes inside lab namespaces, and the bpffs they pin into.
+//!
+//! A node's `stator run` is started with `nsenter --net=/run/netns/NAME` — network namespace
+//! only — rather than `ip netns exec`, which remounts `/sys` and hides bpffs. Its pins go to a
+//! bpffs the lab mounts under a temporary directory ([`BpfFs`]), so nothing lands in the
+//! host's `/sys/fs/bpf`. [`StatorRun::wait_ready`] waits until its admin API says `running`;
+//! [`StatorRun::api`] talks to that API from inside the namespace (it listens on the node's
+//! loopback).
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::netns::{ChildGuard, Netns, NetnsError, Result, run};
+use crate::wait::wait_until;
+
+/// A bpffs mounted for the lab; unmounted (and its directory removed) when dropped.
+#[derive(Debug)]
+pub struct BpfFs {
+    path: PathBuf,
+}
+
+impl BpfFs {
+    /// Mounts a bpffs at `path` (created if needed).
+    pub fn mount(path: &Path) -> Result<Self> {
+        std::fs::create_dir_all(path).map_err(|source| NetnsError::File {
+            path: path.to_owned(),
+            source,
+        })?;
+        run(Command::new("mount").args(["-t", "bpf", "bpf"]).arg(path))?;
+        Ok(Self {
+            path: path.to_owned(),
+        })
+    }
+
+    /// The mount point.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for BpfFs {
+    fn drop(&mut self) {
+        let _ = run(Command::new("umount").arg("-l").arg(&self.path));
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+/// One HTTP answer of a node's admin API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiAnswer {
+    /// Status code.
+    pub status: u16,
+    /// Body.
+    pub body: String,
+}
+
+/// A `stator run` process in a namespace; killed when dropped.
+#[derive(Debug)]
+pub struct StatorRun {
+    ns: Netns,
+    name: String,
+    config: PathBuf,
+    log: PathBuf,
+    api: SocketAddr,
+    binary: PathBuf,
+    child: Option<ChildGuard>,
+}
+
+impl StatorRun {
+    /// Writes `config` to `<dir>/<name>.toml` and starts `<binary> run -c` with it in `ns`
+    /// (stdout and stderr to `<dir>/<name>.log`). `api` is the config's `api.listen`.
+    pub fn start(
+        ns: &Netns,
+        binary: &Path,
+        dir: &Path,
+        name: &str,
+        config: &str,
+        api: SocketAddr,
+    ) -> Result<Self> {
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, config).map_err(|source| NetnsError::File {
+            path: path.clone(),
+            source,
+        })?;
+        let mut s = Self {
+            ns: ns.clone(),
+            name: name.to_owned(),
+            config: path,
+            log: dir.join(format!("{name}.log")),
+            api,
+            binary: binary.to_owned(),
+            child: None,
+        };
+        s.restart()?;
+        Ok(s)
+    }
+
+    /// Starts the process again with the same files (after [`StatorRun::terminate`]).
+    pub fn restart(&mut self) -> Result<()> {
+        self.kill();
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|source| NetnsError::File {
+                path: self.log.clone(),
+                source,
+            })?;
+        let err = log.try_clone().map_err(|source| NetnsError::File {
+            path: self.log.clone(),
+            source,
+        })?;
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net={}", self.ns.path().display()))
+            .arg(&self.binary)
+            .args(["run", "-c"])
+            .arg(&self.config)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err);
+        let what = format!(
+            "stator run -c {} in {}",
+            self.config.display(),
+            self.ns.name()
+        );
+        let child = cmd.spawn().map_err(|source| NetnsError::Spawn {
+            cmd: what.clone(),
+            source,
+        })?;
+        self.child = Some(ChildGuard::from_child(child, what));
+        Ok(())
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(ChildGuard::id)
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(ChildGuard::is_running)
+    }
+
+    /// Sends `method path` (no body) to the node's admin API from inside its namespace.
+    pub fn api(&self, method: &str, path: &str) -> Result<ApiAnswer> {
+        let (api, method, path) = (self.api, method.to_owned(), path.to_owned());
+        let answer = self.ns.run_in(move || http(api, &method, &path))?;
+        answer.map_err(|e| NetnsError::Failed {
+            cmd: format!("HTTP request to {api} in {}", self.ns.name()),
+            status: "no answer".into(),
+            stderr: e.to_string(),
+        })
+    }
+
+    /// Waits until the admin API answers `GET /v1/status` with phase `running`; returns how
+    /// long it took. Fails early (with the log) if the process exits.
+    pub fn wait_ready(&mut self, timeout: Duration) -> Result<Duration> {
+        let what = format!("stator run {} to be running", self.name);
+        let mut exited = false;
+        let result = wait_until(&what, timeout, Duration::from_millis(50), || {
+            if !self.is_running() {
+                exited = true;
+                return true;
+            }
+            self.api("GET", "/v1/status")
+                .is_ok_and(|a| a.status == 200 && a.body.contains("\"phase\":\"running\""))
+        });
+        if exited {
+            return Err(NetnsError::Failed {
+                cmd: format!("stator run -c {}", self.config.display()),
+                status: "exited".into(),
+                stderr: self.log_tail(30),
+            });
+        }
+        result.map_err(|e| match e {
+            NetnsError::Timeout { what, waited } => NetnsError::Timeout {
+                what: format!("{what}; log:\n{}", self.log_tail(30)),
+                waited,
+            },
+            other => other,
+        })
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for the exit; returns the exit status.
+    pub fn terminate(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
+        let Some(mut child) = self.child.take() else {
+            return Err(NetnsError::Failed {
+                cmd: "terminate".into(),
+                status: "not running".into(),
+                stderr: String::new(),
+            });
+        };
+        child.signal(libc::SIGTERM);
+        child
+            .wait_timeout(timeout)
+            .ok_or_else(|| NetnsError::Timeout {
+                what: format!(
+                    "stator run {} to exit after SIGTERM; log:\n{}",
+                    self.name,
+                    self.log_tail(20)
+                ),
+                waited: timeout,
+            })
+    }
+
+    /// Kills the process (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.signal(libc::SIGKILL);
+            let _ = child.wait_timeout(Duration::from_secs(5));
+        }
+    }
+
+    /// The last `n` lines of its log.
+    pub fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close`; the status and the body after the headers.
+fn http(api: SocketAddr, method: &str, path: &str) -> std::io::Result<ApiAnswer> {
+    let mut s = TcpStream::connect_timeout(&api, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no status line in {head:?}")))?;
+    Ok(ApiAnswer {
+        status,
+        body: body.to_owned(),
+    })
+}

@@ -1,0 +1,64 @@
+//! `stator run -c stator.toml`: one node, the controller plus its data plane, until SIGTERM or
+//! SIGINT (SIGHUP reloads the file). See docs/operations.md.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use stator_control::{Node, NodeOptions};
+
+/// Options of `stator run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The configuration file (TOML).
+    #[arg(
+        short = 'c',
+        long = "config",
+        default_value = "/etc/stator/stator.toml"
+    )]
+    config: PathBuf,
+}
+
+/// Runs a node to the end.
+pub fn run(args: RunArgs) -> Result<()> {
+    let path = args.config;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading the configuration {}", path.display()))?;
+    let source = path.display().to_string();
+    let config = match stator_config::from_toml_str(&source, &text) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("{errors}");
+            eprintln!(
+                "{source}: {} error(s); nothing started",
+                errors.errors.len()
+            );
+            std::process::exit(1);
+        }
+    };
+    stator_control::logging::init(&config.log);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("stator")
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let opts = NodeOptions {
+            config_path: Some(path),
+            ..NodeOptions::default()
+        };
+        let node = match Node::start(text, source, opts).await {
+            Ok(node) => node,
+            Err(e) => {
+                tracing::error!(error = %e, "start failed");
+                return Err(anyhow::Error::new(e).context("stator run could not start"));
+            }
+        };
+        if let Err(e) = node.run_until_signal().await {
+            // The data plane was still detached or kept; report, but the shutdown is done.
+            tracing::error!(error = %e, "shutdown finished with an error");
+        }
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
