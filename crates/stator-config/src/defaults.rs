@@ -27,6 +27,11 @@ pub const MIN_CT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Bounds of both connection-table timeouts.
 pub const MAX_CT_TIMEOUT: Duration = Duration::from_secs(86_400);
 
+/// `dataplane.next_hop_cache`.
+pub const NEXT_HOP_CACHE: Duration = Duration::from_secs(1);
+/// Longest `dataplane.next_hop_cache`.
+pub const MAX_NEXT_HOP_CACHE: Duration = Duration::from_secs(3600);
+
 /// `encap.gue_port`.
 pub const GUE_PORT: u16 = stator_abi::STATOR_GUE_PORT as u16;
 /// `encap.outer_ttl`.

@@ -132,6 +132,8 @@ pub struct RawDataplane {
     pub udp_timeout: Option<Scalar>,
     /// SYN-flood guard.
     pub flood_new_per_sec: Option<i64>,
+    /// Lifetime of a cached next hop.
+    pub next_hop_cache: Option<Scalar>,
     /// Answer pings to VIPs.
     pub icmp_echo: Option<bool>,
     /// What to do with the data plane on exit.

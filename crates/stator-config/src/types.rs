@@ -178,6 +178,9 @@ pub struct Dataplane {
     pub udp_timeout: Duration,
     /// SYN-flood guard: connection-table inserts per second per CPU; 0 = no guard.
     pub flood_new_per_sec: u32,
+    /// How long the forwarder reuses a `bpf_fib_lookup` answer per CPU and backend; `None`
+    /// looks the next hop up for every packet.
+    pub next_hop_cache: Option<Duration>,
     /// Answer ICMP echo requests to VIP addresses in XDP.
     pub icmp_echo: bool,
     /// What to do with the data plane on exit.

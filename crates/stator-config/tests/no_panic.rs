@@ -29,6 +29,7 @@ const TABLES: &[(&str, &[(&str, char)])] = &[
             ("tcp_timeout", 'x'),
             ("udp_timeout", 'x'),
             ("flood_new_per_sec", 'i'),
+            ("next_hop_cache", 'x'),
             ("icmp_echo", 'b'),
             ("on_exit", 'e'),
         ],

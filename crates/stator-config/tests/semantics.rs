@@ -343,6 +343,16 @@ pools = ["web"]
     assert_eq!(c.dataplane.slots_per_generation, 1 << 22);
     assert_eq!(c.dataplane.conntrack_entries, 1 << 20);
     assert_eq!(c.encap.gue_port, 6080);
+    assert_eq!(
+        c.dataplane.next_hop_cache,
+        Some(std::time::Duration::from_secs(1))
+    );
+}
+
+#[test]
+fn next_hop_cache_zero_turns_it_off() {
+    let c = config("next_hop_cache = \"0s\"\n");
+    assert_eq!(c.dataplane.next_hop_cache, None);
 }
 
 #[test]

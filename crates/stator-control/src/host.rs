@@ -142,6 +142,9 @@ pub fn reloadable(old: &Config, new: &Config) -> Result<(), ControlError> {
     if a.conntrack_entries != b.conntrack_entries {
         return restart("dataplane.conntrack_entries", "the connection-table size");
     }
+    if a.next_hop_cache != b.next_hop_cache {
+        return restart("dataplane.next_hop_cache", "the next-hop cache lifetime");
+    }
     if a.slots_per_generation != b.slots_per_generation {
         return restart(
             "dataplane.slots_per_generation",

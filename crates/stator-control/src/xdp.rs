@@ -42,7 +42,7 @@ impl XdpPlane {
                 CfgXdpMode::Native => AttachMode::Native,
                 CfgXdpMode::Generic => AttachMode::Generic,
             },
-            fib_cache: None,
+            fib_cache: d.next_hop_cache,
         }
     }
 

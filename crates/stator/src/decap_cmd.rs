@@ -116,21 +116,7 @@ fn attach(a: AttachArgs) -> Result<()> {
     decap.configure(&cfg)?;
     for iface in &a.ifaces {
         let at = decap.attach(iface)?;
-        for w in &at.warnings {
-            eprintln!("warning: {w}");
-        }
-        println!(
-            "{} {} ({}): {} mode, program id {}",
-            if at.replaced {
-                "re-attached"
-            } else {
-                "attached to"
-            },
-            at.iface,
-            at.ifindex,
-            at.mode.name(),
-            at.prog_id
-        );
+        crate::attach_out::print_attached(&at);
     }
     let (addrs, gue) = describe(&cfg);
     println!(
@@ -141,25 +127,8 @@ fn attach(a: AttachArgs) -> Result<()> {
 }
 
 fn detach(d: DetachArgs) -> Result<()> {
-    let ifaces = if d.all {
-        stator_xdp::detach_all(&d.pin_path)?
-    } else {
-        for iface in &d.ifaces {
-            stator_xdp::detach(&d.pin_path, iface)?;
-        }
-        d.ifaces.clone()
-    };
-    for i in &ifaces {
-        println!("detached from {i}");
-    }
-    if ifaces.is_empty() {
-        println!("nothing was attached");
-    }
-    if d.purge {
-        stator_xdp::decap_purge(&d.pin_path)?;
-        println!("removed the pinned maps under {}", d.pin_path.display());
-    }
-    Ok(())
+    let purge: fn(&std::path::Path) -> stator_xdp::Result<()> = stator_xdp::decap_purge;
+    crate::attach_out::detach(&d.pin_path, &d.ifaces, d.all, d.purge.then_some(purge))
 }
 
 fn status(s: ShowArgs) -> Result<()> {
@@ -170,10 +139,7 @@ fn status(s: ShowArgs) -> Result<()> {
             "addrs": st.config.addrs.iter().map(IpAddr::to_string).collect::<Vec<_>>(),
             "any_addr": st.config.addrs.is_empty(),
             "gue_port": st.config.gue_port,
-            "attachments": st.attachments.iter().map(|a| json!({
-                "iface": a.iface, "ifindex": a.ifindex, "mode": a.mode.name(),
-                "prog_id": a.prog_id, "link_id": a.link_id,
-            })).collect::<Vec<_>>(),
+            "attachments": crate::attach_out::attachments_json(&st.attachments),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -182,24 +148,7 @@ fn status(s: ShowArgs) -> Result<()> {
     println!("pin path      {}", st.pin_path.display());
     println!("addresses     {addrs}");
     println!("GUE           {gue}");
-    if st.attachments.is_empty() {
-        println!("not attached to any interface");
-    } else {
-        println!(
-            "\n{:<16} {:>8} {:<8} {:>8} {:>8}",
-            "IFACE", "IFINDEX", "MODE", "PROG_ID", "LINK_ID"
-        );
-        for a in &st.attachments {
-            println!(
-                "{:<16} {:>8} {:<8} {:>8} {:>8}",
-                a.iface,
-                a.ifindex,
-                a.mode.name(),
-                a.prog_id,
-                a.link_id
-            );
-        }
-    }
+    crate::attach_out::print_attachments(&st.attachments);
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! The `stator` binary: one entry point, clap subcommands.
 use clap::{Parser, Subcommand};
 
+mod attach_out;
 mod bench;
 mod bench_hashing;
 mod bench_veth;

@@ -118,21 +118,7 @@ fn attach(a: AttachArgs) -> Result<()> {
     }
     for iface in &a.ifaces {
         let at = fwd.attach(iface)?;
-        for w in &at.warnings {
-            eprintln!("warning: {w}");
-        }
-        println!(
-            "{} {} ({}): {} mode, program id {}",
-            if at.replaced {
-                "re-attached"
-            } else {
-                "attached to"
-            },
-            at.iface,
-            at.ifindex,
-            at.mode.name(),
-            at.prog_id
-        );
+        crate::attach_out::print_attached(&at);
     }
     for port in &a.tx_ports {
         let idx = stator_xdp::ifindex(port)
@@ -151,25 +137,8 @@ fn attach(a: AttachArgs) -> Result<()> {
 }
 
 fn detach(d: DetachArgs) -> Result<()> {
-    let ifaces = if d.all {
-        stator_xdp::detach_all(&d.pin_path)?
-    } else {
-        for iface in &d.ifaces {
-            stator_xdp::detach(&d.pin_path, iface)?;
-        }
-        d.ifaces.clone()
-    };
-    for i in &ifaces {
-        println!("detached from {i}");
-    }
-    if ifaces.is_empty() {
-        println!("nothing was attached");
-    }
-    if d.purge {
-        stator_xdp::purge(&d.pin_path)?;
-        println!("removed the pinned maps under {}", d.pin_path.display());
-    }
-    Ok(())
+    let purge: fn(&std::path::Path) -> stator_xdp::Result<()> = stator_xdp::purge;
+    crate::attach_out::detach(&d.pin_path, &d.ifaces, d.all, d.purge.then_some(purge))
 }
 
 fn iface_name(idx: u32) -> String {
@@ -189,10 +158,7 @@ fn status(s: ShowArgs) -> Result<()> {
             "slots_per_gen": st.slots_per_gen,
             "fib_cache_us": st.fib_cache.map(|d| d.as_micros() as u64),
             "tx_ports": st.tx_ports.iter().map(|i| json!({"ifindex": i, "name": iface_name(*i)})).collect::<Vec<_>>(),
-            "attachments": st.attachments.iter().map(|a| json!({
-                "iface": a.iface, "ifindex": a.ifindex, "mode": a.mode.name(),
-                "prog_id": a.prog_id, "link_id": a.link_id,
-            })).collect::<Vec<_>>(),
+            "attachments": crate::attach_out::attachments_json(&st.attachments),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -231,24 +197,7 @@ fn status(s: ShowArgs) -> Result<()> {
             ports.join(" ")
         }
     );
-    if st.attachments.is_empty() {
-        println!("not attached to any interface");
-    } else {
-        println!(
-            "\n{:<16} {:>8} {:<8} {:>8} {:>8}",
-            "IFACE", "IFINDEX", "MODE", "PROG_ID", "LINK_ID"
-        );
-        for a in &st.attachments {
-            println!(
-                "{:<16} {:>8} {:<8} {:>8} {:>8}",
-                a.iface,
-                a.ifindex,
-                a.mode.name(),
-                a.prog_id,
-                a.link_id
-            );
-        }
-    }
+    crate::attach_out::print_attachments(&st.attachments);
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use stator_abi::STATOR_MAX_TX_PORTS;
 
@@ -145,6 +146,17 @@ pub(super) fn dataplane(ctx: &mut Ctx, raw: Option<&RawDataplane>) -> Option<Dat
         None => Some(0),
         Some(n) => ctx.int(at.key("flood_new_per_sec"), n, 0, u32::MAX.into()),
     };
+    let next_hop_cache = match raw.next_hop_cache.as_ref() {
+        None => Some(Some(d::NEXT_HOP_CACHE)),
+        Some(v) => ctx
+            .duration_in(
+                at.key("next_hop_cache"),
+                v,
+                Duration::ZERO,
+                d::MAX_NEXT_HOP_CACHE,
+            )
+            .map(|t| (!t.is_zero()).then_some(t)),
+    };
     Some(Dataplane {
         mode: mode?,
         interfaces: interfaces?,
@@ -156,6 +168,7 @@ pub(super) fn dataplane(ctx: &mut Ctx, raw: Option<&RawDataplane>) -> Option<Dat
         tcp_timeout: tcp_timeout?,
         udp_timeout: udp_timeout?,
         flood_new_per_sec: flood_new_per_sec?,
+        next_hop_cache: next_hop_cache?,
         icmp_echo: raw.icmp_echo.unwrap_or(true),
         on_exit: raw.on_exit.unwrap_or_default(),
     })
