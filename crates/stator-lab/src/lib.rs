@@ -14,7 +14,7 @@
 //! [`topo`] builds the direct-server-return path end to end — clients, a router, load-balancer
 //! nodes on one LAN, backends on another — with the sysctls, neighbour entries, GRO and MTUs
 //! that XDP forwarding and decapsulation need; [`serve`] runs the backends' servers (TCP
-//! identify, HTTP, UDP echo) and their clients.
+//! identify, long-lived TCP lines, HTTP, UDP echo) and their clients.
 //!
 //! Contract: every object this crate creates carries the caller's prefix in its name; nothing
 //! outside that prefix is ever touched. Operations fail with the command line and its stderr.

@@ -152,8 +152,32 @@ impl StatorRun {
 
     /// Sends `method path` (no body) to the node's admin API from inside its namespace.
     pub fn api(&self, method: &str, path: &str) -> Result<ApiAnswer> {
-        let (api, method, path) = (self.api, method.to_owned(), path.to_owned());
-        let answer = self.ns.run_in(move || http(api, &method, &path))?;
+        self.request(method, path, &[], "")
+    }
+
+    /// Sends `method path` with extra `headers` (e.g. `("If-Match", "\"7\"")`,
+    /// `("Content-Type", "application/toml")`) and `body` to the node's admin API from inside
+    /// its namespace.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Result<ApiAnswer> {
+        let (api, method, path, body) = (
+            self.api,
+            method.to_owned(),
+            path.to_owned(),
+            body.to_owned(),
+        );
+        let headers: String = headers
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}\r\n"))
+            .collect();
+        let answer = self
+            .ns
+            .run_in(move || http(api, &method, &path, &headers, &body))?;
         answer.map_err(|e| NetnsError::Failed {
             cmd: format!("HTTP request to {api} in {}", self.ns.name()),
             status: "no answer".into(),
@@ -229,12 +253,21 @@ impl StatorRun {
 }
 
 /// One HTTP/1.1 request with `Connection: close`; the status and the body after the headers.
-fn http(api: SocketAddr, method: &str, path: &str) -> std::io::Result<ApiAnswer> {
+/// `headers` are complete header lines (`"Name: value\r\n"` each).
+fn http(
+    api: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> std::io::Result<ApiAnswer> {
     let mut s = TcpStream::connect_timeout(&api, Duration::from_secs(2))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\n{headers}\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
     )?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
