@@ -55,9 +55,9 @@ struct stator_pkt {
 	__u32 l4;          /* offset of the upper-layer header */
 	__u32 ip_end;      /* l3 + IP total length; bytes beyond are Ethernet padding */
 	__u32 gen;         /* active generation, read once */
-	__u32 vaddr_flags; /* STATOR_VADDR_F_* of the destination address */
 	__u32 fib_cache_us; /* stator_ctl.fib_cache_us (0 = no next-hop cache) */
-	__u32 _pad1;
+	const struct stator_node_cfg *cfg;  /* stator_cfg[gen] */
+	const struct stator_vaddr *vaddr;   /* the destination's stator_vtab slot */
 	__u64 test_clock;  /* stator_ctl.test_clock_ns (0 = kernel clock) */
 	__u64 now;         /* `now`, once read (0 = not yet) */
 	__u8 family;       /* STATOR_FAMILY_V4 / V6 of the received (inner) packet */
