@@ -37,7 +37,7 @@ static __always_inline int stator_forward(struct xdp_md *ctx, struct stator_pkt 
 	rc = stator_parse_ports(ctx, pkt);
 	if (rc != STATOR_CONTINUE)
 		return rc;
-	vip = stator_vip_match(pkt, pkt->flow.dport, pkt->flow.proto);
+	vip = stator_vip_match(pkt, pkt->flow.dst, 1, pkt->flow.dport, pkt->flow.proto);
 	if (!vip)
 		return stator_pass(STATOR_CNT_NON_VIP);
 	stator_traffic_add(&stator_vipstats, vip->vip_id, pkt->len);

@@ -7,8 +7,7 @@
  * - Fragmentation-needed / packet-too-big quote a packet a backend sent from the VIP: the quoted
  *   flow, reversed, is the client's flow, so the error is hashed and looked up as that flow and
  *   encapsulated to the backend that owns the connection (path MTU discovery keeps working).
- *   An error about a packet from another address than the one it was sent to is not about a
- *   VIP flow and is dropped. An error never creates connection-table state.
+ *   An error never creates connection-table state.
  * - Neighbour discovery is passed; anything else is dropped.
  */
 #ifndef STATOR_ICMP_H
@@ -131,12 +130,9 @@ static __always_inline int stator_icmp_error(struct xdp_md *ctx, struct stator_p
 		qproto = qh[9];
 		if (qproto != IPPROTO_TCP && qproto != IPPROTO_UDP)
 			return stator_drop(STATOR_DROP_ICMP);
-		/* it must be about a packet from the address it was sent to (the VIP) */
-		if (*(__be32 *)(qh + 12) != pkt->flow.dst[0])
-			return stator_drop(STATOR_DROP_ICMP);
-		/* reversed: the client (quoted destination) is the flow's source; the flow's
-		 * destination, the quoted source, is already pkt->flow.dst */
+		/* reversed: the client (quoted destination) is the flow's source */
 		pkt->flow.src[0] = *(__be32 *)(qh + 16);
+		pkt->flow.dst[0] = *(__be32 *)(qh + 12);
 		ql4 = q + qihl;
 	} else {
 		if (q + STATOR_IPV6_LEN + 8 > pkt->ip_end)
@@ -149,12 +145,8 @@ static __always_inline int stator_icmp_error(struct xdp_md *ctx, struct stator_p
 		qproto = qh[6];
 		if (qproto != IPPROTO_TCP && qproto != IPPROTO_UDP)
 			return stator_drop(STATOR_DROP_ICMP);
-		if (*(__be32 *)(qh + 8) != pkt->flow.dst[0] ||
-		    *(__be32 *)(qh + 12) != pkt->flow.dst[1] ||
-		    *(__be32 *)(qh + 16) != pkt->flow.dst[2] ||
-		    *(__be32 *)(qh + 20) != pkt->flow.dst[3])
-			return stator_drop(STATOR_DROP_ICMP);
 		__builtin_memcpy(pkt->flow.src, qh + 24, 16);
+		__builtin_memcpy(pkt->flow.dst, qh + 8, 16);
 		ql4 = q + STATOR_IPV6_LEN;
 	}
 	ports = stator_ptr(ctx, ql4, 4);
@@ -164,8 +156,8 @@ static __always_inline int stator_icmp_error(struct xdp_md *ctx, struct stator_p
 	pkt->flow.dport = ports[0];
 	pkt->flow.proto = qproto;
 
-	/* the VIP is the quoted source, at the outer destination's address */
-	vip = stator_vip_match(pkt, pkt->flow.dport, qproto);
+	/* the VIP is the quoted source (its address flags are the outer destination's) */
+	vip = stator_vip_match(pkt, pkt->flow.dst, 0, pkt->flow.dport, qproto);
 	if (!vip)
 		return stator_drop(STATOR_DROP_ICMP);
 	stator_traffic_add(&stator_vipstats, vip->vip_id, pkt->len);

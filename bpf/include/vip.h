@@ -69,12 +69,16 @@ static __always_inline int stator_vaddr_match(struct stator_pkt *pkt)
 }
 
 /*
- * §3: the VIP of (destination, port, proto) in the active generation: exact port first, then
- * port 0. From the slot when it carries the address's VIPs, else from stator_vips, each lookup
- * only when the slot's flags say it can match. NULL = none. `port` in network order.
+ * §3: the VIP of (addr, port, proto) in the active generation, under the flags of the
+ * destination's slot (pkt->vaddr): exact port first, then port 0. `addr` is the destination
+ * (`at_dst` = 1, constant at every call site but ICMP errors) or, for an ICMP error, the quoted
+ * source. From the slot when it carries the address's VIPs and `addr` is its address, else from
+ * stator_vips, each lookup only when the slot's flags say it can match. NULL = none. `port` in
+ * network order.
  */
 static __always_inline const struct stator_vip *
-stator_vip_match(const struct stator_pkt *pkt, __be16 port, __u8 proto)
+stator_vip_match(const struct stator_pkt *pkt, const __be32 *addr, const int at_dst, __be16 port,
+		 __u8 proto)
 {
 	const struct stator_vaddr *va = pkt->vaddr;
 	__u32 f_ports = proto == IPPROTO_TCP ? STATOR_VADDR_F_TCP_PORTS : STATOR_VADDR_F_UDP_PORTS;
@@ -84,7 +88,9 @@ stator_vip_match(const struct stator_pkt *pkt, __be16 port, __u8 proto)
 
 	if (!va) /* never: set by stator_vaddr_match */
 		return NULL;
-	if (va->flags & STATOR_VADDR_F_INLINE) {
+	if ((va->flags & STATOR_VADDR_F_INLINE) &&
+	    (at_dst || (addr[0] == va->addr[0] && addr[1] == va->addr[1] &&
+			addr[2] == va->addr[2] && addr[3] == va->addr[3]))) {
 #pragma unroll
 		for (int i = 0; i < STATOR_VADDR_INLINE; i++) {
 			const struct stator_vaddr_vip *e = &va->vips[i];
@@ -98,7 +104,7 @@ stator_vip_match(const struct stator_pkt *pkt, __be16 port, __u8 proto)
 		}
 		return vip;
 	}
-	__builtin_memcpy(key.addr, va->addr, sizeof(key.addr));
+	__builtin_memcpy(key.addr, addr, sizeof(key.addr));
 	key.port = port;
 	key.proto = proto;
 	key.family = pkt->family;

@@ -661,8 +661,7 @@ mod tests {
     use std::path::PathBuf;
     use std::process::Command;
 
-    /// Regenerates `generated.rs` from the C header and fails if the checked-in copy differs.
-    /// Needs a host C compiler (`cc`); fails loudly, never skips, when there is none.
+    /// `vtab_hash` gives the home slots the C header computed.
     #[test]
     #[cfg(target_endian = "little")] // the vectors were computed on a little-endian host
     fn vtab_hash_agrees_with_the_header() {
@@ -671,11 +670,17 @@ mod tests {
             for (i, w) in words.iter().enumerate() {
                 addr[i * 4..i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
             }
-            assert_eq!(vtab_hash(&addr, family, seed), home, "{words:x?} {family} {seed:#x}");
+            assert_eq!(
+                vtab_hash(&addr, family, seed),
+                home,
+                "{words:x?} {family} {seed:#x}"
+            );
             assert!(home < STATOR_VTAB_SLOTS);
         }
     }
 
+    /// Regenerates `generated.rs` from the C header and fails if the checked-in copy differs.
+    /// Needs a host C compiler (`cc`); fails loudly, never skips, when there is none.
     #[test]
     fn generated_is_fresh() {
         let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
