@@ -87,6 +87,36 @@ static __always_inline void *stator_ptr(const struct xdp_md *ctx, __u32 off, con
 	return p;
 }
 
+/*
+ * 16-byte addresses and 6-byte MAC addresses copied as 32- and 16-bit words. Clang knows nothing
+ * of a packet pointer's alignment, so __builtin_memcpy to or from the frame becomes a load and a
+ * store per byte (a 16-byte address: 32 instructions, plus shifts when it lands in a register).
+ * Unaligned packet and map-value words are fine where the program runs (x86-64 and arm64 have
+ * efficient unaligned access, so the verifier does not enforce alignment there; every header
+ * field is already read this way); stack operands must be aligned, which the struct layouts
+ * give (addresses at 4-byte offsets, bpf_fib_lookup's MACs at 52 and 58).
+ */
+static __always_inline void stator_copy_addr(void *dst, const void *src)
+{
+	__u32 *d = dst;
+	const __u32 *s = src;
+
+	d[0] = s[0];
+	d[1] = s[1];
+	d[2] = s[2];
+	d[3] = s[3];
+}
+
+static __always_inline void stator_copy_mac(void *dst, const void *src)
+{
+	__u16 *d = dst;
+	const __u16 *s = src;
+
+	d[0] = s[0];
+	d[1] = s[1];
+	d[2] = s[2];
+}
+
 /* `now` of the decision: the test clock when set, else the coarse monotonic clock; read once
  * per packet. */
 static __always_inline __u64 stator_now(struct stator_pkt *pkt)

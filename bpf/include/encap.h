@@ -86,8 +86,8 @@ static __always_inline void stator_write_ipv6(__u8 *ip, const struct stator_oute
 	*(__be16 *)(ip + 4) = bpf_htons(o->encap_len + o->inner_len);
 	ip[6] = o->proto;
 	ip[7] = cfg->outer_ttl;
-	__builtin_memcpy(ip + 8, cfg->src_v6, 16);
-	__builtin_memcpy(ip + 24, real->addr, 16);
+	stator_copy_addr(ip + 8, cfg->src_v6);
+	stator_copy_addr(ip + 24, real->addr);
 }
 
 /* A cached next hop of `real` that still answers for this packet (stator_nh), or NULL. */
@@ -125,12 +125,12 @@ static __always_inline void stator_nh_store(struct xdp_md *ctx, struct stator_pk
 	} else if (tot_len > nh->ok_len) { /* same key, a longer packet passed: raise the bar */
 		nh->ok_len = tot_len;
 	}
-	__builtin_memcpy(nh->dst, real->addr, sizeof(nh->dst));
+	stator_copy_addr(nh->dst, real->addr);
 	nh->in_ifindex = ctx->ingress_ifindex;
 	nh->out_ifindex = fib->ifindex;
 	nh->family = real->family;
-	__builtin_memcpy(nh->dmac, fib->dmac, ETH_ALEN);
-	__builtin_memcpy(nh->smac, fib->smac, ETH_ALEN);
+	stator_copy_mac(nh->dmac, fib->dmac);
+	stator_copy_mac(nh->smac, fib->smac);
 }
 
 /*
@@ -152,8 +152,8 @@ static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct stator_p
 		nh = stator_nh_lookup(ctx, pkt, real, real_id, tot_len, &fresh);
 		if (nh && fresh == 2) {
 			fib->ifindex = nh->out_ifindex;
-			__builtin_memcpy(fib->dmac, nh->dmac, ETH_ALEN);
-			__builtin_memcpy(fib->smac, nh->smac, ETH_ALEN);
+			stator_copy_mac(fib->dmac, nh->dmac);
+			stator_copy_mac(fib->smac, nh->smac);
 			return STATOR_DROP_NONE;
 		}
 	}
@@ -163,8 +163,8 @@ static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct stator_p
 	fib->ifindex = ctx->ingress_ifindex;
 	if (o->v6) {
 		fib->family = STATOR_AF_INET6;
-		__builtin_memcpy(fib->ipv6_src, cfg->src_v6, 16);
-		__builtin_memcpy(fib->ipv6_dst, real->addr, 16);
+		stator_copy_addr(fib->ipv6_src, cfg->src_v6);
+		stator_copy_addr(fib->ipv6_dst, real->addr);
 	} else {
 		fib->family = STATOR_AF_INET;
 		fib->ipv4_src = cfg->src_v4;
@@ -250,8 +250,8 @@ static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_p
 		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV4_LEN, &o, cfg, real, hash);
 		*(__be16 *)(data + 12) = bpf_htons(ETH_P_IP);
 	}
-	__builtin_memcpy(data, fib.dmac, ETH_ALEN);
-	__builtin_memcpy(data + ETH_ALEN, fib.smac, ETH_ALEN);
+	stator_copy_mac(data, fib.dmac);
+	stator_copy_mac(data + ETH_ALEN, fib.smac);
 
 	/* 6. */
 	stator_traffic_add(&stator_realstat, real_id, pkt->len);

@@ -145,8 +145,8 @@ static __always_inline int stator_icmp_error(struct xdp_md *ctx, struct stator_p
 		qproto = qh[6];
 		if (qproto != IPPROTO_TCP && qproto != IPPROTO_UDP)
 			return stator_drop(STATOR_DROP_ICMP);
-		__builtin_memcpy(pkt->flow.src, qh + 24, 16);
-		__builtin_memcpy(pkt->flow.dst, qh + 8, 16);
+		stator_copy_addr(pkt->flow.src, qh + 24);
+		stator_copy_addr(pkt->flow.dst, qh + 8);
 		ql4 = q + STATOR_IPV6_LEN;
 	}
 	ports = stator_ptr(ctx, ql4, 4);

@@ -35,6 +35,10 @@ pub const FORWARDER_MAPS: [&str; 14] = [
     "stator_tx_ports",
 ];
 
+/// Maps earlier builds pinned and this one no longer has (`stator_vaddrs`, replaced by
+/// `stator_vtab`): removed by `detach --purge` with the others.
+pub const RETIRED_FORWARDER_MAPS: [&str; 1] = ["stator_vaddrs"];
+
 /// The connection table, in either flavour.
 pub(crate) enum CtMap {
     PerCpu(PerCpuHashMap<MapData, Rec<FlowKey>, Rec<CtEntry>>),
