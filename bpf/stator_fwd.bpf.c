@@ -31,7 +31,7 @@ static __always_inline int stator_forward(struct xdp_md *ctx, struct stator_pkt 
 	const struct stator_node_cfg *cfg = pkt->cfg;
 	const struct stator_real *real = NULL;
 	const struct stator_vip *vip;
-	__u32 hash, real_id, reason = STATOR_DROP_NONE;
+	__u32 real_id, reason = STATOR_DROP_NONE;
 	int rc, mode = STATOR_SEL_FLOW;
 
 	rc = stator_parse_ports(ctx, pkt);
@@ -44,14 +44,13 @@ static __always_inline int stator_forward(struct xdp_md *ctx, struct stator_pkt 
 	if (!cfg) /* never: read with the generation */
 		return stator_drop(STATOR_DROP_BAD_CONFIG);
 
-	hash = stator_pkt_hash(pkt);
 	/* SYN without ACK: a new connection attempt (retransmissions included) */
 	if (pkt->flow.proto == IPPROTO_TCP && (pkt->tcp_flags & 0x12) == 0x02)
 		mode = STATOR_SEL_SYN;
-	real_id = stator_select(pkt, vip, cfg, hash, mode, &real, &reason);
+	real_id = stator_select(pkt, vip, cfg, mode, &real, &reason);
 	if (real_id == STATOR_NO_REAL || !real)
 		return stator_drop(reason);
-	return stator_encap_xmit(ctx, pkt, cfg, real, real_id, hash);
+	return stator_encap_xmit(ctx, pkt, cfg, real, real_id);
 }
 
 SEC("xdp")

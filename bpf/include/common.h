@@ -64,7 +64,9 @@ struct stator_pkt {
 	__u8 tos;          /* IPv4 TOS / IPv6 traffic class: copied to the outer header */
 	__u8 df;           /* 1 when the outer header gets DF: inner IPv6, or inner DF set */
 	__u8 tcp_flags;    /* TCP flags byte (0 for other protocols) */
-	__u32 _pad0;
+	__u8 hashed;       /* `hash` is computed (stator_pkt_hash) */
+	__u8 _pad0[3];
+	__u32 hash;        /* the flow hash of `flow`, once computed */
 	struct stator_flow_key flow; /* as received (reversed quoted flow for ICMP errors) */
 };
 

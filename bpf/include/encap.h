@@ -31,14 +31,15 @@ struct stator_outer {
 
 /* Writes the 4-byte GRE or 12-byte UDP + GUE header at `e` (nothing for IPIP). */
 static __always_inline void stator_write_encap(__u8 *e, const struct stator_outer *o,
+					       struct stator_pkt *pkt,
 					       const struct stator_node_cfg *cfg,
-					       const struct stator_real *real, __u32 hash)
+					       const struct stator_real *real)
 {
 	if (real->encap == STATOR_ENCAP_GRE) {
 		*(__be16 *)e = 0; /* no C/K/S bits, version 0 */
 		*(__be16 *)(e + 2) = o->inner_v6 ? bpf_htons(ETH_P_IPV6) : bpf_htons(ETH_P_IP);
 	} else if (real->encap == STATOR_ENCAP_GUE) {
-		*(__be16 *)e = bpf_htons(STATOR_GUE_SPORT_BASE | (hash & 0x3fff));
+		*(__be16 *)e = bpf_htons(STATOR_GUE_SPORT_BASE | (stator_pkt_hash(pkt) & 0x3fff));
 		*(__be16 *)(e + 2) = cfg->gue_port;
 		*(__be16 *)(e + 4) = bpf_htons(STATOR_GUE_LEN + o->inner_len);
 		*(__be16 *)(e + 6) = 0; /* zero UDP checksum (RFC 6935/6936) */
@@ -78,11 +79,12 @@ static __always_inline void stator_write_ipv4(__u8 *ip, const struct stator_oute
 
 /* The 40-byte outer IPv6 header at `ip`. */
 static __always_inline void stator_write_ipv6(__u8 *ip, const struct stator_outer *o,
-					      const struct stator_pkt *pkt,
+					      struct stator_pkt *pkt,
 					      const struct stator_node_cfg *cfg,
-					      const struct stator_real *real, __u32 hash)
+					      const struct stator_real *real)
 {
-	*(__be32 *)ip = bpf_htonl((6u << 28) | ((__u32)pkt->tos << 20) | (hash & 0xfffff));
+	*(__be32 *)ip = bpf_htonl((6u << 28) | ((__u32)pkt->tos << 20) |
+				  (stator_pkt_hash(pkt) & 0xfffff));
 	*(__be16 *)(ip + 4) = bpf_htons(o->encap_len + o->inner_len);
 	ip[6] = o->proto;
 	ip[7] = cfg->outer_ttl;
@@ -186,8 +188,7 @@ static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct stator_p
 /* §5: encapsulates the packet toward `real` (id `real_id`) and transmits it. */
 static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_pkt *pkt,
 					     const struct stator_node_cfg *cfg,
-					     const struct stator_real *real, __u32 real_id,
-					     __u32 hash)
+					     const struct stator_real *real, __u32 real_id)
 {
 	struct bpf_fib_lookup fib; /* zeroed by stator_next_hop before a lookup */
 	struct stator_outer o = {};
@@ -240,14 +241,14 @@ static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_p
 	if (o.v6) {
 		if (data + STATOR_ETH_LEN + STATOR_IPV6_LEN + STATOR_GUE_LEN > data_end)
 			return stator_drop(STATOR_DROP_ADJUST);
-		stator_write_ipv6(data + STATOR_ETH_LEN, &o, pkt, cfg, real, hash);
-		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV6_LEN, &o, cfg, real, hash);
+		stator_write_ipv6(data + STATOR_ETH_LEN, &o, pkt, cfg, real);
+		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV6_LEN, &o, pkt, cfg, real);
 		*(__be16 *)(data + 12) = bpf_htons(ETH_P_IPV6);
 	} else {
 		if (data + STATOR_ETH_LEN + STATOR_IPV4_LEN + STATOR_GUE_LEN > data_end)
 			return stator_drop(STATOR_DROP_ADJUST);
 		stator_write_ipv4(data + STATOR_ETH_LEN, &o, pkt, cfg, real);
-		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV4_LEN, &o, cfg, real, hash);
+		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV4_LEN, &o, pkt, cfg, real);
 		*(__be16 *)(data + 12) = bpf_htons(ETH_P_IP);
 	}
 	stator_copy_mac(data, fib.dmac);

@@ -112,7 +112,7 @@ static __always_inline int stator_icmp_error(struct xdp_md *ctx, struct stator_p
 	const struct stator_node_cfg *cfg;
 	const struct stator_real *real = NULL;
 	const struct stator_vip *vip;
-	__u32 q = pkt->l4 + 8, ql4, hash, real_id, reason = STATOR_DROP_NONE;
+	__u32 q = pkt->l4 + 8, ql4, real_id, reason = STATOR_DROP_NONE;
 	__be16 *ports;
 	__u8 *qh, qproto;
 
@@ -164,12 +164,11 @@ static __always_inline int stator_icmp_error(struct xdp_md *ctx, struct stator_p
 	cfg = pkt->cfg;
 	if (!cfg) /* never: read with the generation */
 		return stator_drop(STATOR_DROP_BAD_CONFIG);
-	hash = stator_pkt_hash(pkt);
-	real_id = stator_select(pkt, vip, cfg, hash, STATOR_SEL_ICMP_ERR, &real, &reason);
+	real_id = stator_select(pkt, vip, cfg, STATOR_SEL_ICMP_ERR, &real, &reason);
 	if (real_id == STATOR_NO_REAL || !real)
 		return stator_drop(reason);
 	stator_count(STATOR_CNT_ICMP_ERROR_FWD);
-	return stator_encap_xmit(ctx, pkt, cfg, real, real_id, hash);
+	return stator_encap_xmit(ctx, pkt, cfg, real, real_id);
 }
 
 /* §6: ICMP (IPv4) or ICMPv6 (IPv6) to a VIP address. */
