@@ -512,7 +512,7 @@ mod tests {
     fn a_full_vip_set_fits_the_address_table_within_the_probe_limit() {
         let mut b = SnapshotBuilder::new(NodeParams::default());
         let addr = |i: u32| -> IpAddr {
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i))
             } else {
                 IpAddr::V6(Ipv6Addr::from(0x2001_0db8_u128 << 96 | u128::from(i)))
