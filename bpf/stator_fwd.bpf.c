@@ -4,7 +4,7 @@
  *
  * This file only strings the stages together; each concern lives in its header:
  *   parse.h     Ethernet / IPv4 / IPv6 (+ extension headers) / TCP / UDP      §1–§3
- *   vip.h       active generation, the VIP-address lookup, VIP match         §2–§3
+ *   vip.h       active generation, the VIP-address table, VIP match          §2–§3
  *   conntrack.h connection table, timeouts, SYN-flood guard                  §4
  *   maglev.h    flow hash, Maglev table                                      §4
  *   encap.h     GRE / IPIP / GUE, outer IPv4 / IPv6, FIB, TX / REDIRECT      §5
@@ -28,31 +28,29 @@
 /* §3–§5 for TCP and UDP: VIP match, selection, encapsulation. */
 static __always_inline int stator_forward(struct xdp_md *ctx, struct stator_pkt *pkt)
 {
+	const struct stator_node_cfg *cfg = pkt->cfg;
 	const struct stator_real *real = NULL;
-	const struct stator_node_cfg *cfg;
 	const struct stator_vip *vip;
-	__u32 hash, real_id, reason = STATOR_DROP_NONE;
+	__u32 real_id, reason = STATOR_DROP_NONE;
 	int rc, mode = STATOR_SEL_FLOW;
 
 	rc = stator_parse_ports(ctx, pkt);
 	if (rc != STATOR_CONTINUE)
 		return rc;
-	vip = stator_vip_match(pkt, pkt->flow.dst, pkt->flow.dport, pkt->flow.proto);
+	vip = stator_vip_match(pkt, pkt->flow.dst, 1, pkt->flow.dport, pkt->flow.proto);
 	if (!vip)
 		return stator_pass(STATOR_CNT_NON_VIP);
 	stator_traffic_add(&stator_vipstats, vip->vip_id, pkt->len);
-	cfg = stator_cfg_lookup(pkt->gen);
-	if (!cfg)
+	if (!cfg) /* never: read with the generation */
 		return stator_drop(STATOR_DROP_BAD_CONFIG);
 
-	hash = stator_pkt_hash(pkt);
 	/* SYN without ACK: a new connection attempt (retransmissions included) */
 	if (pkt->flow.proto == IPPROTO_TCP && (pkt->tcp_flags & 0x12) == 0x02)
 		mode = STATOR_SEL_SYN;
-	real_id = stator_select(pkt, vip, cfg, hash, mode, &real, &reason);
+	real_id = stator_select(pkt, vip, cfg, mode, &real, &reason);
 	if (real_id == STATOR_NO_REAL || !real)
 		return stator_drop(reason);
-	return stator_encap_xmit(ctx, pkt, cfg, real, real_id, hash);
+	return stator_encap_xmit(ctx, pkt, cfg, real, real_id);
 }
 
 SEC("xdp")

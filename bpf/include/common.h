@@ -55,16 +55,18 @@ struct stator_pkt {
 	__u32 l4;          /* offset of the upper-layer header */
 	__u32 ip_end;      /* l3 + IP total length; bytes beyond are Ethernet padding */
 	__u32 gen;         /* active generation, read once */
-	__u32 vaddr_flags; /* STATOR_VADDR_F_* of the destination address */
 	__u32 fib_cache_us; /* stator_ctl.fib_cache_us (0 = no next-hop cache) */
-	__u32 _pad1;
+	const struct stator_node_cfg *cfg;  /* stator_cfg[gen] */
+	const struct stator_vaddr *vaddr;   /* the destination's stator_vtab slot */
 	__u64 test_clock;  /* stator_ctl.test_clock_ns (0 = kernel clock) */
 	__u64 now;         /* `now`, once read (0 = not yet) */
 	__u8 family;       /* STATOR_FAMILY_V4 / V6 of the received (inner) packet */
 	__u8 tos;          /* IPv4 TOS / IPv6 traffic class: copied to the outer header */
 	__u8 df;           /* 1 when the outer header gets DF: inner IPv6, or inner DF set */
 	__u8 tcp_flags;    /* TCP flags byte (0 for other protocols) */
-	__u32 _pad0;
+	__u8 hashed;       /* `hash` is computed (stator_pkt_hash) */
+	__u8 _pad0[3];
+	__u32 hash;        /* the flow hash of `flow`, once computed */
 	struct stator_flow_key flow; /* as received (reversed quoted flow for ICMP errors) */
 };
 
@@ -85,6 +87,36 @@ static __always_inline void *stator_ptr(const struct xdp_md *ctx, __u32 off, con
 	if (p + len > data_end)
 		return NULL;
 	return p;
+}
+
+/*
+ * 16-byte addresses and 6-byte MAC addresses copied as 32- and 16-bit words. Clang knows nothing
+ * of a packet pointer's alignment, so __builtin_memcpy to or from the frame becomes a load and a
+ * store per byte (a 16-byte address: 32 instructions, plus shifts when it lands in a register).
+ * Unaligned packet and map-value words are fine where the program runs (x86-64 and arm64 have
+ * efficient unaligned access, so the verifier does not enforce alignment there; every header
+ * field is already read this way); stack operands must be aligned, which the struct layouts
+ * give (addresses at 4-byte offsets, bpf_fib_lookup's MACs at 52 and 58).
+ */
+static __always_inline void stator_copy_addr(void *dst, const void *src)
+{
+	__u32 *d = dst;
+	const __u32 *s = src;
+
+	d[0] = s[0];
+	d[1] = s[1];
+	d[2] = s[2];
+	d[3] = s[3];
+}
+
+static __always_inline void stator_copy_mac(void *dst, const void *src)
+{
+	__u16 *d = dst;
+	const __u16 *s = src;
+
+	d[0] = s[0];
+	d[1] = s[1];
+	d[2] = s[2];
 }
 
 /* `now` of the decision: the test clock when set, else the coarse monotonic clock; read once

@@ -60,7 +60,7 @@ static __always_inline void stator_ct_insert(struct stator_pkt *pkt,
  */
 static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 					   const struct stator_vip *vip,
-					   const struct stator_node_cfg *cfg, __u32 hash, int mode,
+					   const struct stator_node_cfg *cfg, int mode,
 					   const struct stator_real **real, __u32 *reason)
 {
 	struct stator_ct_entry *e = NULL;
@@ -69,7 +69,7 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 	__u32 real_id;
 
 	if (vip->flags & STATOR_VIP_F_NO_CT)
-		return stator_maglev(pkt, vip, hash, real, reason);
+		return stator_maglev(pkt, vip, real, reason);
 
 	now = stator_now(pkt);
 	if (mode == STATOR_SEL_SYN) {
@@ -101,7 +101,7 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 	}
 	stator_count(STATOR_CNT_CT_RESELECT);
 decide:
-	real_id = stator_maglev(pkt, vip, hash, real, reason);
+	real_id = stator_maglev(pkt, vip, real, reason);
 	if (real_id != STATOR_NO_REAL && mode != STATOR_SEL_ICMP_ERR)
 		stator_ct_insert(pkt, cfg, real_id, now, e);
 	return real_id;

@@ -31,14 +31,15 @@ struct stator_outer {
 
 /* Writes the 4-byte GRE or 12-byte UDP + GUE header at `e` (nothing for IPIP). */
 static __always_inline void stator_write_encap(__u8 *e, const struct stator_outer *o,
+					       struct stator_pkt *pkt,
 					       const struct stator_node_cfg *cfg,
-					       const struct stator_real *real, __u32 hash)
+					       const struct stator_real *real)
 {
 	if (real->encap == STATOR_ENCAP_GRE) {
 		*(__be16 *)e = 0; /* no C/K/S bits, version 0 */
 		*(__be16 *)(e + 2) = o->inner_v6 ? bpf_htons(ETH_P_IPV6) : bpf_htons(ETH_P_IP);
 	} else if (real->encap == STATOR_ENCAP_GUE) {
-		*(__be16 *)e = bpf_htons(STATOR_GUE_SPORT_BASE | (hash & 0x3fff));
+		*(__be16 *)e = bpf_htons(STATOR_GUE_SPORT_BASE | (stator_pkt_hash(pkt) & 0x3fff));
 		*(__be16 *)(e + 2) = cfg->gue_port;
 		*(__be16 *)(e + 4) = bpf_htons(STATOR_GUE_LEN + o->inner_len);
 		*(__be16 *)(e + 6) = 0; /* zero UDP checksum (RFC 6935/6936) */
@@ -78,16 +79,17 @@ static __always_inline void stator_write_ipv4(__u8 *ip, const struct stator_oute
 
 /* The 40-byte outer IPv6 header at `ip`. */
 static __always_inline void stator_write_ipv6(__u8 *ip, const struct stator_outer *o,
-					      const struct stator_pkt *pkt,
+					      struct stator_pkt *pkt,
 					      const struct stator_node_cfg *cfg,
-					      const struct stator_real *real, __u32 hash)
+					      const struct stator_real *real)
 {
-	*(__be32 *)ip = bpf_htonl((6u << 28) | ((__u32)pkt->tos << 20) | (hash & 0xfffff));
+	*(__be32 *)ip = bpf_htonl((6u << 28) | ((__u32)pkt->tos << 20) |
+				  (stator_pkt_hash(pkt) & 0xfffff));
 	*(__be16 *)(ip + 4) = bpf_htons(o->encap_len + o->inner_len);
 	ip[6] = o->proto;
 	ip[7] = cfg->outer_ttl;
-	__builtin_memcpy(ip + 8, cfg->src_v6, 16);
-	__builtin_memcpy(ip + 24, real->addr, 16);
+	stator_copy_addr(ip + 8, cfg->src_v6);
+	stator_copy_addr(ip + 24, real->addr);
 }
 
 /* A cached next hop of `real` that still answers for this packet (stator_nh), or NULL. */
@@ -125,12 +127,12 @@ static __always_inline void stator_nh_store(struct xdp_md *ctx, struct stator_pk
 	} else if (tot_len > nh->ok_len) { /* same key, a longer packet passed: raise the bar */
 		nh->ok_len = tot_len;
 	}
-	__builtin_memcpy(nh->dst, real->addr, sizeof(nh->dst));
+	stator_copy_addr(nh->dst, real->addr);
 	nh->in_ifindex = ctx->ingress_ifindex;
 	nh->out_ifindex = fib->ifindex;
 	nh->family = real->family;
-	__builtin_memcpy(nh->dmac, fib->dmac, ETH_ALEN);
-	__builtin_memcpy(nh->smac, fib->smac, ETH_ALEN);
+	stator_copy_mac(nh->dmac, fib->dmac);
+	stator_copy_mac(nh->smac, fib->smac);
 }
 
 /*
@@ -152,8 +154,8 @@ static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct stator_p
 		nh = stator_nh_lookup(ctx, pkt, real, real_id, tot_len, &fresh);
 		if (nh && fresh == 2) {
 			fib->ifindex = nh->out_ifindex;
-			__builtin_memcpy(fib->dmac, nh->dmac, ETH_ALEN);
-			__builtin_memcpy(fib->smac, nh->smac, ETH_ALEN);
+			stator_copy_mac(fib->dmac, nh->dmac);
+			stator_copy_mac(fib->smac, nh->smac);
 			return STATOR_DROP_NONE;
 		}
 	}
@@ -163,8 +165,8 @@ static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct stator_p
 	fib->ifindex = ctx->ingress_ifindex;
 	if (o->v6) {
 		fib->family = STATOR_AF_INET6;
-		__builtin_memcpy(fib->ipv6_src, cfg->src_v6, 16);
-		__builtin_memcpy(fib->ipv6_dst, real->addr, 16);
+		stator_copy_addr(fib->ipv6_src, cfg->src_v6);
+		stator_copy_addr(fib->ipv6_dst, real->addr);
 	} else {
 		fib->family = STATOR_AF_INET;
 		fib->ipv4_src = cfg->src_v4;
@@ -186,8 +188,7 @@ static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct stator_p
 /* §5: encapsulates the packet toward `real` (id `real_id`) and transmits it. */
 static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_pkt *pkt,
 					     const struct stator_node_cfg *cfg,
-					     const struct stator_real *real, __u32 real_id,
-					     __u32 hash)
+					     const struct stator_real *real, __u32 real_id)
 {
 	struct bpf_fib_lookup fib; /* zeroed by stator_next_hop before a lookup */
 	struct stator_outer o = {};
@@ -240,18 +241,18 @@ static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_p
 	if (o.v6) {
 		if (data + STATOR_ETH_LEN + STATOR_IPV6_LEN + STATOR_GUE_LEN > data_end)
 			return stator_drop(STATOR_DROP_ADJUST);
-		stator_write_ipv6(data + STATOR_ETH_LEN, &o, pkt, cfg, real, hash);
-		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV6_LEN, &o, cfg, real, hash);
+		stator_write_ipv6(data + STATOR_ETH_LEN, &o, pkt, cfg, real);
+		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV6_LEN, &o, pkt, cfg, real);
 		*(__be16 *)(data + 12) = bpf_htons(ETH_P_IPV6);
 	} else {
 		if (data + STATOR_ETH_LEN + STATOR_IPV4_LEN + STATOR_GUE_LEN > data_end)
 			return stator_drop(STATOR_DROP_ADJUST);
 		stator_write_ipv4(data + STATOR_ETH_LEN, &o, pkt, cfg, real);
-		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV4_LEN, &o, cfg, real, hash);
+		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV4_LEN, &o, pkt, cfg, real);
 		*(__be16 *)(data + 12) = bpf_htons(ETH_P_IP);
 	}
-	__builtin_memcpy(data, fib.dmac, ETH_ALEN);
-	__builtin_memcpy(data + ETH_ALEN, fib.smac, ETH_ALEN);
+	stator_copy_mac(data, fib.dmac);
+	stator_copy_mac(data + ETH_ALEN, fib.smac);
 
 	/* 6. */
 	stator_traffic_add(&stator_realstat, real_id, pkt->len);

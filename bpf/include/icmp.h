@@ -40,7 +40,7 @@ static __always_inline void stator_swap(__u8 *a, __u8 *b, const int n)
 /* Echo request → echo reply, sent back where it came from (XDP_TX). */
 static __always_inline int stator_icmp_echo(struct xdp_md *ctx, const struct stator_pkt *pkt)
 {
-	const struct stator_node_cfg *cfg = stator_cfg_lookup(pkt->gen);
+	const struct stator_node_cfg *cfg = pkt->cfg;
 	__u8 *eth, *ip, *icmp;
 	__u16 old_word;
 
@@ -112,7 +112,7 @@ static __always_inline int stator_icmp_error(struct xdp_md *ctx, struct stator_p
 	const struct stator_node_cfg *cfg;
 	const struct stator_real *real = NULL;
 	const struct stator_vip *vip;
-	__u32 q = pkt->l4 + 8, ql4, hash, real_id, reason = STATOR_DROP_NONE;
+	__u32 q = pkt->l4 + 8, ql4, real_id, reason = STATOR_DROP_NONE;
 	__be16 *ports;
 	__u8 *qh, qproto;
 
@@ -145,8 +145,8 @@ static __always_inline int stator_icmp_error(struct xdp_md *ctx, struct stator_p
 		qproto = qh[6];
 		if (qproto != IPPROTO_TCP && qproto != IPPROTO_UDP)
 			return stator_drop(STATOR_DROP_ICMP);
-		__builtin_memcpy(pkt->flow.src, qh + 24, 16);
-		__builtin_memcpy(pkt->flow.dst, qh + 8, 16);
+		stator_copy_addr(pkt->flow.src, qh + 24);
+		stator_copy_addr(pkt->flow.dst, qh + 8);
 		ql4 = q + STATOR_IPV6_LEN;
 	}
 	ports = stator_ptr(ctx, ql4, 4);
@@ -157,19 +157,18 @@ static __always_inline int stator_icmp_error(struct xdp_md *ctx, struct stator_p
 	pkt->flow.proto = qproto;
 
 	/* the VIP is the quoted source (its address flags are the outer destination's) */
-	vip = stator_vip_match(pkt, pkt->flow.dst, pkt->flow.dport, qproto);
+	vip = stator_vip_match(pkt, pkt->flow.dst, 0, pkt->flow.dport, qproto);
 	if (!vip)
 		return stator_drop(STATOR_DROP_ICMP);
 	stator_traffic_add(&stator_vipstats, vip->vip_id, pkt->len);
-	cfg = stator_cfg_lookup(pkt->gen);
-	if (!cfg)
+	cfg = pkt->cfg;
+	if (!cfg) /* never: read with the generation */
 		return stator_drop(STATOR_DROP_BAD_CONFIG);
-	hash = stator_pkt_hash(pkt);
-	real_id = stator_select(pkt, vip, cfg, hash, STATOR_SEL_ICMP_ERR, &real, &reason);
+	real_id = stator_select(pkt, vip, cfg, STATOR_SEL_ICMP_ERR, &real, &reason);
 	if (real_id == STATOR_NO_REAL || !real)
 		return stator_drop(reason);
 	stator_count(STATOR_CNT_ICMP_ERROR_FWD);
-	return stator_encap_xmit(ctx, pkt, cfg, real, real_id, hash);
+	return stator_encap_xmit(ctx, pkt, cfg, real, real_id);
 }
 
 /* §6: ICMP (IPv4) or ICMPv6 (IPv6) to a VIP address. */

@@ -12,14 +12,23 @@
 
 #include "stats.h"
 
-/* The flow hash (flow_hash.h, identical to stator_hash::flow_hash_v4/v6) of pkt->flow. */
-static __always_inline __u32 stator_pkt_hash(const struct stator_pkt *pkt)
+/* The flow hash (flow_hash.h, identical to stator_hash::flow_hash_v4/v6) of pkt->flow, computed
+ * the first time it is asked for: a connection-table hit toward a GRE or IPIP backend over IPv4
+ * never needs it. pkt->flow must be final by then (ICMP errors reverse it first). */
+static __always_inline __u32 stator_pkt_hash(struct stator_pkt *pkt)
 {
 	const struct stator_flow_key *f = &pkt->flow;
 
-	if (pkt->family == STATOR_FAMILY_V4)
-		return stator_flow_hash_v4(f->src[0], f->dst[0], f->sport, f->dport, f->proto);
-	return stator_flow_hash_v6(f->src, f->dst, f->sport, f->dport, f->proto);
+	if (!pkt->hashed) {
+		if (pkt->family == STATOR_FAMILY_V4)
+			pkt->hash = stator_flow_hash_v4(f->src[0], f->dst[0], f->sport, f->dport,
+							f->proto);
+		else
+			pkt->hash = stator_flow_hash_v6(f->src, f->dst, f->sport, f->dport,
+							f->proto);
+		pkt->hashed = 1;
+	}
+	return pkt->hash;
 }
 
 /*
@@ -27,8 +36,7 @@ static __always_inline __u32 stator_pkt_hash(const struct stator_pkt *pkt)
  * *real. Returns STATOR_NO_REAL with *reason set when the VIP has no table or no backend in that
  * slot (no_backend), or when the maps contradict the configuration (bad_config).
  */
-static __always_inline __u32 stator_maglev(const struct stator_pkt *pkt,
-					   const struct stator_vip *vip, __u32 hash,
+static __always_inline __u32 stator_maglev(struct stator_pkt *pkt, const struct stator_vip *vip,
 					   const struct stator_real **real, __u32 *reason)
 {
 	__u32 size = vip->table_size;
@@ -40,7 +48,7 @@ static __always_inline __u32 stator_maglev(const struct stator_pkt *pkt,
 		*reason = STATOR_DROP_NO_BACKEND;
 		return STATOR_NO_REAL;
 	}
-	idx = vip->table_off + hash % size;
+	idx = vip->table_off + stator_pkt_hash(pkt) % size;
 	slot = bpf_map_lookup_elem(&stator_slots, &idx);
 	if (!slot) {
 		*reason = STATOR_DROP_BAD_CONFIG;

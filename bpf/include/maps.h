@@ -41,12 +41,13 @@ struct {
 } stator_cfg SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 2 * STATOR_MAX_VIPS);
-	__type(key, struct stator_vaddr_key);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * STATOR_VTAB_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
 	__type(value, struct stator_vaddr);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} stator_vaddrs SEC(".maps");
+} stator_vtab SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -131,7 +131,7 @@ static __always_inline int stator_parse_ipv6(const struct xdp_md *ctx, struct st
 		return stator_drop(STATOR_DROP_MALFORMED_L3);
 	pkt->family = STATOR_FAMILY_V6;
 	pkt->flow.family = STATOR_FAMILY_V6;
-	__builtin_memcpy(pkt->flow.dst, ip + 24, 16);
+	stator_copy_addr(pkt->flow.dst, ip + 24);
 	rc = stator_vaddr_match(pkt);
 	if (rc != STATOR_CONTINUE)
 		return rc;
@@ -143,7 +143,7 @@ static __always_inline int stator_parse_ipv6(const struct xdp_md *ctx, struct st
 	word0 = bpf_ntohl(*(__be32 *)ip);
 	pkt->tos = (word0 >> 20) & 0xff;
 	pkt->df = 1;
-	__builtin_memcpy(pkt->flow.src, ip + 8, 16);
+	stator_copy_addr(pkt->flow.src, ip + 8);
 	return stator_ipv6_walk(ctx, pkt, ip[6]);
 }
 

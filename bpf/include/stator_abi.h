@@ -132,7 +132,7 @@ enum stator_drop_reason {
  *  forwarder (stator_fwd.bpf.c; every map pinned by name)
  *   stator_ctl       ARRAY[1]                      struct stator_ctl,      BPF_F_MMAPABLE
  *   stator_cfg       ARRAY[2]                      struct stator_node_cfg, BPF_F_MMAPABLE (per gen)
- *   stator_vaddrs    HASH[2 * STATOR_MAX_VIPS] stator_vaddr_key → struct stator_vaddr (per gen)
+ *   stator_vtab      ARRAY[2 * STATOR_VTAB_SLOTS]  struct stator_vaddr,    BPF_F_MMAPABLE (per gen)
  *   stator_vips      HASH[2 * STATOR_MAX_VIPS] stator_vip_key → struct stator_vip     (per gen)
  *   stator_reals     ARRAY[2 * STATOR_MAX_REALS]   struct stator_real,     BPF_F_MMAPABLE (per gen)
  *   stator_slots     ARRAY[2 * slots_per_gen]      __u32 real id,          BPF_F_MMAPABLE (per gen)
@@ -145,7 +145,7 @@ enum stator_drop_reason {
  *   stator_nh        PERCPU_ARRAY[STATOR_MAX_REALS] struct stator_nh (next-hop cache)
  *   stator_tx_ports  DEVMAP_HASH[STATOR_MAX_TX_PORTS] ifindex → struct bpf_devmap_val
  *                    (8 bytes: ifindex + program; aya creates devmaps with the 8-byte value)
- *  The array maps user space writes (ctl, cfg, reals, slots) are BPF_F_MMAPABLE: the loader
+ *  The array maps user space writes (ctl, cfg, vtab, reals, slots) are BPF_F_MMAPABLE: the loader
  *  writes them as memory, and flips stator_ctl.active_gen with one atomic 32-bit store.
  *  bench wrapper (stator_bench.bpf.c; not pinned)
  *   stator_bprogs    PROG_ARRAY[1]                 the program under measurement
@@ -189,31 +189,80 @@ struct stator_node_cfg {
 	__u8 _pad0;
 	__u64 config_generation; /* Snapshot::generation of this half (status and self-test only;
 	                          * the forwarding decision never reads it) */
+	__u32 vtab_seed;       /* seed of stator_vtab_hash for this half's stator_vtab */
+	__u32 _pad1;
 };
 
 /*
- * stator_vaddrs: every address that has at least one VIP, per generation. Looked up first, with
- * the destination address only: a miss means "not VIP traffic, XDP_PASS untouched" after a single
- * lookup. The flags say which stator_vips lookups can succeed, so VIP traffic never pays for a
- * lookup that cannot match (semantics-neutral: they are derived from the VIP set).
+ * stator_vtab: the VIP-address table — every address that has at least one VIP, per generation.
+ * Looked up first, with the destination address only: a miss means "not VIP traffic, XDP_PASS
+ * untouched". It is an open-addressing hash table in an ARRAY (no helper call, no hashing of a
+ * key struct): generation `gen` owns slots [gen * STATOR_VTAB_SLOTS, (gen + 1) *
+ * STATOR_VTAB_SLOTS); an address's home slot is stator_vtab_hash(addr, family, vtab_seed) and it
+ * lies within STATOR_VTAB_PROBES slots after it (linear probing, wrapping inside the half). The
+ * loader rebuilds a half completely on every commit and picks the seed (stator_cfg[gen]) so that
+ * every address fits; a lookup stops at the first empty slot (family NONE).
+ *
+ * A slot carries its address's VIPs inline when they fit (STATOR_VADDR_F_INLINE, at most
+ * STATOR_VADDR_INLINE): the VIP match is then a scan of the slot, with no stator_vips lookup.
+ * Otherwise the flags say which stator_vips lookups can succeed, so VIP traffic never pays for a
+ * lookup that cannot match. Both are derived from the VIP set: semantics-neutral.
  */
-struct stator_vaddr_key {
-	__be32 addr[4];
-	__u8 family;
-	__u8 generation;
-	__u8 _pad0[2];
-};
+#define STATOR_VTAB_SLOTS 4096 /* per generation: a power of two, >= 4 * STATOR_MAX_VIPS */
+#define STATOR_VTAB_PROBES 4   /* slots a lookup examines at most */
+#define STATOR_VADDR_INLINE 4  /* VIPs a slot carries inline */
+/* Multiplier of stator_vtab_hash (2^32 / golden ratio). */
+#define STATOR_VTAB_HASH_MUL 0x9e3779b1u
 
 #define STATOR_VADDR_F_TCP_PORTS (1u << 0) /* some TCP VIP on this address has a port */
 #define STATOR_VADDR_F_TCP_ANY (1u << 1)   /* a TCP VIP on this address has port 0 (any) */
 #define STATOR_VADDR_F_UDP_PORTS (1u << 2)
 #define STATOR_VADDR_F_UDP_ANY (1u << 3)
+#define STATOR_VADDR_F_INLINE (1u << 4)    /* vips[] holds every VIP of this address */
 
-struct stator_vaddr {
-	__u32 flags; /* STATOR_VADDR_F_* */
+/* The home slot (within a half) of an address: a multiplicative hash of its 32-bit words as
+ * they sit in memory (IPv4: addr[0] only). User space computes the same on the same host. */
+static inline __attribute__((always_inline)) __u32
+stator_vtab_hash(const __be32 *addr, __u8 family, __u32 seed)
+{
+	__u32 h = seed ^ (__u32)addr[0];
+
+	if (family == STATOR_FAMILY_V6) {
+		h = h * STATOR_VTAB_HASH_MUL ^ (__u32)addr[1];
+		h = h * STATOR_VTAB_HASH_MUL ^ (__u32)addr[2];
+		h = h * STATOR_VTAB_HASH_MUL ^ (__u32)addr[3];
+	}
+	return (h * STATOR_VTAB_HASH_MUL) >> 20; /* 12 bits: STATOR_VTAB_SLOTS */
+}
+
+/* stator_vips value (also carried inline by stator_vtab slots). */
+struct stator_vip {
+	__u32 vip_id;     /* stable id (< STATOR_MAX_VIPS): index into stator_vip_stats */
+	__u32 flags;      /* STATOR_VIP_F_* */
+	__u32 table_off;  /* absolute index of slot 0 of this VIP's Maglev table in stator_slots */
+	__u32 table_size; /* M (prime); 0 = no table (drop NO_BACKEND) */
 };
 
-/* stator_vips key: exact (address, port, protocol) or the wildcard (address, 0, protocol). */
+/* A VIP carried inline by a stator_vtab slot: its port (0 = any) and protocol, and its value. */
+struct stator_vaddr_vip {
+	__be16 port;
+	__u8 proto; /* IPPROTO_TCP / IPPROTO_UDP; 0 = unused entry */
+	__u8 _pad0;
+	struct stator_vip vip;
+};
+
+/* stator_vtab[gen * STATOR_VTAB_SLOTS + i]: one VIP address, or empty (family NONE). */
+struct stator_vaddr {
+	__be32 addr[4]; /* IPv4 in addr[0], rest zero */
+	__u8 family;    /* STATOR_FAMILY_V4 / V6; NONE = empty slot */
+	__u8 _pad0[3];
+	__u32 flags;    /* STATOR_VADDR_F_* */
+	struct stator_vaddr_vip vips[STATOR_VADDR_INLINE];
+};
+
+/* stator_vips key: exact (address, port, protocol) or the wildcard (address, 0, protocol).
+ * stator_vips holds every VIP, also those carried inline, and is read back by user space; the
+ * program looks in it only for addresses whose VIPs do not fit a stator_vtab slot. */
 struct stator_vip_key {
 	__be32 addr[4]; /* IPv4 in addr[0], rest zero */
 	__be16 port;    /* 0 = any port */
@@ -223,13 +272,6 @@ struct stator_vip_key {
 	__u8 _pad0[3];
 };
 
-/* stator_vips value. */
-struct stator_vip {
-	__u32 vip_id;     /* stable id (< STATOR_MAX_VIPS): index into stator_vip_stats */
-	__u32 flags;      /* STATOR_VIP_F_* */
-	__u32 table_off;  /* absolute index of slot 0 of this VIP's Maglev table in stator_slots */
-	__u32 table_size; /* M (prime); 0 = no table (drop NO_BACKEND) */
-};
 
 /* stator_reals[gen * STATOR_MAX_REALS + real_id]: one (VIP, backend) pair. */
 struct stator_real {
@@ -309,13 +351,13 @@ struct stator_traffic {
 #define STATOR_PROBE_MAGIC 0x3150524f54415453ull
 
 #define STATOR_PROBE_F_CFG (1u << 0)   /* stator_cfg[gen] is programmed (outer_ttl != 0) */
-#define STATOR_PROBE_F_VADDR (1u << 1) /* probe.addr was found in stator_vaddrs[gen] */
+#define STATOR_PROBE_F_VADDR (1u << 1) /* probe.addr was found in stator_vtab[gen] */
 
 struct stator_probe {
 	__u64 magic;             /* STATOR_PROBE_MAGIC (written by user space) */
 	__u32 nonce;             /* user space's; the answer echoes it in `answer` */
 	__u32 answer;            /* written: ~nonce */
-	__be32 addr[4];          /* an address to look up in stator_vaddrs (user space) */
+	__be32 addr[4];          /* an address to look up in stator_vtab (user space) */
 	__u8 family;             /* its family; STATOR_FAMILY_NONE = no lookup */
 	__u8 _pad0[3];
 	__u32 active_gen;        /* written: stator_ctl[0].active_gen */

@@ -99,6 +99,10 @@ int main(void)
 	CONST_U32(STATOR_NO_REAL);
 	CONST_U32(STATOR_GUE_PORT);
 	CONST_U64(STATOR_CT_REFRESH_NS);
+	CONST_U32(STATOR_VTAB_SLOTS);
+	CONST_U32(STATOR_VTAB_PROBES);
+	CONST_U32(STATOR_VADDR_INLINE);
+	CONST_U32(STATOR_VTAB_HASH_MUL);
 
 	CONST_U32(STATOR_FAMILY_NONE);
 	CONST_U32(STATOR_FAMILY_V4);
@@ -112,6 +116,7 @@ int main(void)
 	CONST_U32(STATOR_VADDR_F_TCP_ANY);
 	CONST_U32(STATOR_VADDR_F_UDP_PORTS);
 	CONST_U32(STATOR_VADDR_F_UDP_ANY);
+	CONST_U32(STATOR_VADDR_F_INLINE);
 	CONST_U32(STATOR_REAL_F_USABLE);
 	CONST_U32(STATOR_REAL_F_DRAINING);
 	CONST_U32(STATOR_NODE_F_ICMP_ECHO);
@@ -151,14 +156,18 @@ int main(void)
 	OFF(stator_node_cfg, gue_port);
 	OFF(stator_node_cfg, outer_ttl);
 	OFF(stator_node_cfg, config_generation);
+	OFF(stator_node_cfg, vtab_seed);
 
-	SIZE(stator_vaddr_key);
-	OFF(stator_vaddr_key, addr);
-	OFF(stator_vaddr_key, family);
-	OFF(stator_vaddr_key, generation);
+	SIZE(stator_vaddr_vip);
+	OFF(stator_vaddr_vip, port);
+	OFF(stator_vaddr_vip, proto);
+	OFF(stator_vaddr_vip, vip);
 
 	SIZE(stator_vaddr);
+	OFF(stator_vaddr, addr);
+	OFF(stator_vaddr, family);
 	OFF(stator_vaddr, flags);
+	OFF(stator_vaddr, vips);
 
 	SIZE(stator_vip_key);
 	OFF(stator_vip_key, addr);
@@ -234,5 +243,28 @@ int main(void)
 	SIZE(stator_decap_cfg);
 	OFF(stator_decap_cfg, gue_port);
 	OFF(stator_decap_cfg, flags);
+
+	/* stator_vtab_hash as the host computes it: (address, family, seed, home slot). */
+	{
+		static const __be32 addrs[][4] = {
+			{ 0x0a00000a, 0, 0, 0 }, { 0x0b00000a, 0, 0, 0 }, { 0xffffffff, 0, 0, 0 },
+			{ 0x0000b80d, 0, 0, 0x10000000 }, { 0x0000b80d, 0, 0, 0x11000000 },
+			{ 0x000000fd, 0, 0, 0x10000000 },
+		};
+		static const __u8 fams[] = { 4, 4, 4, 6, 6, 6 };
+		static const __u32 seeds[] = { 0, 1, 0xdeadbeef };
+
+		printf("\n/// `stator_vtab_hash` vectors from the C header, computed on the generating host\n");
+		printf("/// (little-endian): (address words as in memory, family, seed, home slot).\n");
+		printf("pub const VTAB_HASH_VECTORS: [([u32; 4], u8, u32, u32); %zu] = [\n",
+		       sizeof(fams) * sizeof(seeds) / sizeof(seeds[0]));
+		for (unsigned i = 0; i < sizeof(fams); i++)
+			for (unsigned j = 0; j < sizeof(seeds) / sizeof(seeds[0]); j++)
+				printf("    ([%#x, %#x, %#x, %#x], %u, %#x, %u),\n", (unsigned)addrs[i][0],
+				       (unsigned)addrs[i][1], (unsigned)addrs[i][2], (unsigned)addrs[i][3],
+				       fams[i], seeds[j],
+				       stator_vtab_hash(addrs[i], fams[i], seeds[j]));
+		printf("];\n");
+	}
 	return 0;
 }

@@ -14,6 +14,10 @@ pub const STATOR_MAX_DECAP_ADDRS: u32 = 64;
 pub const STATOR_NO_REAL: u32 = 4294967295;
 pub const STATOR_GUE_PORT: u32 = 6080;
 pub const STATOR_CT_REFRESH_NS: u64 = 1000000000;
+pub const STATOR_VTAB_SLOTS: u32 = 4096;
+pub const STATOR_VTAB_PROBES: u32 = 4;
+pub const STATOR_VADDR_INLINE: u32 = 4;
+pub const STATOR_VTAB_HASH_MUL: u32 = 2654435761;
 pub const STATOR_FAMILY_NONE: u32 = 0;
 pub const STATOR_FAMILY_V4: u32 = 4;
 pub const STATOR_FAMILY_V6: u32 = 6;
@@ -26,6 +30,7 @@ pub const STATOR_VADDR_F_TCP_PORTS: u32 = 1;
 pub const STATOR_VADDR_F_TCP_ANY: u32 = 2;
 pub const STATOR_VADDR_F_UDP_PORTS: u32 = 4;
 pub const STATOR_VADDR_F_UDP_ANY: u32 = 8;
+pub const STATOR_VADDR_F_INLINE: u32 = 16;
 pub const STATOR_REAL_F_USABLE: u32 = 1;
 pub const STATOR_REAL_F_DRAINING: u32 = 2;
 pub const STATOR_NODE_F_ICMP_ECHO: u32 = 1;
@@ -144,7 +149,7 @@ pub const SIZEOF_stator_ctl: usize = 16;
 pub const OFFSETOF_stator_ctl_active_gen: usize = 0;
 pub const OFFSETOF_stator_ctl_fib_cache_us: usize = 4;
 pub const OFFSETOF_stator_ctl_test_clock_ns: usize = 8;
-pub const SIZEOF_stator_node_cfg: usize = 56;
+pub const SIZEOF_stator_node_cfg: usize = 64;
 pub const OFFSETOF_stator_node_cfg_src_v4: usize = 0;
 pub const OFFSETOF_stator_node_cfg_src_v6: usize = 4;
 pub const OFFSETOF_stator_node_cfg_flags: usize = 20;
@@ -154,12 +159,16 @@ pub const OFFSETOF_stator_node_cfg_flood_new_per_sec: usize = 40;
 pub const OFFSETOF_stator_node_cfg_gue_port: usize = 44;
 pub const OFFSETOF_stator_node_cfg_outer_ttl: usize = 46;
 pub const OFFSETOF_stator_node_cfg_config_generation: usize = 48;
-pub const SIZEOF_stator_vaddr_key: usize = 20;
-pub const OFFSETOF_stator_vaddr_key_addr: usize = 0;
-pub const OFFSETOF_stator_vaddr_key_family: usize = 16;
-pub const OFFSETOF_stator_vaddr_key_generation: usize = 17;
-pub const SIZEOF_stator_vaddr: usize = 4;
-pub const OFFSETOF_stator_vaddr_flags: usize = 0;
+pub const OFFSETOF_stator_node_cfg_vtab_seed: usize = 56;
+pub const SIZEOF_stator_vaddr_vip: usize = 20;
+pub const OFFSETOF_stator_vaddr_vip_port: usize = 0;
+pub const OFFSETOF_stator_vaddr_vip_proto: usize = 2;
+pub const OFFSETOF_stator_vaddr_vip_vip: usize = 4;
+pub const SIZEOF_stator_vaddr: usize = 104;
+pub const OFFSETOF_stator_vaddr_addr: usize = 0;
+pub const OFFSETOF_stator_vaddr_family: usize = 16;
+pub const OFFSETOF_stator_vaddr_flags: usize = 20;
+pub const OFFSETOF_stator_vaddr_vips: usize = 24;
 pub const SIZEOF_stator_vip_key: usize = 24;
 pub const OFFSETOF_stator_vip_key_addr: usize = 0;
 pub const OFFSETOF_stator_vip_key_port: usize = 16;
@@ -223,3 +232,26 @@ pub const OFFSETOF_stator_decap_addr_family: usize = 16;
 pub const SIZEOF_stator_decap_cfg: usize = 8;
 pub const OFFSETOF_stator_decap_cfg_gue_port: usize = 0;
 pub const OFFSETOF_stator_decap_cfg_flags: usize = 2;
+
+/// `stator_vtab_hash` vectors from the C header, computed on the generating host
+/// (little-endian): (address words as in memory, family, seed, home slot).
+pub const VTAB_HASH_VECTORS: [([u32; 4], u8, u32, u32); 18] = [
+    ([0xa00000a, 0, 0, 0], 4, 0, 386),
+    ([0xa00000a, 0, 0, 0], 4, 0x1, 2918),
+    ([0xa00000a, 0, 0, 0], 4, 0xdeadbeef, 2120),
+    ([0xb00000a, 0, 0, 0], 4, 0, 3218),
+    ([0xb00000a, 0, 0, 0], 4, 0x1, 1654),
+    ([0xb00000a, 0, 0, 0], 4, 0xdeadbeef, 856),
+    ([0xffffffff, 0, 0, 0], 4, 0, 1564),
+    ([0xffffffff, 0, 0, 0], 4, 0x1, 3129),
+    ([0xffffffff, 0, 0, 0], 4, 0xdeadbeef, 3152),
+    ([0xb80d, 0, 0, 0x10000000], 6, 0, 3595),
+    ([0xb80d, 0, 0, 0x10000000], 6, 0x1, 3603),
+    ([0xb80d, 0, 0, 0x10000000], 6, 0xdeadbeef, 2234),
+    ([0xb80d, 0, 0, 0x11000000], 6, 0, 763),
+    ([0xb80d, 0, 0, 0x11000000], 6, 0x1, 2339),
+    ([0xb80d, 0, 0, 0x11000000], 6, 0xdeadbeef, 970),
+    ([0xfd, 0, 0, 0x10000000], 6, 0, 645),
+    ([0xfd, 0, 0, 0x10000000], 6, 0x1, 3726),
+    ([0xfd, 0, 0, 0x10000000], 6, 0xdeadbeef, 813),
+];

@@ -215,6 +215,10 @@ pub struct NodeCfg {
     pub _pad0: u8,
     /// `Snapshot::generation` of this half (status and self-test only).
     pub config_generation: u64,
+    /// Seed of [`vtab_hash`] for this half's `stator_vtab`.
+    pub vtab_seed: u32,
+    /// Padding.
+    pub _pad1: u32,
 }
 assert_layout!(NodeCfg, SIZEOF_stator_node_cfg,
     src_v4 => OFFSETOF_stator_node_cfg_src_v4,
@@ -225,34 +229,8 @@ assert_layout!(NodeCfg, SIZEOF_stator_node_cfg,
     flood_new_per_sec => OFFSETOF_stator_node_cfg_flood_new_per_sec,
     gue_port => OFFSETOF_stator_node_cfg_gue_port,
     outer_ttl => OFFSETOF_stator_node_cfg_outer_ttl,
-    config_generation => OFFSETOF_stator_node_cfg_config_generation);
-
-/// `struct stator_vaddr_key` — key of `stator_vaddrs`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct VaddrKey {
-    /// Address, network order; IPv4 in the first 4 bytes, rest zero.
-    pub addr: [u8; 16],
-    /// `STATOR_FAMILY_V4` / `V6`.
-    pub family: u8,
-    /// Generation (0 or 1).
-    pub generation: u8,
-    /// Padding.
-    pub _pad0: [u8; 2],
-}
-assert_layout!(VaddrKey, SIZEOF_stator_vaddr_key,
-    addr => OFFSETOF_stator_vaddr_key_addr,
-    family => OFFSETOF_stator_vaddr_key_family,
-    generation => OFFSETOF_stator_vaddr_key_generation);
-
-/// `struct stator_vaddr` — value of `stator_vaddrs`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Vaddr {
-    /// `STATOR_VADDR_F_*`: which `stator_vips` lookups can match on this address.
-    pub flags: u32,
-}
-assert_layout!(Vaddr, SIZEOF_stator_vaddr, flags => OFFSETOF_stator_vaddr_flags);
+    config_generation => OFFSETOF_stator_node_cfg_config_generation,
+    vtab_seed => OFFSETOF_stator_node_cfg_vtab_seed);
 
 /// `struct stator_vip_key` — key of `stator_vips`.
 #[repr(C)]
@@ -296,6 +274,60 @@ assert_layout!(Vip, SIZEOF_stator_vip,
     flags => OFFSETOF_stator_vip_flags,
     table_off => OFFSETOF_stator_vip_table_off,
     table_size => OFFSETOF_stator_vip_table_size);
+
+/// `struct stator_vaddr_vip` — a VIP carried inline by a `stator_vtab` slot.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VaddrVip {
+    /// Port, network order; zero = any port.
+    pub port: [u8; 2],
+    /// IP protocol number; 0 = unused entry.
+    pub proto: u8,
+    /// Padding.
+    pub _pad0: u8,
+    /// The VIP.
+    pub vip: Vip,
+}
+assert_layout!(VaddrVip, SIZEOF_stator_vaddr_vip,
+    port => OFFSETOF_stator_vaddr_vip_port,
+    proto => OFFSETOF_stator_vaddr_vip_proto,
+    vip => OFFSETOF_stator_vaddr_vip_vip);
+
+/// `struct stator_vaddr` — a slot of `stator_vtab`, the VIP-address table.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Vaddr {
+    /// Address, network order; IPv4 in the first 4 bytes, rest zero.
+    pub addr: [u8; 16],
+    /// `STATOR_FAMILY_V4` / `V6`; `STATOR_FAMILY_NONE` = empty slot.
+    pub family: u8,
+    /// Padding.
+    pub _pad0: [u8; 3],
+    /// `STATOR_VADDR_F_*`: which `stator_vips` lookups can match; `STATOR_VADDR_F_INLINE` when
+    /// `vips` holds every VIP of the address.
+    pub flags: u32,
+    /// The address's VIPs, when they fit.
+    pub vips: [VaddrVip; STATOR_VADDR_INLINE as usize],
+}
+assert_layout!(Vaddr, SIZEOF_stator_vaddr,
+    addr => OFFSETOF_stator_vaddr_addr,
+    family => OFFSETOF_stator_vaddr_family,
+    flags => OFFSETOF_stator_vaddr_flags,
+    vips => OFFSETOF_stator_vaddr_vips);
+
+/// `stator_vtab_hash`: the home slot (within a generation's half of `stator_vtab`) of an
+/// address, from its 32-bit words as they sit in memory — so it agrees with the programs on the
+/// host it runs on. `addr` is the 16-byte key form (IPv4 in the first 4 bytes).
+pub fn vtab_hash(addr: &[u8; 16], family: u8, seed: u32) -> u32 {
+    let word = |i: usize| u32::from_ne_bytes([addr[i], addr[i + 1], addr[i + 2], addr[i + 3]]);
+    let mut h = seed ^ word(0);
+    if u32::from(family) == STATOR_FAMILY_V6 {
+        for i in [4, 8, 12] {
+            h = h.wrapping_mul(STATOR_VTAB_HASH_MUL) ^ word(i);
+        }
+    }
+    h.wrapping_mul(STATOR_VTAB_HASH_MUL) >> (32 - STATOR_VTAB_SLOTS.trailing_zeros())
+}
 
 /// `struct stator_real` — `stator_reals[gen * STATOR_MAX_REALS + real_id]`.
 #[repr(C)]
@@ -628,6 +660,24 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
     use std::process::Command;
+
+    /// `vtab_hash` gives the home slots the C header computed.
+    #[test]
+    #[cfg(target_endian = "little")] // the vectors were computed on a little-endian host
+    fn vtab_hash_agrees_with_the_header() {
+        for (words, family, seed, home) in VTAB_HASH_VECTORS {
+            let mut addr = [0u8; 16];
+            for (i, w) in words.iter().enumerate() {
+                addr[i * 4..i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
+            }
+            assert_eq!(
+                vtab_hash(&addr, family, seed),
+                home,
+                "{words:x?} {family} {seed:#x}"
+            );
+            assert!(home < STATOR_VTAB_SLOTS);
+        }
+    }
 
     /// Regenerates `generated.rs` from the C header and fails if the checked-in copy differs.
     /// Needs a host C compiler (`cc`); fails loudly, never skips, when there is none.

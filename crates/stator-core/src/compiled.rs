@@ -1,7 +1,7 @@
 //! A [`Snapshot`] in the form packets want: [`CompiledSnapshot`].
 //!
 //! Built once per commit, never per packet. It holds what the BPF maps hold for one generation:
-//! the `stator_vaddrs` address flags (derived here from the VIP set, so they cannot disagree with
+//! the VIP-address flags (`stator_vtab` in XDP) (derived here from the VIP set, so they cannot disagree with
 //! it), the `stator_vips` entries under integer keys, the reals in a dense array indexed by real
 //! id, and the node parameters with "unset" addresses normalised. Lookups hash with a fixed
 //! foldhash: the keys are configuration, not packet data, so no seed is needed to keep them
@@ -206,7 +206,7 @@ impl CompiledSnapshot {
         &self.params
     }
 
-    /// The `stator_vaddrs` flags (`STATOR_VADDR_F_*`) of a VIP address; `None` when no VIP has
+    /// The VIP-address table flags (`STATOR_VADDR_F_*`) of a VIP address; `None` when no VIP has
     /// that address.
     pub fn vaddr_flags(&self, addr: IpAddr) -> Option<u32> {
         match addr {
@@ -229,13 +229,13 @@ impl CompiledSnapshot {
         self.real(id.0).map(|r| r.addr.ip())
     }
 
-    /// `stator_vaddrs` of an IPv4 address (as a big-endian number).
+    /// The VIP-address table flags of an IPv4 address (as a big-endian number).
     #[inline]
     pub(crate) fn vaddr_v4(&self, dst: u32) -> Option<u32> {
         self.vaddrs_v4.get(&dst).copied()
     }
 
-    /// `stator_vaddrs` of an IPv6 address (as a big-endian number).
+    /// The VIP-address table flags of an IPv6 address (as a big-endian number).
     #[inline]
     pub(crate) fn vaddr_v6(&self, dst: u128) -> Option<u32> {
         self.vaddrs_v6.get(&dst).copied()

@@ -21,7 +21,7 @@
 //!
 //! - [`Snapshot`] is the configuration as the controller builds it (ids, Maglev tables,
 //!   reals). [`CompiledSnapshot`] is the same content in the form packets want: the
-//!   `stator_vaddrs` address flags derived once, hash maps keyed by integers, reals in a dense
+//!   VIP-address flags (`stator_vtab` in XDP) derived once, hash maps keyed by integers, reals in a dense
 //!   array. It is built once per commit ([`CompiledSnapshot::new`] validates first), never per
 //!   packet, and is immutable, so a data plane shares it between threads behind an `ArcSwap`.
 //! - [`Forwarder`] owns the mutable state, explicitly per CPU index as the BPF per-CPU maps are:

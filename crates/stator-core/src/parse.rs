@@ -49,7 +49,7 @@ pub(crate) struct Ip {
     pub ip_end: usize,
     /// IPv4 protocol / IPv6 upper-layer next header.
     pub proto: u8,
-    /// `stator_vaddrs` flags of the destination.
+    /// VIP-address table flags of the destination.
     pub vaddr: u32,
     /// Source address as a big-endian number of its flow-key field (IPv4 in the top 32 bits,
     /// see [`crate::flow::v4`]).

@@ -16,7 +16,7 @@ use crate::conntrack::ConnTable;
 use crate::flow::v4_of;
 use crate::verdict::Cause;
 
-/// §3: the VIP of `(dst, dport, proto)` under the address's `stator_vaddrs` flags: the exact
+/// §3: the VIP of `(dst, dport, proto)` under the address's VIP-address table flags: the exact
 /// entry if the protocol's `*_PORTS` flag is set, then the port-0 entry if its `*_ANY` flag is.
 /// Returns the VIP and whether it was the wildcard.
 #[inline]

@@ -14,7 +14,7 @@ use aya::programs::{ProgramError, Xdp};
 
 use crate::error::{Result, XdpError};
 use crate::forwarder::{Forwarder, PROGRAM_NAME};
-use crate::maps::{FORWARDER_MAPS, Maps};
+use crate::maps::{FORWARDER_MAPS, Maps, RETIRED_FORWARDER_MAPS};
 use crate::options::{AttachMode, ConntrackMode};
 use crate::sys;
 
@@ -333,7 +333,7 @@ pub fn purge(pin_path: &Path) -> Result<()> {
             )),
         ));
     }
-    for name in FORWARDER_MAPS {
+    for name in FORWARDER_MAPS.iter().chain(&RETIRED_FORWARDER_MAPS) {
         let p = pin_path.join(name);
         if p.exists() {
             std::fs::remove_file(&p)

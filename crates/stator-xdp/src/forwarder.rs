@@ -242,7 +242,7 @@ impl Forwarder {
     /// loopback device and checks that the program read the active generation from
     /// `stator_ctl`, found `stator_cfg` of that generation programmed with the config
     /// generation user space sees, and (when the active snapshot has a VIP) found its address
-    /// in `stator_vaddrs`. The probe counts only in `self_test` and `act_pass`; no traffic
+    /// in `stator_vtab`. The probe counts only in `self_test` and `act_pass`; no traffic
     /// counter, connection-table entry or flood window is touched.
     pub fn self_test(&self) -> Result<SelfTest> {
         let fail = |reason: String| XdpError::SelfTest { reason };
@@ -296,7 +296,7 @@ impl Forwarder {
         }
         if addr.is_some() && answer.result & STATOR_PROBE_F_VADDR == 0 {
             return Err(fail(format!(
-                "a VIP address of generation {active} is missing from stator_vaddrs"
+                "a VIP address of generation {active} is missing from stator_vtab"
             )));
         }
         Ok(SelfTest {

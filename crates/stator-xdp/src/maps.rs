@@ -2,7 +2,7 @@
 //!
 //! Maps are always opened from the pin directory — after a fresh load (aya pinned them by name)
 //! and in `stator xdp status|stats` alike — so there is one way in. The arrays user space writes
-//! (`stator_ctl`, `stator_cfg`, `stator_reals`, `stator_slots`) are `BPF_F_MMAPABLE` and mapped
+//! (`stator_ctl`, `stator_cfg`, `stator_vtab`, `stator_reals`, `stator_slots`) are `BPF_F_MMAPABLE` and mapped
 //! into memory; the hash maps go through the bpf syscall; per-CPU counters are read and summed.
 
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use aya::maps::{DevMapHash, HashMap, Map, MapData, MapInfo, MapType, PerCpuArray, PerCpuHashMap};
 use stator_abi::{
     Counter, CtEntry, Ctl, DropReason, Flood, FlowKey, NodeCfg, Real, STATOR_CNT_MAX,
-    STATOR_DROP_MAX, Traffic, Vaddr, VaddrKey, Vip, VipKey,
+    STATOR_DROP_MAX, Traffic, Vaddr, Vip, VipKey,
 };
 
 use crate::error::{Result, XdpError};
@@ -21,7 +21,7 @@ use crate::sys::{MmapArray, Rec, Record};
 pub const FORWARDER_MAPS: [&str; 14] = [
     "stator_ctl",
     "stator_cfg",
-    "stator_vaddrs",
+    "stator_vtab",
     "stator_vips",
     "stator_reals",
     "stator_slots",
@@ -34,6 +34,10 @@ pub const FORWARDER_MAPS: [&str; 14] = [
     "stator_nh",
     "stator_tx_ports",
 ];
+
+/// Maps earlier builds pinned and this one no longer has (`stator_vaddrs`, replaced by
+/// `stator_vtab`): removed by `detach --purge` with the others.
+pub const RETIRED_FORWARDER_MAPS: [&str; 1] = ["stator_vaddrs"];
 
 /// The connection table, in either flavour.
 pub(crate) enum CtMap {
@@ -51,7 +55,7 @@ pub struct Maps {
     pub(crate) cfg: MmapArray<NodeCfg>,
     pub(crate) reals: MmapArray<Real>,
     pub(crate) slots: MmapArray<u32>,
-    pub(crate) vaddrs: HashMap<MapData, Rec<VaddrKey>, Rec<Vaddr>>,
+    pub(crate) vtab: MmapArray<Vaddr>,
     pub(crate) vips: HashMap<MapData, Rec<VipKey>, Rec<Vip>>,
     pub(crate) ct: CtMap,
     pub(crate) flood: PerCpuArray<MapData, Rec<Flood>>,
@@ -162,11 +166,7 @@ impl Maps {
             cfg: mmap_array("stator_cfg", &cfg)?,
             reals: mmap_array("stator_reals", &reals)?,
             slots: mmap_array("stator_slots", &slots)?,
-            vaddrs: typed(
-                "stator_vaddrs",
-                Map::HashMap(open_pin(pin_path, "stator_vaddrs")?),
-                HashMap::try_from,
-            )?,
+            vtab: mmap_array("stator_vtab", &open_pin(pin_path, "stator_vtab")?)?,
             vips: typed(
                 "stator_vips",
                 Map::HashMap(open_pin(pin_path, "stator_vips")?),

@@ -7,11 +7,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use stator_abi::{
-    Encap, NodeCfg, Real as RealRec, STATOR_FAMILY_V4, STATOR_FAMILY_V6, STATOR_MAX_REALS,
-    STATOR_MAX_TABLE_SIZE, STATOR_MAX_VIPS, STATOR_NO_REAL, STATOR_NODE_F_ICMP_ECHO,
-    STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS,
-    STATOR_VADDR_F_UDP_ANY, STATOR_VADDR_F_UDP_PORTS, STATOR_VIP_F_NO_CT, Vaddr, VaddrKey,
-    Vip as VipRec, VipKey as VipKeyRec,
+    Encap, NodeCfg, Real as RealRec, STATOR_FAMILY_NONE, STATOR_FAMILY_V4, STATOR_FAMILY_V6,
+    STATOR_MAX_REALS, STATOR_MAX_TABLE_SIZE, STATOR_MAX_VIPS, STATOR_NO_REAL,
+    STATOR_NODE_F_ICMP_ECHO, STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE, STATOR_VADDR_F_INLINE,
+    STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_UDP_ANY,
+    STATOR_VADDR_F_UDP_PORTS, STATOR_VADDR_INLINE, STATOR_VIP_F_NO_CT, STATOR_VTAB_PROBES,
+    STATOR_VTAB_SLOTS, Vaddr, VaddrVip, Vip as VipRec, VipKey as VipKeyRec, vtab_hash,
 };
 use stator_core::{
     NodeParams, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags, VipId, VipKey,
@@ -25,7 +26,9 @@ use crate::sys::Rec;
 #[derive(Debug, Clone)]
 pub(crate) struct Encoded {
     pub(crate) cfg: NodeCfg,
-    pub(crate) vaddrs: HashMap<VaddrKey, Vaddr>,
+    /// This generation's half of `stator_vtab` (`STATOR_VTAB_SLOTS` slots), laid out for
+    /// `cfg.vtab_seed`.
+    pub(crate) vtab: Vec<Vaddr>,
     /// (key, value with an absolute table_off, table)
     pub(crate) vips: Vec<(VipKeyRec, VipRec, Arc<[u32]>)>,
     pub(crate) reals: Vec<(u32, RealRec)>,
@@ -82,7 +85,62 @@ pub(crate) fn encode_node(node: &NodeParams, config_generation: u64) -> NodeCfg 
         outer_ttl: node.outer_ttl,
         _pad0: 0,
         config_generation,
+        vtab_seed: 0,
+        _pad1: 0,
     }
+}
+
+/// Seeds [`vtab_layout`] tries before giving up. With at most `STATOR_MAX_VIPS` addresses in
+/// `STATOR_VTAB_SLOTS` (load ≤ 1/4) and Robin Hood placement, the first seed almost always
+/// fits; running out means the table constants were changed without thought.
+const VTAB_SEED_TRIES: u32 = 4096;
+
+/// Lays out the VIP-address table of one generation: the first seed (0, 1, …) under which every
+/// address lies within `STATOR_VTAB_PROBES` slots of its home slot, and the slots. Linear
+/// probing with Robin Hood placement (an entry farther from its home takes the slot of one
+/// nearer to its own), which keeps the longest probe short; no slot is ever emptied, so a
+/// lookup that stops at the first empty slot never stops before its address.
+pub(crate) fn vtab_layout(addrs: &[Vaddr]) -> Result<(u32, Vec<Vaddr>)> {
+    let n = STATOR_VTAB_SLOTS as usize;
+    let mask = STATOR_VTAB_SLOTS - 1;
+    let mut slots = vec![Vaddr::default(); n];
+    // probe distance of each occupied slot's entry from its home
+    let mut dist = vec![0u32; n];
+    'seed: for seed in 0..VTAB_SEED_TRIES {
+        if addrs.len() > n {
+            break;
+        }
+        slots.fill(Vaddr::default());
+        dist.fill(0);
+        for a in addrs {
+            let mut cur = *a;
+            let mut d = 0u32;
+            let mut i = vtab_hash(&cur.addr, cur.family, seed);
+            loop {
+                if d >= STATOR_VTAB_PROBES {
+                    continue 'seed;
+                }
+                let slot = i as usize;
+                if u32::from(slots[slot].family) == STATOR_FAMILY_NONE {
+                    slots[slot] = cur;
+                    dist[slot] = d;
+                    break;
+                }
+                if dist[slot] < d {
+                    std::mem::swap(&mut slots[slot], &mut cur);
+                    std::mem::swap(&mut dist[slot], &mut d);
+                }
+                i = (i + 1) & mask;
+                d += 1;
+            }
+        }
+        return Ok((seed, slots));
+    }
+    Err(XdpError::invalid(format!(
+        "{} VIP addresses do not fit the VIP-address table ({STATOR_VTAB_SLOTS} slots, \
+         {STATOR_VTAB_PROBES} probes) under any of {VTAB_SEED_TRIES} seeds",
+        addrs.len()
+    )))
 }
 
 /// Validates `snap` against the compiled limits and encodes it for generation `generation`,
@@ -141,7 +199,8 @@ pub(crate) fn encode(snap: &Snapshot, generation: u32, slots_per_gen: u32) -> Re
         ));
     }
 
-    let mut vaddrs: HashMap<VaddrKey, Vaddr> = HashMap::new();
+    // (address, family) → its stator_vtab slot, VIPs inline while they fit
+    let mut vaddrs: HashMap<([u8; 16], u8), (Vaddr, usize)> = HashMap::new();
     let mut vips = Vec::with_capacity(snap.vips.len());
     let base = u64::from(generation) * u64::from(slots_per_gen);
     let mut used: u64 = 0;
@@ -178,15 +237,36 @@ pub(crate) fn encode(snap: &Snapshot, generation: u32, slots_per_gen: u32) -> Re
             (Proto::Udp, 0) => STATOR_VADDR_F_UDP_ANY,
             (Proto::Udp, _) => STATOR_VADDR_F_UDP_PORTS,
         };
-        vaddrs
-            .entry(VaddrKey {
-                addr,
-                family,
-                generation: generation as u8,
-                _pad0: [0; 2],
-            })
-            .or_default()
-            .flags |= flag;
+        let vip_rec = VipRec {
+            vip_id: vip.id.0,
+            flags: if vip.flags.no_conntrack {
+                STATOR_VIP_F_NO_CT
+            } else {
+                0
+            },
+            table_off: (base + used) as u32,
+            table_size: size as u32,
+        };
+        let (va, count) = vaddrs.entry((addr, family)).or_insert_with(|| {
+            (
+                Vaddr {
+                    addr,
+                    family,
+                    ..Vaddr::default()
+                },
+                0,
+            )
+        });
+        va.flags |= flag;
+        if let Some(e) = va.vips.get_mut(*count) {
+            *e = VaddrVip {
+                port: key.port.to_be_bytes(),
+                proto: key.proto.number(),
+                _pad0: 0,
+                vip: vip_rec,
+            };
+        }
+        *count += 1;
         vips.push((
             VipKeyRec {
                 addr,
@@ -196,23 +276,32 @@ pub(crate) fn encode(snap: &Snapshot, generation: u32, slots_per_gen: u32) -> Re
                 generation: generation as u8,
                 _pad0: [0; 3],
             },
-            VipRec {
-                vip_id: vip.id.0,
-                flags: if vip.flags.no_conntrack {
-                    STATOR_VIP_F_NO_CT
-                } else {
-                    0
-                },
-                table_off: (base + used) as u32,
-                table_size: size as u32,
-            },
+            vip_rec,
             vip.table.clone(),
         ));
         used += size as u64;
     }
+    // An address whose VIPs all fit carries them inline (the rest of the slot's entries stay
+    // zero, protocol 0 = unused); the flags stay set either way (the ICMP-error path may look
+    // up another address's VIPs in stator_vips under them). Sorted: one layout per VIP set.
+    let mut addrs: Vec<Vaddr> = vaddrs
+        .into_values()
+        .map(|(mut va, count)| {
+            if count <= STATOR_VADDR_INLINE as usize {
+                va.flags |= STATOR_VADDR_F_INLINE;
+            } else {
+                va.vips = Default::default();
+            }
+            va
+        })
+        .collect();
+    addrs.sort_by_key(|va| (va.family, va.addr));
+    let (seed, vtab) = vtab_layout(&addrs)?;
+    let mut cfg = encode_node(&snap.node, snap.generation);
+    cfg.vtab_seed = seed;
     Ok(Encoded {
-        cfg: encode_node(&snap.node, snap.generation),
-        vaddrs,
+        cfg,
+        vtab,
         vips,
         reals,
         slots_used: used as u32,
@@ -220,8 +309,8 @@ pub(crate) fn encode(snap: &Snapshot, generation: u32, slots_per_gen: u32) -> Re
 }
 
 impl Maps {
-    /// Writes generation `generation` completely: its stale hash entries are deleted, its half of
-    /// `stator_reals` is rewritten (unused ids zeroed), tables are copied into its half of
+    /// Writes generation `generation` completely: its stale hash entries are deleted, its halves
+    /// of `stator_vtab` and `stator_reals` are rewritten (empty slots and unused ids zeroed), tables are copied into its half of
     /// `stator_slots`, and `stator_cfg[generation]` last. Packets must not be using it.
     pub(crate) fn write_generation(&mut self, generation: u32, enc: &Encoded) -> Result<()> {
         let g = generation as u8;
@@ -238,21 +327,11 @@ impl Maps {
                 .remove(&k)
                 .map_err(|e| XdpError::map("stator_vips", "delete", e))?;
         }
-        let stale: Vec<Rec<VaddrKey>> = self
-            .vaddrs
-            .keys()
-            .filter_map(std::result::Result::ok)
-            .filter(|k| k.0.generation == g && !enc.vaddrs.contains_key(&k.0))
-            .collect();
-        for k in stale {
-            self.vaddrs
-                .remove(&k)
-                .map_err(|e| XdpError::map("stator_vaddrs", "delete", e))?;
-        }
-        for (k, v) in &enc.vaddrs {
-            self.vaddrs
-                .insert(Rec(*k), Rec(*v), 0)
-                .map_err(|e| XdpError::map("stator_vaddrs", "update", e))?;
+        // the whole half of stator_vtab: empty slots included, so nothing of an older layout
+        // (another seed) survives
+        let base = generation * STATOR_VTAB_SLOTS;
+        for (i, v) in enc.vtab.iter().enumerate() {
+            self.vtab.write(base + i as u32, *v);
         }
         for (k, v, table) in &enc.vips {
             for (i, &slot) in table.iter().enumerate() {
@@ -373,21 +452,101 @@ mod tests {
             .unwrap()
     }
 
+    /// The program's `stator_vtab_find` over one half: at most `STATOR_VTAB_PROBES` slots from
+    /// the home slot, stopping at an empty one.
+    fn find(vtab: &[Vaddr], seed: u32, addr: IpAddr) -> Option<Vaddr> {
+        let (a, family) = addr_bytes(addr);
+        let home = vtab_hash(&a, family, seed);
+        (0..STATOR_VTAB_PROBES)
+            .map(|i| vtab[((home + i) & (STATOR_VTAB_SLOTS - 1)) as usize])
+            .take_while(|v| u32::from(v.family) != STATOR_FAMILY_NONE)
+            .find(|v| v.family == family && v.addr == a)
+    }
+
     #[test]
-    fn vaddr_flags_say_which_lookups_can_match() {
+    fn vaddr_slots_carry_flags_and_inline_vips() {
         let e = encode(&snap(), 1, 100).unwrap();
-        assert_eq!(e.vaddrs.len(), 2);
-        let k = |a: u8| VaddrKey {
-            addr: addr_bytes(v4(a)).0,
-            family: 4,
-            generation: 1,
-            _pad0: [0; 2],
-        };
+        assert_eq!(e.vtab.len(), STATOR_VTAB_SLOTS as usize);
+        let used = e.vtab.iter().filter(|v| v.family != 0).count();
+        assert_eq!(used, 2);
+        let a = find(&e.vtab, e.cfg.vtab_seed, v4(100)).expect("10.0.0.100 in stator_vtab");
         assert_eq!(
-            e.vaddrs[&k(100)].flags,
-            STATOR_VADDR_F_TCP_PORTS | STATOR_VADDR_F_UDP_ANY
+            a.flags,
+            STATOR_VADDR_F_TCP_PORTS | STATOR_VADDR_F_UDP_ANY | STATOR_VADDR_F_INLINE
         );
-        assert_eq!(e.vaddrs[&k(101)].flags, STATOR_VADDR_F_TCP_ANY);
+        let mut inline: Vec<(u16, u8, u32)> = a
+            .vips
+            .iter()
+            .filter(|v| v.proto != 0)
+            .map(|v| (u16::from_be_bytes(v.port), v.proto, v.vip.table_size))
+            .collect();
+        inline.sort_unstable();
+        assert_eq!(inline, vec![(0, 17, 7), (80, 6, 13)]);
+        // the inline values are the stator_vips values
+        for v in a.vips.iter().filter(|v| v.proto != 0) {
+            assert!(
+                e.vips
+                    .iter()
+                    .any(|(k, r, _)| k.port == v.port && k.proto == v.proto && *r == v.vip)
+            );
+        }
+        let b = find(&e.vtab, e.cfg.vtab_seed, v4(101)).expect("10.0.0.101 in stator_vtab");
+        assert_eq!(b.flags, STATOR_VADDR_F_TCP_ANY | STATOR_VADDR_F_INLINE);
+        assert!(find(&e.vtab, e.cfg.vtab_seed, v4(102)).is_none());
+    }
+
+    #[test]
+    fn an_address_with_more_vips_than_a_slot_holds_is_looked_up_in_stator_vips() {
+        let mut b = SnapshotBuilder::new(NodeParams::default());
+        for port in 1..=STATOR_VADDR_INLINE as u16 + 1 {
+            b = b.vip(v4(100), port, Proto::Tcp, 7, vec![]);
+        }
+        let e = encode(&b.build().unwrap(), 0, 100).unwrap();
+        let a = find(&e.vtab, e.cfg.vtab_seed, v4(100)).unwrap();
+        assert_eq!(a.flags, STATOR_VADDR_F_TCP_PORTS);
+        assert!(a.vips.iter().all(|v| *v == VaddrVip::default()));
+        assert_eq!(e.vips.len(), STATOR_VADDR_INLINE as usize + 1);
+    }
+
+    #[test]
+    fn a_full_vip_set_fits_the_address_table_within_the_probe_limit() {
+        let mut b = SnapshotBuilder::new(NodeParams::default());
+        let addr = |i: u32| -> IpAddr {
+            if i.is_multiple_of(2) {
+                IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i))
+            } else {
+                IpAddr::V6(Ipv6Addr::from(0x2001_0db8_u128 << 96 | u128::from(i)))
+            }
+        };
+        for i in 0..STATOR_MAX_VIPS {
+            b = b.vip(addr(i), 80, Proto::Tcp, 7, vec![]);
+        }
+        let e = encode(&b.build().unwrap(), 1, 1 << 16).unwrap();
+        assert_eq!(
+            e.vtab.iter().filter(|v| v.family != 0).count(),
+            STATOR_MAX_VIPS as usize
+        );
+        for i in 0..STATOR_MAX_VIPS {
+            assert!(
+                find(&e.vtab, e.cfg.vtab_seed, addr(i)).is_some(),
+                "{}",
+                addr(i)
+            );
+        }
+        assert!(find(&e.vtab, e.cfg.vtab_seed, addr(STATOR_MAX_VIPS)).is_none());
+    }
+
+    #[test]
+    fn addresses_that_cannot_fit_are_refused() {
+        let same: Vec<Vaddr> = (0..STATOR_VTAB_SLOTS + 1)
+            .map(|i| Vaddr {
+                addr: addr_bytes(IpAddr::V4(Ipv4Addr::from(i))).0,
+                family: STATOR_FAMILY_V4 as u8,
+                ..Vaddr::default()
+            })
+            .collect();
+        let err = vtab_layout(&same).unwrap_err().to_string();
+        assert!(err.contains("do not fit the VIP-address table"), "{err}");
     }
 
     #[test]

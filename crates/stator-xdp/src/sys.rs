@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use stator_abi::{
     BenchFrame, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey, NodeCfg, Real, Traffic, Vaddr,
-    VaddrKey, Vip, VipKey,
+    Vip, VipKey,
 };
 
 /// Plain data that may be copied to and from kernel memory byte for byte.
@@ -37,7 +37,7 @@ macro_rules! abi_records {
     )* };
 }
 abi_records!(
-    Ctl, NodeCfg, VaddrKey, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Flood, Traffic, BenchFrame,
+    Ctl, NodeCfg, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Flood, Traffic, BenchFrame,
     DecapAddr, DecapCfg
 );
 

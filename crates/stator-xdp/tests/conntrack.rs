@@ -587,7 +587,7 @@ fn self_test_answers_from_the_active_generation_without_counting_traffic() {
             NON_IP,
         ));
 
-        // an empty snapshot: nothing to probe in stator_vaddrs, still answered
+        // an empty snapshot: nothing to probe in stator_vtab, still answered
         w.fwd
             .commit(&Snapshot {
                 generation: 10,
