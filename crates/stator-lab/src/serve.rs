@@ -4,7 +4,9 @@
 //! - [`Server::tcp_identify`]: reads one line, answers `"<name> <line>\n"` and closes;
 //! - [`Server::http`]: answers any HTTP/1.x request with `200 OK`, an `X-Backend: <name>`
 //!   header and `<name>\n` as the body, then closes;
-//! - [`Server::udp_echo`]: answers each datagram with `"<name> "` + the datagram.
+//! - [`Server::udp_echo`]: answers each datagram with `"<name> "` + the datagram;
+//! - [`Server::tcp_echo`]: a long-lived connection: answers every line with `"<name> <line>\n"`
+//!   until the client closes or stays silent for [`ECHO_IDLE`].
 //!
 //! A server's socket is bound inside a namespace (by a thread that entered it), on any address
 //! the namespace has — in a DSR lab, the VIP on `lo`. Each connection gets its own thread; every
@@ -29,12 +31,15 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(2);
 /// The longest request a server reads.
 const MAX_REQUEST: usize = 8192;
+/// How long a [`Server::tcp_echo`] connection may stay silent before the server closes it.
+pub const ECHO_IDLE: Duration = Duration::from_secs(300);
 
 /// What a server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Identify,
     Http,
+    Echo,
 }
 
 /// A server running on a thread inside a namespace; stopped and joined on drop.
@@ -57,6 +62,12 @@ impl Server {
     /// `<name>\n`, for every request.
     pub fn http(ns: &Netns, addr: SocketAddr, name: &str) -> Result<Self> {
         Self::tcp(ns, addr, name, Kind::Http)
+    }
+
+    /// A TCP server on `addr` in `ns` for long-lived connections: every line gets
+    /// `"<name> <line>\n"`; counts answers (lines), not connections.
+    pub fn tcp_echo(ns: &Netns, addr: SocketAddr, name: &str) -> Result<Self> {
+        Self::tcp(ns, addr, name, Kind::Echo)
     }
 
     /// A UDP server on `addr` in `ns` that answers every datagram with `"<name> "` + it.
@@ -115,9 +126,11 @@ impl Server {
             while !st.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((conn, _)) => {
-                        let (tag, sv) = (tag.clone(), Arc::clone(&sv));
+                        let (tag, sv, st) = (tag.clone(), Arc::clone(&sv), Arc::clone(&st));
                         handlers.push(std::thread::spawn(move || {
-                            if answer(conn, &tag, kind).is_ok() {
+                            if kind == Kind::Echo {
+                                let _ = echo(conn, &tag, &sv, &st);
+                            } else if answer(conn, &tag, kind).is_ok() {
                                 sv.fetch_add(1, Ordering::Relaxed);
                             }
                         }));
@@ -202,11 +215,49 @@ fn read_request(conn: &mut TcpStream, done: impl Fn(&[u8]) -> bool) -> io::Resul
     Ok(req)
 }
 
+/// Answers line after line until EOF, [`ECHO_IDLE`] of silence, or `stop`.
+fn echo(mut conn: TcpStream, name: &str, served: &AtomicU64, stop: &AtomicBool) -> io::Result<()> {
+    conn.set_nonblocking(false)?;
+    conn.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    conn.set_read_timeout(Some(POLL * 100))?;
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 1024];
+    let mut last = std::time::Instant::now();
+    while !stop.load(Ordering::Relaxed) && last.elapsed() < ECHO_IDLE {
+        let n = match conn.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        last = std::time::Instant::now();
+        pending.extend_from_slice(&buf[..n]);
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line[..end]);
+            conn.write_all(format!("{name} {}\n", line.trim_end_matches('\r')).as_bytes())?;
+            served.fetch_add(1, Ordering::Relaxed);
+        }
+        if pending.len() > MAX_REQUEST {
+            break;
+        }
+    }
+    conn.shutdown(std::net::Shutdown::Both)
+}
+
 fn answer(mut conn: TcpStream, name: &str, kind: Kind) -> io::Result<()> {
     conn.set_nonblocking(false)?;
     conn.set_write_timeout(Some(CLIENT_TIMEOUT))?;
     match kind {
-        Kind::Identify => {
+        // (echo connections are served by `echo`; answering one line is its first step)
+        Kind::Identify | Kind::Echo => {
             let req = read_request(&mut conn, |r| r.contains(&b'\n'))?;
             let line = String::from_utf8_lossy(&req);
             let line = line.lines().next().unwrap_or("");
