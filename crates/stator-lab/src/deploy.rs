@@ -208,6 +208,21 @@ impl Deployment {
             peer_xdp(router, port, &pins.join(format!("peer-{port}")))
         })?;
         let lab = d.lab.insert(lab);
+        // Static bridge entries for the nodes: when a node's port goes down ("cut"), frames
+        // for it are dropped, not flooded to the other ports — where the other nodes' XDP
+        // programs, which see frames for any MAC on veth, would forward them.
+        for h in &lab.lbs {
+            let mac = h
+                .mac
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":");
+            lab.router.exec(
+                "bridge",
+                ["fdb", "replace", &mac, "dev", &h.name, "master", "static"],
+            )?;
+        }
         let s = spec.subnet;
         let router_conf = router_bird_config(
             Ipv4Addr::new(10, s, 1, 1),

@@ -397,7 +397,8 @@ fn summary(traffic: &Traffic, phases: &[&str], notes: &[String]) {
         println!("  {n}");
     }
     println!(
-        "  (HTTP failures while l0 was cut are new connections the router still sent to the \
-         dead node during the hold time; long-lived connections ride it out by retransmitting)"
+        "  (while l0 was cut, what the router still sent to it was lost until the hold time \
+         expired; TCP retransmitted it to l1 or l2, whose Maglev tables pick the same backend. \
+         b3's connections broke because its server process died.)"
     );
 }
