@@ -241,8 +241,8 @@ impl Deployment {
             },
             &spec.dir.join("router.log"),
         );
+        // (BIRD writes its own pid file, <dir>/router.pid)
         let router = Bird::start(&lab.router, &spec.dir, "router", &router_conf)?;
-        write_pid(&spec.dir, "router-bird", router.pid())?;
         d.router = Some(router);
         let (lbs, backends) = (lab.lbs.clone(), lab.backends.clone());
         for (k, host) in backends.into_iter().enumerate() {
@@ -263,7 +263,6 @@ impl Deployment {
                 &spec.dir.join(format!("{name}.log")),
             );
             let bird = Bird::start(&host.ns, &spec.dir, &name, &bird_conf)?;
-            write_pid(&spec.dir, &format!("{name}-bird"), bird.pid())?;
             let config = d.node_config(j, &host);
             let run = StatorRun::start(
                 &host.ns,

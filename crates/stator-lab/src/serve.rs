@@ -376,7 +376,25 @@ mod tests {
         let id = Server::tcp_identify(&ns, SocketAddr::new(lo, 7001), "b7").unwrap();
         let web = Server::http(&ns, SocketAddr::new(lo, 7002), "b7").unwrap();
         let udp = Server::udp_echo(&ns, SocketAddr::new(lo, 7003), "b7").unwrap();
+        let echo = Server::tcp_echo(&ns, SocketAddr::new(lo, 7004), "b7").unwrap();
         let t = Duration::from_secs(5);
+        // a long-lived connection: two lines, two answers, then the client closes
+        let lines = ns
+            .run_in(move || {
+                let mut s = tcp_connect(None, SocketAddr::new(lo, 7004), t).unwrap();
+                let mut answers = Vec::new();
+                for line in ["one", "two"] {
+                    s.write_all(format!("{line}\n").as_bytes()).unwrap();
+                    let mut buf = [0u8; 64];
+                    let n = s.read(&mut buf).unwrap();
+                    answers.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                }
+                answers
+            })
+            .unwrap();
+        assert_eq!(lines, ["b7 one\n", "b7 two\n"]);
+        crate::wait::wait_until("two echo answers counted", t, POLL, || echo.served() == 2)
+            .unwrap();
         let (a, b, c) = ns
             .run_in(move || {
                 (
@@ -397,7 +415,7 @@ mod tests {
         .unwrap();
         // a port already taken is an error, not a silent thread
         assert!(Server::tcp_identify(&ns, SocketAddr::new(lo, 7001), "dup").is_err());
-        drop((id, web, udp));
+        drop((id, web, udp, echo));
         ns.delete().unwrap();
     }
 }

@@ -431,3 +431,77 @@ fn e2e_2_connections_survive_node_failures() {
     drop(d);
     check_gone(&prefix, &dir);
 }
+
+/// `stator lab up` leaves a lab running after it exits (its processes have no parent in the
+/// test), `status` reads it, `down` removes all of it — as after a crash — and a second
+/// `down` finds nothing.
+#[test]
+fn lab_cli_up_status_down() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_root();
+    let prefix = format!("lecli-{}-", std::process::id() % 100_000);
+    let dir =
+        PathBuf::from("/run/stator-lab").join(format!("test-{}", prefix.trim_end_matches('-')));
+    let lab = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_stator"))
+            .arg("lab")
+            .args(args)
+            .args(["--prefix", &prefix, "--dir", dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "stator lab {args:?}: {text}");
+        text
+    };
+    let t = Instant::now();
+    let up = lab(&["up", "--subnet", "61", "--nodes", "2", "--backends", "2"]);
+    println!(
+        "[cli] stator lab up returned after {:.1}s:\n{up}",
+        t.elapsed().as_secs_f64()
+    );
+    assert!(up.contains("lab up in"), "{up}");
+    let status = lab(&["status"]);
+    println!("[cli] stator lab status:\n{status}");
+    for row in ["l0", "l1"] {
+        let line = status
+            .lines()
+            .find(|l| l.trim_start().starts_with(row))
+            .unwrap_or_else(|| panic!("no row {row}: {status}"));
+        assert!(
+            line.contains("yes/yes") && line.contains("running"),
+            "{line}"
+        );
+    }
+    for row in ["b0", "b1"] {
+        let line = status
+            .lines()
+            .find(|l| l.trim_start().starts_with(row))
+            .unwrap_or_else(|| panic!("no row {row}: {status}"));
+        assert!(line.contains(" up "), "{line}");
+    }
+    // traffic through the lab another process built
+    let client = Netns::existing(&format!("{prefix}c0"));
+    let tally = http_batch(
+        &client,
+        &[
+            "10.61.100.2".parse().unwrap(),
+            "10.61.100.3".parse().unwrap(),
+        ],
+        SocketAddr::new(Deployment::vip(false), HTTP_PORT),
+        100,
+        4,
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    assert_eq!(tally.answered(), 100, "{:?}", tally.first_error);
+    let down = lab(&["down"]);
+    println!("[cli] stator lab down: {down}");
+    assert!(down.contains("namespaces removed"), "{down}");
+    check_gone(&prefix, &dir);
+    let again = lab(&["down"]);
+    assert!(again.contains("no lab"), "{again}");
+}
