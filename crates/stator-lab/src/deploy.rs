@@ -632,13 +632,16 @@ format = "json"
 
     /// Rewrites every node's configuration file and reloads the nodes that run (SIGHUP);
     /// returns once each of them runs the new configuration. Nodes that do not run pick it
-    /// up when started.
+    /// up when started. Nothing happens when the configuration did not change.
     pub fn reload_all(&mut self) -> Result<Duration> {
         let start = Instant::now();
         let mut waiting = Vec::new();
         for j in 0..self.nodes.len() {
             let text = self.node_config(j, &self.nodes[j].host);
             let path = self.nodes[j].run.config_path().to_owned();
+            if std::fs::read_to_string(&path).is_ok_and(|old| old == text) {
+                continue;
+            }
             std::fs::write(&path, text).map_err(file_err(&path))?;
             if self.nodes[j].run.is_running() {
                 let before = self.config_generation(j);

@@ -505,3 +505,53 @@ fn lab_cli_up_status_down() {
     let again = lab(&["down"]);
     assert!(again.contains("no lab"), "{again}");
 }
+
+/// The reload handle the scenario tests build on: weight 0 (draining) for b3 on every node,
+/// reloaded with SIGHUP; new connections avoid b3; weight 1 again and b3 is back.
+#[test]
+fn deployment_reload_changes_every_node() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut d, prefix, dir) = deployment("r", &[1, 1, 1, 1]);
+    let http = |d: &Deployment| {
+        http_batch(
+            &d.client().ns,
+            &d.client().addrs(false),
+            SocketAddr::new(Deployment::vip(false), HTTP_PORT),
+            1_000,
+            8,
+            Duration::from_secs(60),
+        )
+        .unwrap()
+    };
+    let generations: Vec<_> = (0..3).map(|j| d.config_generation(j)).collect();
+    d.set_weight(3, 0);
+    let took = d.reload_all().unwrap();
+    let after: Vec<_> = (0..3).map(|j| d.config_generation(j)).collect();
+    println!(
+        "[r] b3 drained on every node in {:.2}s (config generations {generations:?} -> {after:?})",
+        took.as_secs_f64()
+    );
+    let t = http(&d);
+    println!("[r] 1000 connections with b3 draining: {:?}", t.per_backend);
+    assert_eq!(t.failed, 0, "{:?}", t.first_error);
+    assert_eq!(
+        t.per_backend.get("b3"),
+        None,
+        "no new connection goes to b3"
+    );
+    assert!(
+        d.reload_all().unwrap() < Duration::from_secs(1),
+        "nothing changed: no reload"
+    );
+    d.set_weight(3, 1);
+    d.reload_all().unwrap();
+    let t = http(&d);
+    println!("[r] 1000 connections with b3 back: {:?}", t.per_backend);
+    assert!(
+        t.per_backend.get("b3").copied().unwrap_or(0) > 100,
+        "{:?}",
+        t.per_backend
+    );
+    drop(d);
+    check_gone(&prefix, &dir);
+}
