@@ -8,7 +8,9 @@
 //! 2. node failure: 360 long-lived TCP connections survive, on their backends, an abrupt node
 //!    failure (uplink cut; BGP hold time) and a graceful stop (SIGTERM withdraws first);
 //! 7. UDP: request/response through the same path, the same distribution check;
-//! 8. IPv6: the distribution check over the IPv6 VIP.
+//! 8. IPv6: the distribution check over the IPv6 VIP;
+//!
+//! and the tools: `stator lab up|status|down` across processes, and the reload handle.
 //!
 //! The tests run one at a time (a mutex): each builds a deployment of its own (own prefix and
 //! state directory) and checks that nothing is left behind. Figures are printed

@@ -2,7 +2,7 @@
 //! and when a backend fails — live, about once a second — then tear everything down.
 //!
 //! Traffic, bounded in count and time: short HTTP connections from the client's 64 addresses
-//! (about 150 a second) and 120 long-lived TCP echo connections, each answering a line every
+//! (about 150 a second), UDP requests (about 50 a second) and 120 long-lived TCP echo connections, each answering a line every
 //! second or so. Phases: steady traffic; node l0's uplink cut (the router withdraws it when
 //! the BGP hold time expires, and its flows move to nodes that have no state for them — yet
 //! every long-lived connection keeps its backend); l0 back; backend b3's servers stopped
@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
-use stator_lab::deploy::{Deployment, ECHO_PORT, HTTP_PORT, LabState};
-use stator_lab::traffic::{LongLived, http_batch};
+use stator_lab::deploy::{Deployment, ECHO_PORT, HTTP_PORT, LabState, UDP_PORT};
+use stator_lab::traffic::{LongLived, http_batch, udp_batch};
 
 use super::view::{Sample, render, sample};
 use super::{DemoArgs, peer_xdp, spec};
@@ -31,6 +31,8 @@ const TRAFFIC_LIMIT: Duration = Duration::from_secs(240);
 struct PhaseStats {
     http_ok: usize,
     http_failed: usize,
+    udp_ok: usize,
+    udp_failed: usize,
     rounds: usize,
     exchanges: usize,
     moved: usize,
@@ -128,6 +130,19 @@ fn drive(d: &mut Deployment) -> Result<()> {
                     t.with_phase(|s| {
                         s.http_ok += r.answered();
                         s.http_failed += r.failed;
+                    });
+                }
+                if let Ok(r) = udp_batch(
+                    &client,
+                    &srcs,
+                    SocketAddr::new(vip, UDP_PORT),
+                    10,
+                    2,
+                    Duration::from_secs(5),
+                ) {
+                    t.with_phase(|s| {
+                        s.udp_ok += r.answered();
+                        s.udp_failed += r.failed;
                     });
                 }
                 std::thread::sleep(Duration::from_millis(200).saturating_sub(tick.elapsed()));
@@ -349,10 +364,12 @@ impl Screen {
         ));
         out.push_str(&render(self.prev.as_ref(), cur, Some(&per_backend)));
         out.push_str(&format!(
-            "  client, this phase: HTTP {} answered, {} failed; long-lived {} alive of {}, \
-             {} exchanges kept their backend, {} moved, {} broke\n",
+            "  client, this phase: HTTP {} answered, {} failed; UDP {} answered, {} failed; \
+             long-lived {} alive of {}, {} exchanges kept their backend, {} moved, {} broke\n",
             stats.http_ok,
             stats.http_failed,
+            stats.udp_ok,
+            stats.udp_failed,
             ll.iter().filter(|x| x.1).count(),
             ll.len(),
             stats.exchanges,
@@ -383,11 +400,13 @@ fn summary(traffic: &Traffic, phases: &[&str], notes: &[String]) {
         let s = stats.get(i).cloned().unwrap_or_default();
         let short = what.split(':').next().unwrap_or(what);
         println!(
-            "  {}. {short}: HTTP {} ok / {} failed; long-lived: {} exchanges on the same \
-             backend, {} on another, {} connections broke",
+            "  {}. {short}: HTTP {} ok / {} failed; UDP {} ok / {} failed; long-lived: {} \
+             exchanges on the same backend, {} on another, {} connections broke",
             i + 1,
             s.http_ok,
             s.http_failed,
+            s.udp_ok,
+            s.udp_failed,
             s.exchanges,
             s.moved,
             s.broken
