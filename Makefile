@@ -41,8 +41,10 @@ test: deps lint
 bench: deps
 	./scripts/bench.sh
 
+# The lab: a router, three Stator nodes and four backends in namespaces, traffic, a node
+# failure and a backend failure in a live view, then teardown (docs/lab.md). Needs root.
 demo: deps build
-	./target/release/stator bench hashing --quick
+	./target/release/stator lab demo
 
 fuzz: deps
 	./scripts/fuzz.sh

@@ -63,9 +63,13 @@ impl Bird {
             self.socket.display().to_string(),
             self.pid_file.display().to_string(),
         );
-        let child = self
-            .ns
-            .spawn("bird", &["-f", "-c", &config, "-s", &socket, "-P", &pid])?;
+        // BIRD's own output (before its log is configured) goes next to its log
+        let out = self.log.with_extension("out");
+        let child = self.ns.spawn_logged(
+            "bird",
+            &["-f", "-c", &config, "-s", &socket, "-P", &pid],
+            &out,
+        )?;
         self.child = Some(child);
         let what = format!("BIRD {} to greet on {}", self.name, self.socket.display());
         let socket = self.socket.clone();

@@ -133,51 +133,63 @@ impl EcmpLan {
     /// import only VIP host routes, export nothing) with the lab's timers; one session per
     /// node and family, named `n<index>_v4` / `n<index>_v6`; logging to `log`.
     pub fn router_bird_config(&self, bgp: &RouterBgp, log: &std::path::Path) -> String {
-        let set = |prefixes: &[String], len: u8| {
-            prefixes
-                .iter()
-                .map(|p| format!("{p}{{{len},{len}}}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let mut c = String::new();
-        let _ = write!(
-            c,
-            "router id {rid};\ntimeformat protocol iso long ms;\nlog \"{log}\" all;\n\n\
-             protocol device {{}}\n\n\
-             protocol kernel kernel_v4 {{\n  ipv4 {{ import none; export all; }};\n  merge paths on;\n}}\n\
-             protocol kernel kernel_v6 {{\n  ipv6 {{ import none; export all; }};\n  merge paths on;\n}}\n\n\
-             filter stator_vips_v4 {{\n  if net ~ [ {v4} ] then accept;\n  reject;\n}}\n\
-             filter stator_vips_v6 {{\n  if net ~ [ {v6} ] then accept;\n  reject;\n}}\n\n\
-             protocol bfd {{\n  interface \"*\" {{ min rx interval 100 ms; min tx interval 100 ms; multiplier 3; }};\n}}\n\n\
-             template bgp stator_node {{\n  local as {las};\n  hold time {hold};\n  keepalive time {ka};\n  \
-             connect retry time 1;\n  error wait time 1, 5;\n}}\n\n",
-            rid = self.router_v4,
-            log = log.display(),
-            v4 = set(&bgp.accept_v4, 32),
-            v6 = set(&bgp.accept_v6, 128),
-            las = bgp.local_as,
-            hold = bgp.hold_time,
-            ka = bgp.keepalive,
-        );
-        for (i, n) in self.nodes.iter().enumerate() {
-            let bfd = if bgp.bfd_nodes.contains(&i) {
-                "  bfd on;\n"
-            } else {
-                ""
-            };
-            for (family, addr) in [("v4", IpAddr::V4(n.v4)), ("v6", IpAddr::V6(n.v6))] {
-                let channel = if family == "v4" { "ipv4" } else { "ipv6" };
-                let _ = write!(
-                    c,
-                    "protocol bgp n{i}_{family} from stator_node {{\n  neighbor {addr} as {nas};\n{bfd}  \
-                     {channel} {{ import filter stator_vips_{family}; export none; }};\n}}\n",
-                    nas = bgp.node_as,
-                );
-            }
-        }
-        c
+        let nodes: Vec<(Ipv4Addr, Ipv6Addr)> = self.nodes.iter().map(|n| (n.v4, n.v6)).collect();
+        router_bird_config(self.router_v4, &nodes, bgp, log)
     }
+}
+
+/// The BIRD configuration of a router with id `router_id` peering with `nodes` (each node's
+/// IPv4 and IPv6 address): what [`EcmpLan::router_bird_config`] writes, for any topology.
+pub fn router_bird_config(
+    router_id: Ipv4Addr,
+    nodes: &[(Ipv4Addr, Ipv6Addr)],
+    bgp: &RouterBgp,
+    log: &std::path::Path,
+) -> String {
+    let set = |prefixes: &[String], len: u8| {
+        prefixes
+            .iter()
+            .map(|p| format!("{p}{{{len},{len}}}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut c = String::new();
+    let _ = write!(
+        c,
+        "router id {rid};\ntimeformat protocol iso long ms;\nlog \"{log}\" all;\n\n\
+         protocol device {{}}\n\n\
+         protocol kernel kernel_v4 {{\n  ipv4 {{ import none; export all; }};\n  merge paths on;\n}}\n\
+         protocol kernel kernel_v6 {{\n  ipv6 {{ import none; export all; }};\n  merge paths on;\n}}\n\n\
+         filter stator_vips_v4 {{\n  if net ~ [ {v4} ] then accept;\n  reject;\n}}\n\
+         filter stator_vips_v6 {{\n  if net ~ [ {v6} ] then accept;\n  reject;\n}}\n\n\
+         protocol bfd {{\n  interface \"*\" {{ min rx interval 100 ms; min tx interval 100 ms; multiplier 3; }};\n}}\n\n\
+         template bgp stator_node {{\n  local as {las};\n  hold time {hold};\n  keepalive time {ka};\n  \
+         connect retry time 1;\n  error wait time 1, 5;\n}}\n\n",
+        rid = router_id,
+        log = log.display(),
+        v4 = set(&bgp.accept_v4, 32),
+        v6 = set(&bgp.accept_v6, 128),
+        las = bgp.local_as,
+        hold = bgp.hold_time,
+        ka = bgp.keepalive,
+    );
+    for (i, &(n4, n6)) in nodes.iter().enumerate() {
+        let bfd = if bgp.bfd_nodes.contains(&i) {
+            "  bfd on;\n"
+        } else {
+            ""
+        };
+        for (family, addr) in [("v4", IpAddr::V4(n4)), ("v6", IpAddr::V6(n6))] {
+            let channel = if family == "v4" { "ipv4" } else { "ipv6" };
+            let _ = write!(
+                c,
+                "protocol bgp n{i}_{family} from stator_node {{\n  neighbor {addr} as {nas};\n{bfd}  \
+                 {channel} {{ import filter stator_vips_{family}; export none; }};\n}}\n",
+                nas = bgp.node_as,
+            );
+        }
+    }
+    c
 }
 
 /// A node's BIRD configuration: like `examples/bird-node.conf` — router id, device

@@ -14,16 +14,23 @@
 //! [`topo`] builds the direct-server-return path end to end — clients, a router, load-balancer
 //! nodes on one LAN, backends on another — with the sysctls, neighbour entries, GRO and MTUs
 //! that XDP forwarding and decapsulation need; [`serve`] runs the backends' servers (TCP
-//! identify, long-lived TCP lines, HTTP, UDP echo) and their clients.
+//! identify, long-lived TCP lines, HTTP, UDP echo, long-lived TCP echo) and their clients.
+//!
+//! [`deploy`] puts it all together — the paper's Figure 2: a client with many addresses, a
+//! BIRD router doing ECMP, Stator nodes running `stator run`, backends running `stator decap`
+//! and their servers — with handles to fail and restore each part; [`traffic`] drives bounded
+//! load through it. `stator lab` and the end-to-end tests are built on these two.
 //!
 //! Contract: every object this crate creates carries the caller's prefix in its name; nothing
 //! outside that prefix is ever touched. Operations fail with the command line and its stderr.
 #![deny(unsafe_code)]
 
 pub mod bird;
+pub mod deploy;
 pub mod lan;
 pub mod netns;
 pub mod serve;
 pub mod stator;
 pub mod topo;
+pub mod traffic;
 pub mod wait;

@@ -3,7 +3,7 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -263,6 +263,34 @@ impl Netns {
     pub fn spawn(&self, program: &str, args: &[&str]) -> Result<ChildGuard> {
         let mut cmd = self.command(program);
         cmd.args(args).stdin(Stdio::null());
+        let child = cmd.spawn().map_err(|source| NetnsError::Spawn {
+            cmd: render(&cmd),
+            source,
+        })?;
+        Ok(ChildGuard {
+            child: Some(child),
+            what: render(&cmd),
+        })
+    }
+
+    /// Like [`Netns::spawn`], with stdout and stderr appended to `log`: a process that
+    /// outlives its starter must not hold the starter's terminal or pipe.
+    pub fn spawn_logged(&self, program: &str, args: &[&str], log: &Path) -> Result<ChildGuard> {
+        let open = || {
+            File::options()
+                .create(true)
+                .append(true)
+                .open(log)
+                .map_err(|source| NetnsError::File {
+                    path: log.to_owned(),
+                    source,
+                })
+        };
+        let mut cmd = self.command(program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(open()?)
+            .stderr(open()?);
         let child = cmd.spawn().map_err(|source| NetnsError::Spawn {
             cmd: render(&cmd),
             source,

@@ -2,21 +2,19 @@
 //! which backend answered.
 //!
 //! - [`Server::tcp_identify`]: reads one line, answers `"<name> <line>\n"` and closes;
-//! - [`Server::tcp_lines`]: keeps the connection open and answers every line with
-//!   `"<name> <line>\n"` until the client closes — a long-lived connection, to see which
-//!   backend it reaches before and after a change;
 //! - [`Server::http`]: answers any HTTP/1.x request with `200 OK`, an `X-Backend: <name>`
 //!   header and `<name>\n` as the body, then closes;
-//! - [`Server::udp_echo`]: answers each datagram with `"<name> "` + the datagram.
+//! - [`Server::udp_echo`]: answers each datagram with `"<name> "` + the datagram;
+//! - [`Server::tcp_echo`]: a long-lived connection: answers every line with `"<name> <line>\n"`
+//!   until the client closes or stays silent for [`ECHO_IDLE`].
 //!
 //! A server's socket is bound inside a namespace (by a thread that entered it), on any address
 //! the namespace has — in a DSR lab, the VIP on `lo`. Each connection gets its own thread; every
-//! read has a timeout, so a stuck client cannot hold a server (a [`Server::tcp_lines`]
-//! connection may stay idle, but its thread looks at the stop flag between reads). The server
-//! stops (and its threads are joined) when the [`Server`] is dropped. The client functions bind an explicit source
+//! read has a timeout, so a stuck client cannot hold a server. The server stops (and its thread
+//! is joined) when the [`Server`] is dropped. The client functions bind an explicit source
 //! address when asked (socket2), so a test can vary it.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,13 +31,15 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(2);
 /// The longest request a server reads.
 const MAX_REQUEST: usize = 8192;
+/// How long a [`Server::tcp_echo`] connection may stay silent before the server closes it.
+pub const ECHO_IDLE: Duration = Duration::from_secs(300);
 
 /// What a server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Identify,
-    Lines,
     Http,
+    Echo,
 }
 
 /// A server running on a thread inside a namespace; stopped and joined on drop.
@@ -58,17 +58,16 @@ impl Server {
         Self::tcp(ns, addr, name, Kind::Identify)
     }
 
-    /// A TCP server on `addr` in `ns` that keeps each connection open and answers every line
-    /// with `"<name> <line>\n"`, until the client closes it or the server stops. Each line
-    /// answered counts as one request ([`Server::served`]).
-    pub fn tcp_lines(ns: &Netns, addr: SocketAddr, name: &str) -> Result<Self> {
-        Self::tcp(ns, addr, name, Kind::Lines)
-    }
-
     /// An HTTP/1.x server on `addr` in `ns`: `200 OK`, header `X-Backend: <name>`, body
     /// `<name>\n`, for every request.
     pub fn http(ns: &Netns, addr: SocketAddr, name: &str) -> Result<Self> {
         Self::tcp(ns, addr, name, Kind::Http)
+    }
+
+    /// A TCP server on `addr` in `ns` for long-lived connections: every line gets
+    /// `"<name> <line>\n"`; counts answers (lines), not connections.
+    pub fn tcp_echo(ns: &Netns, addr: SocketAddr, name: &str) -> Result<Self> {
+        Self::tcp(ns, addr, name, Kind::Echo)
     }
 
     /// A UDP server on `addr` in `ns` that answers every datagram with `"<name> "` + it.
@@ -129,8 +128,8 @@ impl Server {
                     Ok((conn, _)) => {
                         let (tag, sv, st) = (tag.clone(), Arc::clone(&sv), Arc::clone(&st));
                         handlers.push(std::thread::spawn(move || {
-                            if kind == Kind::Lines {
-                                let _ = answer_lines(conn, &tag, &sv, &st);
+                            if kind == Kind::Echo {
+                                let _ = echo(conn, &tag, &sv, &st);
                             } else if answer(conn, &tag, kind).is_ok() {
                                 sv.fetch_add(1, Ordering::Relaxed);
                             }
@@ -216,53 +215,49 @@ fn read_request(conn: &mut TcpStream, done: impl Fn(&[u8]) -> bool) -> io::Resul
     Ok(req)
 }
 
-/// A [`Kind::Lines`] connection: every complete line answered, until EOF, an error, a line
-/// longer than [`MAX_REQUEST`] or `stop`.
-fn answer_lines(
-    conn: TcpStream,
-    name: &str,
-    served: &AtomicU64,
-    stop: &AtomicBool,
-) -> io::Result<()> {
+/// Answers line after line until EOF, [`ECHO_IDLE`] of silence, or `stop`.
+fn echo(mut conn: TcpStream, name: &str, served: &AtomicU64, stop: &AtomicBool) -> io::Result<()> {
     conn.set_nonblocking(false)?;
-    // short reads, so that an idle connection still sees the stop flag
-    conn.set_read_timeout(Some(POLL * 50))?;
     conn.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let mut reader = BufReader::new(conn.try_clone()?);
-    let mut writer = conn;
-    let mut line = Vec::new();
-    while !stop.load(Ordering::Relaxed) {
-        match reader.read_until(b'\n', &mut line) {
-            // EOF (a partial last line is not answered)
-            Ok(0) => return Ok(()),
-            Ok(_) if line.ends_with(b"\n") => {
-                let text = String::from_utf8_lossy(&line[..line.len() - 1]);
-                writer.write_all(format!("{name} {}\n", text.trim_end_matches('\r')).as_bytes())?;
-                served.fetch_add(1, Ordering::Relaxed);
-                line.clear();
-            }
-            Ok(_) => return Ok(()),
-            // a timeout keeps what was read so far in `line` (BufRead::read_until)
+    conn.set_read_timeout(Some(POLL * 100))?;
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 1024];
+    let mut last = std::time::Instant::now();
+    while !stop.load(Ordering::Relaxed) && last.elapsed() < ECHO_IDLE {
+        let n = match conn.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
             Err(e)
                 if matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
+                ) =>
+            {
+                continue;
+            }
             Err(e) => return Err(e),
+        };
+        last = std::time::Instant::now();
+        pending.extend_from_slice(&buf[..n]);
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line[..end]);
+            conn.write_all(format!("{name} {}\n", line.trim_end_matches('\r')).as_bytes())?;
+            served.fetch_add(1, Ordering::Relaxed);
         }
-        if line.len() > MAX_REQUEST {
-            return Err(io::Error::other("line too long"));
+        if pending.len() > MAX_REQUEST {
+            break;
         }
     }
-    Ok(())
+    conn.shutdown(std::net::Shutdown::Both)
 }
 
 fn answer(mut conn: TcpStream, name: &str, kind: Kind) -> io::Result<()> {
     conn.set_nonblocking(false)?;
     conn.set_write_timeout(Some(CLIENT_TIMEOUT))?;
     match kind {
-        // (`Kind::Lines` connections go to `answer_lines`; here it would answer one line)
-        Kind::Identify | Kind::Lines => {
+        // (echo connections are served by `echo`; answering one line is its first step)
+        Kind::Identify | Kind::Echo => {
             let req = read_request(&mut conn, |r| r.contains(&b'\n'))?;
             let line = String::from_utf8_lossy(&req);
             let line = line.lines().next().unwrap_or("");
@@ -381,7 +376,25 @@ mod tests {
         let id = Server::tcp_identify(&ns, SocketAddr::new(lo, 7001), "b7").unwrap();
         let web = Server::http(&ns, SocketAddr::new(lo, 7002), "b7").unwrap();
         let udp = Server::udp_echo(&ns, SocketAddr::new(lo, 7003), "b7").unwrap();
+        let echo = Server::tcp_echo(&ns, SocketAddr::new(lo, 7004), "b7").unwrap();
         let t = Duration::from_secs(5);
+        // a long-lived connection: two lines, two answers, then the client closes
+        let lines = ns
+            .run_in(move || {
+                let mut s = tcp_connect(None, SocketAddr::new(lo, 7004), t).unwrap();
+                let mut answers = Vec::new();
+                for line in ["one", "two"] {
+                    s.write_all(format!("{line}\n").as_bytes()).unwrap();
+                    let mut buf = [0u8; 64];
+                    let n = s.read(&mut buf).unwrap();
+                    answers.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                }
+                answers
+            })
+            .unwrap();
+        assert_eq!(lines, ["b7 one\n", "b7 two\n"]);
+        crate::wait::wait_until("two echo answers counted", t, POLL, || echo.served() == 2)
+            .unwrap();
         let (a, b, c) = ns
             .run_in(move || {
                 (
@@ -395,29 +408,6 @@ mod tests {
         assert_eq!(a.1.ip(), lo);
         assert_eq!(b, (200, Some("b7".to_string())));
         assert_eq!(c, b"b7 ping");
-        // a lines server answers every line of one connection, and keeps it open
-        let lines = Server::tcp_lines(&ns, SocketAddr::new(lo, 7004), "b8").unwrap();
-        let answers = ns
-            .run_in(move || {
-                let s = tcp_connect(Some(lo), SocketAddr::new(lo, 7004), t).unwrap();
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                let mut w = s;
-                let mut got = Vec::new();
-                for l in ["one", "two"] {
-                    // longer than the server's read timeout: it still answers a line sent
-                    // after an idle spell
-                    std::thread::sleep(POLL * 60);
-                    w.write_all(format!("{l}\n").as_bytes()).unwrap();
-                    let mut a = String::new();
-                    r.read_line(&mut a).unwrap();
-                    got.push(a);
-                }
-                got
-            })
-            .unwrap();
-        assert_eq!(answers, ["b8 one\n", "b8 two\n"]);
-        assert_eq!(lines.served(), 2);
-        drop(lines);
         // a handler counts after it closed the connection: wait for it
         crate::wait::wait_until("three answers counted", t, POLL, || {
             (id.served(), web.served(), udp.served()) == (1, 1, 1)
@@ -425,7 +415,7 @@ mod tests {
         .unwrap();
         // a port already taken is an error, not a silent thread
         assert!(Server::tcp_identify(&ns, SocketAddr::new(lo, 7001), "dup").is_err());
-        drop((id, web, udp));
+        drop((id, web, udp, echo));
         ns.delete().unwrap();
     }
 }

@@ -152,7 +152,7 @@ impl StatorRun {
 
     /// Sends `method path` (no body) to the node's admin API from inside its namespace.
     pub fn api(&self, method: &str, path: &str) -> Result<ApiAnswer> {
-        self.request(method, path, &[], "")
+        api_request(&self.ns, self.api, method, path)
     }
 
     /// Sends `method path` with extra `headers` (e.g. `("If-Match", "\"7\"")`,
@@ -183,6 +183,26 @@ impl StatorRun {
             status: "no answer".into(),
             stderr: e.to_string(),
         })
+    }
+
+    /// The configuration file it runs with (rewrite it, then [`StatorRun::reload`]).
+    pub fn config_path(&self) -> &Path {
+        &self.config
+    }
+
+    /// Sends SIGHUP: `stator run` applies its configuration file again.
+    pub fn reload(&self) -> Result<()> {
+        match &self.child {
+            Some(child) => {
+                child.signal(libc::SIGHUP);
+                Ok(())
+            }
+            None => Err(NetnsError::Failed {
+                cmd: format!("reload stator run {}", self.name),
+                status: "not running".into(),
+                stderr: String::new(),
+            }),
+        }
     }
 
     /// Waits until the admin API answers `GET /v1/status` with phase `running`; returns how
@@ -250,6 +270,18 @@ impl StatorRun {
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
+}
+
+/// Sends `method path` (no body) to an admin API listening on `api` inside `ns` — also for
+/// a node whose `stator run` another process started (`stator lab status`).
+pub fn api_request(ns: &Netns, api: SocketAddr, method: &str, path: &str) -> Result<ApiAnswer> {
+    let (method, path) = (method.to_owned(), path.to_owned());
+    let answer = ns.run_in(move || http(api, &method, &path, "", ""))?;
+    answer.map_err(|e| NetnsError::Failed {
+        cmd: format!("HTTP request to {api} in {}", ns.name()),
+        status: "no answer".into(),
+        stderr: e.to_string(),
+    })
 }
 
 /// One HTTP/1.1 request with `Connection: close`; the status and the body after the headers.

@@ -8,6 +8,7 @@ mod bench_veth;
 mod bench_xdp;
 mod client_cmd;
 mod decap_cmd;
+mod lab_cmd;
 mod run_cmd;
 mod table;
 mod xdp_cmd;
@@ -33,6 +34,9 @@ enum Command {
     /// The backend side: decapsulate GRE, IPIP and GUE for a VIP on `lo` (direct server return).
     #[command(subcommand)]
     Decap(decap_cmd::DecapCmd),
+    /// The lab: a whole deployment (router, Stator nodes, backends) in namespaces; the demo.
+    #[command(subcommand)]
+    Lab(lab_cmd::LabCmd),
     /// Benchmarks (figures and ratios against baselines; never fail on a timing).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -62,6 +66,7 @@ fn main() -> anyhow::Result<()> {
         Command::Client(cmd) => client_cmd::run(cmd),
         Command::Xdp(cmd) => xdp_cmd::run(cmd),
         Command::Decap(cmd) => decap_cmd::run(cmd),
+        Command::Lab(cmd) => lab_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
     }
 }

@@ -4,7 +4,7 @@
 //! The DSR lab (`stator_lab::topo`): one client namespace with 8 source addresses → router →
 //! one LB node running `stator run` (XDP on its uplink, one-armed with XDP_TX, no BGP: the
 //! VIP is routed to it statically) → router → 4 backends, each with `stator decap`, the VIP on
-//! `lo` and a lines server (`Server::tcp_lines`: every line answered with the backend's name)
+//! `lo` and an echo server (`Server::tcp_echo`: every line answered with the backend's name)
 //! on the VIP and on its own address (the TCP health check).
 //!
 //! The node starts with backends b0–b2. The client opens [`CONNS`] connections through the VIP
@@ -431,10 +431,10 @@ fn established_connections_survive_every_kind_of_reload() {
     let mut decap_pins = Vec::new();
     for (k, b) in lab.backends.iter().enumerate() {
         lab.add_vip_to_backend(k, vip_addr).unwrap();
-        servers.push(Server::tcp_lines(&b.ns, SocketAddr::new(vip_addr, 80), &b.name).unwrap());
+        servers.push(Server::tcp_echo(&b.ns, SocketAddr::new(vip_addr, 80), &b.name).unwrap());
         // the health check's endpoint
         servers
-            .push(Server::tcp_lines(&b.ns, SocketAddr::new(b.addr(false), 80), &b.name).unwrap());
+            .push(Server::tcp_echo(&b.ns, SocketAddr::new(b.addr(false), 80), &b.name).unwrap());
         let pins = bpffs.path().join(&b.name);
         let out = stator(
             &b.ns,

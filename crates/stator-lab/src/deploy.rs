@@ -1,0 +1,893 @@
+//! A whole Maglev deployment — the paper's Figure 2 — built from [`crate::topo`]: clients, a
+//! router running BIRD with ECMP, Stator nodes each running `stator run` (XDP on its uplink,
+//! BIRD peering with the router), and backends that decapsulate with `stator decap` and answer
+//! straight to the clients.
+//!
+//! ```text
+//!  client <p>c0 ── router <p>r (BIRD, merge paths on) ──┬─ l0 <p>l0  stator run + BIRD  10.S.1.11
+//!  64 addresses     ECMP by 5-tuple over the nodes      ├─ l1 <p>l1                    10.S.1.12
+//!  10.S.100.2…                                          ├─ l2 <p>l2                    10.S.1.13
+//!                                    backend LAN brbe ──┴─ b0…b3 <p>b0  stator decap, VIP on lo,
+//!                                                          `stator lab serve`          10.S.2.11…
+//! ```
+//!
+//! Every node runs the same configuration (only `[node]` and the BGP files differ): the VIPs
+//! [`VIP_V4`] and [`VIP_V6`], each with HTTP on port [`HTTP_PORT`], a long-lived TCP echo on
+//! [`ECHO_PORT`] and a UDP echo on [`UDP_PORT`], over the backends with their weights
+//! (`pool web4` / `web6`, HTTP health checks on each backend's own address). Nodes announce
+//! the VIPs to the router with BGP hold time [`DeploySpec::hold_time`], so a node that dies is
+//! withdrawn in seconds.
+//!
+//! State lives in one directory ([`DeploySpec::dir`]): configurations, logs, BIRD sockets and
+//! pid files, each process's pid file, the backends' served counters, and the bpffs every pin
+//! goes to (mounted there). [`down`] finds everything from the prefix and that directory alone,
+//! so it cleans up after a crashed run too, and is idempotent.
+//!
+//! Handles for scenarios: stop a node's `stator run` gracefully ([`Deployment::node_stop`]) or
+//! kill it ([`Deployment::node_kill`]) and start it again ([`Deployment::node_start`]); cut and
+//! restore a node's uplink ([`Deployment::cut`], [`Deployment::restore`]); stop and start a
+//! backend's servers ([`Deployment::backend_stop`], [`Deployment::backend_start`]); change
+//! weights or membership and reload every node with the same configuration
+//! ([`Deployment::set_weight`], [`Deployment::set_in_config`], [`Deployment::reload_all`]);
+//! read each node's admin API ([`Deployment::api`]) and the router's next hops.
+//!
+//! This module loads no BPF itself: the caller passes the hook that attaches an XDP program to
+//! the router's ports facing the nodes (see [`crate::topo`]), and the `stator` binary, which
+//! the nodes and backends run.
+
+use std::fs::File;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::bird::{Bird, kernel_next_hops, wait_next_hops};
+use crate::lan::{RouterBgp, node_bird_config, router_bird_config};
+use crate::netns::{ChildGuard, Netns, NetnsError, Result, cleanup, is_root, run};
+use crate::stator::{ApiAnswer, BpfFs, StatorRun, api_request};
+use crate::topo::{DsrLab, DsrSpec, Host};
+use crate::wait::wait_until;
+
+/// The IPv4 VIP.
+pub const VIP_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
+/// The IPv6 VIP.
+pub const VIP_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 0x10);
+/// Port of the HTTP service (TCP): one request per connection, `X-Backend` says who answered.
+pub const HTTP_PORT: u16 = 80;
+/// Port of the TCP echo service: long-lived connections, every line answered.
+pub const ECHO_PORT: u16 = 7;
+/// Port of the UDP echo service.
+pub const UDP_PORT: u16 = 7;
+/// The router's AS.
+pub const ROUTER_AS: u32 = 65000;
+/// The nodes' AS.
+pub const NODE_AS: u32 = 65010;
+/// Where each node's admin API listens (inside the node's namespace).
+pub const NODE_API: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9180);
+
+/// How long a node may take to start, and the router to learn it.
+const START: Duration = Duration::from_secs(60);
+
+/// The shape of a deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeploySpec {
+    /// Prefix of every namespace (`<prefix>r`, `<prefix>c0`, `<prefix>l0`, `<prefix>b0`).
+    pub prefix: String,
+    /// `S` of the lab's addresses (`10.S.x.y`, `fd00:S:x::y`).
+    pub subnet: u8,
+    /// Stator nodes.
+    pub nodes: usize,
+    /// Backends.
+    pub backends: usize,
+    /// Source addresses of the client (of each family).
+    pub addrs_per_client: usize,
+    /// Weight of each backend (missing entries are 1).
+    pub weights: Vec<u16>,
+    /// The state directory (configurations, logs, pid files, the bpffs).
+    pub dir: PathBuf,
+    /// The `stator` binary the nodes and backends run.
+    pub binary: PathBuf,
+    /// BGP hold time between nodes and router, seconds (keepalive a third, at least 1).
+    pub hold_time: u16,
+    /// Maglev table size of every VIP (prime).
+    pub table_size: u32,
+    /// Interval of the backends' health checks, milliseconds (fall and rise 2).
+    pub health_interval_ms: u32,
+}
+
+impl DeploySpec {
+    /// Three nodes, four backends of weight 1, 64 client addresses, hold time 3 s, tables of
+    /// 65537 slots, health checks every 500 ms; state in `dir`.
+    pub fn new(prefix: &str, subnet: u8, dir: &Path, binary: &Path) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+            subnet,
+            nodes: 3,
+            backends: 4,
+            addrs_per_client: 64,
+            weights: vec![1; 4],
+            dir: dir.to_owned(),
+            binary: binary.to_owned(),
+            hold_time: 3,
+            table_size: 65537,
+            health_interval_ms: 500,
+        }
+    }
+
+    fn weight(&self, k: usize) -> u16 {
+        self.weights.get(k).copied().unwrap_or(1)
+    }
+}
+
+/// The hook that attaches an XDP program to router port `port` (the router's namespace, the
+/// port's name, a directory on the lab's bpffs for its pins).
+pub type PeerXdp<'a> = &'a dyn Fn(&Netns, &str, &Path) -> std::result::Result<(), String>;
+
+/// A Stator node: its host, BIRD and `stator run`.
+#[derive(Debug)]
+pub struct Node {
+    /// The node's namespace and addresses.
+    pub host: Host,
+    /// Its BIRD.
+    pub bird: Bird,
+    /// Its `stator run`.
+    pub run: StatorRun,
+}
+
+/// A backend: its host, its servers' process, its place in the configuration.
+#[derive(Debug)]
+pub struct Backend {
+    /// The backend's namespace and addresses.
+    pub host: Host,
+    /// Its weight in the nodes' configuration.
+    pub weight: u16,
+    /// Whether the nodes' configuration lists it.
+    pub in_config: bool,
+    serve: Option<ChildGuard>,
+}
+
+/// What a backend's servers have answered (from its counters file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Served {
+    /// HTTP requests.
+    pub http: u64,
+    /// TCP echo lines.
+    pub echo: u64,
+    /// UDP datagrams.
+    pub udp: u64,
+}
+
+/// A running deployment. Dropping it tears everything down (see [`Deployment::persist`]).
+#[derive(Debug)]
+pub struct Deployment {
+    spec: DeploySpec,
+    /// The nodes, in order (`l0`, `l1`, …).
+    pub nodes: Vec<Node>,
+    /// The backends, in order (`b0`, `b1`, …).
+    pub backends: Vec<Backend>,
+    router: Option<Bird>,
+    lab: Option<DsrLab>,
+    bpffs: Option<BpfFs>,
+    persistent: bool,
+}
+
+fn file_err(path: &Path) -> impl FnOnce(std::io::Error) -> NetnsError + '_ {
+    move |source| NetnsError::File {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+impl Deployment {
+    /// Builds and starts the whole deployment; returns once every node runs and the router
+    /// routes both VIPs over every node. Whatever a lab of the same prefix and directory left
+    /// behind is removed first ([`down`]).
+    pub fn up(spec: &DeploySpec, peer_xdp: PeerXdp<'_>) -> Result<Self> {
+        if !is_root() {
+            return Err(NetnsError::NotRoot);
+        }
+        down(&spec.prefix, &spec.dir)?;
+        std::fs::create_dir_all(&spec.dir).map_err(file_err(&spec.dir))?;
+        write_state(spec)?;
+        let mut d = Self {
+            spec: spec.clone(),
+            nodes: Vec::new(),
+            backends: Vec::new(),
+            router: None,
+            lab: None,
+            bpffs: None,
+            persistent: false,
+        };
+        // from here on, a failure drops `d`, which tears down what was built
+        let bpffs = BpfFs::mount(&spec.dir.join("bpffs"))?;
+        let pins = bpffs.path().to_owned();
+        d.bpffs = Some(bpffs);
+        let mut dsr = DsrSpec::new(&spec.prefix, spec.subnet, 1, spec.nodes, spec.backends);
+        dsr.addrs_per_client = spec.addrs_per_client;
+        let lab = DsrLab::create_with(&dsr, |router, port| {
+            peer_xdp(router, port, &pins.join(format!("peer-{port}")))
+        })?;
+        let lab = d.lab.insert(lab);
+        // Static bridge entries for the nodes: when a node's port goes down ("cut"), frames
+        // for it are dropped, not flooded to the other ports — where the other nodes' XDP
+        // programs, which see frames for any MAC on veth, would forward them.
+        for h in &lab.lbs {
+            let mac = h
+                .mac
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":");
+            lab.router.exec(
+                "bridge",
+                ["fdb", "replace", &mac, "dev", &h.name, "master", "static"],
+            )?;
+        }
+        let s = spec.subnet;
+        let router_conf = router_bird_config(
+            Ipv4Addr::new(10, s, 1, 1),
+            &lab.lbs
+                .iter()
+                .map(|h| (h.v4[0], h.v6[0]))
+                .collect::<Vec<_>>(),
+            &RouterBgp {
+                local_as: ROUTER_AS,
+                node_as: NODE_AS,
+                hold_time: spec.hold_time,
+                keepalive: (spec.hold_time / 3).max(1),
+                bfd_nodes: vec![],
+                accept_v4: vec!["192.0.2.0/24".into()],
+                accept_v6: vec!["2001:db8:100::/48".into()],
+            },
+            &spec.dir.join("router.log"),
+        );
+        // (BIRD writes its own pid file, <dir>/router.pid)
+        let router = Bird::start(&lab.router, &spec.dir, "router", &router_conf)?;
+        d.router = Some(router);
+        let (lbs, backends) = (lab.lbs.clone(), lab.backends.clone());
+        for (k, host) in backends.into_iter().enumerate() {
+            d.setup_backend(k, &host)?;
+            d.backends.push(Backend {
+                host,
+                weight: spec.weight(k),
+                in_config: true,
+                serve: None,
+            });
+            d.backend_start(k)?;
+        }
+        for (j, host) in lbs.into_iter().enumerate() {
+            let name = format!("n{j}");
+            let bird_conf = node_bird_config(
+                host.v4[0],
+                &spec.dir.join(format!("{name}-stator.conf")),
+                &spec.dir.join(format!("{name}.log")),
+            );
+            let bird = Bird::start(&host.ns, &spec.dir, &name, &bird_conf)?;
+            let config = d.node_config(j, &host);
+            let run = StatorRun::start(
+                &host.ns,
+                &spec.binary,
+                &spec.dir,
+                &format!("stator-{name}"),
+                &config,
+                NODE_API,
+            )?;
+            write_pid(&spec.dir, &format!("stator-{name}"), run.pid())?;
+            d.nodes.push(Node { host, bird, run });
+        }
+        for n in &mut d.nodes {
+            n.run.wait_ready(START)?;
+        }
+        let all: Vec<usize> = (0..spec.nodes).collect();
+        for v6 in [false, true] {
+            if let Err(e) = d.wait_routed(v6, &all, START) {
+                let e = d.explain(e);
+                if std::env::var_os("STATOR_LAB_KEEP_FAILED").is_some() {
+                    d.persistent = true;
+                }
+                return Err(e);
+            }
+        }
+        Ok(d)
+    }
+
+    /// Adds what the router's BIRD and the nodes' logs say to a timeout.
+    fn explain(&self, e: NetnsError) -> NetnsError {
+        let NetnsError::Timeout { what, waited } = e else {
+            return e;
+        };
+        let mut what = what;
+        if let Some(r) = &self.router {
+            for cmd in ["show protocols", "show route"] {
+                what.push_str(&format!(
+                    "\nrouter: birdc {cmd}:\n{}",
+                    r.birdc(cmd).unwrap_or_default()
+                ));
+            }
+            what.push_str(&format!("\nrouter log:\n{}", r.log_tail(10)));
+        }
+        for (j, n) in self.nodes.iter().enumerate() {
+            what.push_str(&format!(
+                "\nnode n{j}: birdc show protocols:\n{}\nnode n{j} log:\n{}",
+                n.bird.birdc("show protocols").unwrap_or_default(),
+                n.run.log_tail(8)
+            ));
+        }
+        NetnsError::Timeout { what, waited }
+    }
+
+    /// The spec it was built from.
+    pub fn spec(&self) -> &DeploySpec {
+        &self.spec
+    }
+
+    /// The topology (router, client, hosts).
+    pub fn lab(&self) -> &DsrLab {
+        self.lab.as_ref().expect("a running deployment has its lab")
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Host {
+        &self.lab().clients[0]
+    }
+
+    /// The router's namespace.
+    pub fn router(&self) -> &Netns {
+        &self.lab().router
+    }
+
+    /// The VIP of a family.
+    pub fn vip(v6: bool) -> IpAddr {
+        if v6 {
+            IpAddr::V6(VIP_V6)
+        } else {
+            IpAddr::V4(VIP_V4)
+        }
+    }
+
+    /// Keeps everything running when this value is dropped (for `stator lab up`); [`down`]
+    /// removes it later.
+    pub fn persist(mut self) {
+        self.persistent = true;
+    }
+
+    // ---- nodes ----
+
+    /// The configuration node `j` runs: identical on every node but for `[node]` and the
+    /// node's own BIRD files.
+    fn node_config(&self, j: usize, host: &Host) -> String {
+        let spec = &self.spec;
+        let dir = spec.dir.display();
+        let s = spec.subnet;
+        let mut c = format!(
+            r#"# stator lab node n{j} (generated; every node has the same VIPs and pools)
+[node]
+name = "n{j}"
+address_v4 = "{a4}"
+address_v6 = "{a6}"
+
+[dataplane]
+interfaces = ["eth0"]
+pin_path = "{pins}/n{j}"
+conntrack = "shared"
+conntrack_entries = 65536
+slots_per_generation = {slots}
+
+[bgp]
+bird_socket = "{dir}/n{j}.ctl"
+bird_config = "{dir}/n{j}-stator.conf"
+local_as = {nas}
+
+[[bgp.neighbor]]
+name = "router_v4"
+address = "{r4}"
+remote_as = {ras}
+hold_time = "{hold}s"
+keepalive = "{ka}s"
+connect_retry = "1s"
+error_wait = "1s"
+
+[[bgp.neighbor]]
+name = "router_v6"
+address = "{r6}"
+remote_as = {ras}
+hold_time = "{hold}s"
+keepalive = "{ka}s"
+connect_retry = "1s"
+error_wait = "1s"
+
+[log]
+format = "json"
+"#,
+            a4 = host.v4[0],
+            a6 = host.v6[0],
+            r4 = Ipv4Addr::new(10, s, 1, 1),
+            r6 = Ipv6Addr::new(0xfd00, u16::from(s), 1, 0, 0, 0, 0, 1),
+            pins = self.pins().display(),
+            slots = u64::from(spec.table_size) * 6,
+            nas = NODE_AS,
+            ras = ROUTER_AS,
+            hold = spec.hold_time,
+            ka = (spec.hold_time / 3).max(1),
+        );
+        for (pool, v6) in [("web4", false), ("web6", true)] {
+            c.push_str(&format!(
+                "\n[[pool]]\nname = \"{pool}\"\n[pool.health]\nmethod = \"http\"\nport = {HTTP_PORT}\n\
+                 interval = \"{i}ms\"\ntimeout = \"{t}ms\"\nrise = 2\nfall = 2\n",
+                i = spec.health_interval_ms,
+                t = spec.health_interval_ms * 3 / 5,
+            ));
+            for (k, b) in self.backends.iter().enumerate() {
+                if b.in_config {
+                    let fam = if v6 { "v6" } else { "v4" };
+                    c.push_str(&format!(
+                        "[[pool.backend]]\nid = \"b{k}-{fam}\"\naddress = \"{a}\"\nport = {HTTP_PORT}\n\
+                         weight = {w}\n",
+                        a = b.host.addr(v6),
+                        w = b.weight,
+                    ));
+                }
+            }
+        }
+        for (v6, fam, pool) in [(false, "4", "web4"), (true, "6", "web6")] {
+            let vip = Self::vip(v6);
+            for (name, port, proto) in [
+                ("http", HTTP_PORT, "tcp"),
+                ("echo", ECHO_PORT, "tcp"),
+                ("udp", UDP_PORT, "udp"),
+            ] {
+                c.push_str(&format!(
+                    "\n[[vip]]\nname = \"{name}{fam}\"\naddress = \"{vip}\"\nport = {port}\n\
+                     protocol = \"{proto}\"\npools = [\"{pool}\"]\ntable_size = {ts}\n",
+                    ts = spec.table_size,
+                ));
+            }
+        }
+        c
+    }
+
+    fn pins(&self) -> PathBuf {
+        self.spec.dir.join("bpffs")
+    }
+
+    /// Sends `method path` to node `j`'s admin API.
+    pub fn api(&self, j: usize, method: &str, path: &str) -> Result<ApiAnswer> {
+        api_request(&self.nodes[j].host.ns, NODE_API, method, path)
+    }
+
+    /// Stops node `j`'s `stator run` gracefully (SIGTERM: it withdraws its VIPs, then
+    /// detaches); its BIRD keeps running. Returns the exit status.
+    pub fn node_stop(&mut self, j: usize, timeout: Duration) -> Result<std::process::ExitStatus> {
+        self.nodes[j].run.terminate(timeout)
+    }
+
+    /// Kills node `j`'s `stator run` (SIGKILL), as a crash would: XDP stays attached and
+    /// nothing is withdrawn.
+    pub fn node_kill(&mut self, j: usize) {
+        self.nodes[j].run.kill();
+    }
+
+    /// Starts node `j`'s `stator run` again; returns once its API says `running`.
+    pub fn node_start(&mut self, j: usize) -> Result<Duration> {
+        let dir = self.spec.dir.clone();
+        let node = &mut self.nodes[j];
+        node.run.restart()?;
+        write_pid(&dir, &format!("stator-n{j}"), node.run.pid())?;
+        node.run.wait_ready(START)
+    }
+
+    /// Cuts node `j`'s uplink (the router's bridge port goes down; the bridge stays up), as
+    /// when the machine dies: the router learns it only when the BGP hold time expires.
+    pub fn cut(&self, j: usize) -> Result<()> {
+        self.router()
+            .ip(["link", "set", &format!("l{j}"), "down"])
+            .map(|_| ())
+    }
+
+    /// Restores node `j`'s uplink.
+    pub fn restore(&self, j: usize) -> Result<()> {
+        self.router()
+            .ip(["link", "set", &format!("l{j}"), "up"])
+            .map(|_| ())
+    }
+
+    /// The router's next hops for the VIP of a family (sorted).
+    pub fn next_hops(&self, v6: bool) -> Result<Vec<IpAddr>> {
+        kernel_next_hops(self.router(), &vip_prefix(v6))
+    }
+
+    /// Node indices the router currently routes the VIP of a family to.
+    pub fn routed_nodes(&self, v6: bool) -> Result<Vec<usize>> {
+        let hops = self.next_hops(v6)?;
+        Ok((0..self.nodes.len())
+            .filter(|&j| hops.contains(&self.nodes[j].host.addr(v6)))
+            .collect())
+    }
+
+    /// Waits until the router routes the VIP of a family over exactly `nodes`.
+    pub fn wait_routed(&self, v6: bool, nodes: &[usize], timeout: Duration) -> Result<Duration> {
+        let want: Vec<IpAddr> = nodes.iter().map(|&j| self.nodes[j].host.addr(v6)).collect();
+        wait_next_hops(self.router(), &vip_prefix(v6), &want, timeout)
+    }
+
+    // ---- backends ----
+
+    fn setup_backend(&self, k: usize, host: &Host) -> Result<()> {
+        let lab = self.lab();
+        for v6 in [false, true] {
+            lab.add_vip_to_backend(k, Self::vip(v6))?;
+        }
+        let pin = self.pins().join(format!("b{k}"));
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net={}", host.ns.path().display()))
+            .arg(&self.spec.binary)
+            .args(["decap", "attach", "--iface", "eth0", "--addr"])
+            .arg(host.addr(false).to_string())
+            .arg("--addr")
+            .arg(host.addr(true).to_string())
+            .arg("--pin-path")
+            .arg(&pin);
+        run(&mut cmd).map(|_| ())
+    }
+
+    fn stats_path(&self, k: usize) -> PathBuf {
+        served_path(&self.spec.dir, k)
+    }
+
+    /// What another process reads of this lab ([`read_state`]).
+    pub fn state(&self) -> LabState {
+        LabState {
+            prefix: self.spec.prefix.clone(),
+            subnet: self.spec.subnet,
+            nodes: self.spec.nodes,
+            backends: self.spec.backends,
+        }
+    }
+
+    /// Starts backend `k`'s servers (`stator lab serve` in its namespace): HTTP and TCP echo
+    /// on every address, UDP echo on each VIP. Returns once they listen.
+    pub fn backend_start(&mut self, k: usize) -> Result<()> {
+        self.backend_stop(k);
+        let host = self.backends[k].host.clone();
+        let stats = self.stats_path(k);
+        let _ = std::fs::remove_file(&stats);
+        let log_path = self.spec.dir.join(format!("b{k}-serve.log"));
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(file_err(&log_path))?;
+        let err = log.try_clone().map_err(file_err(&log_path))?;
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net={}", host.ns.path().display()))
+            .arg(&self.spec.binary)
+            .args(["lab", "serve", "--name", &format!("b{k}"), "--netns"])
+            .arg(host.ns.name())
+            .arg("--http")
+            .arg(format!("[::]:{HTTP_PORT}"))
+            .arg("--echo")
+            .arg(format!("[::]:{ECHO_PORT}"))
+            .arg("--udp")
+            .arg(SocketAddr::new(Self::vip(false), UDP_PORT).to_string())
+            .arg("--udp")
+            .arg(SocketAddr::new(Self::vip(true), UDP_PORT).to_string())
+            .arg("--stats")
+            .arg(&stats)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err);
+        let what = format!("stator lab serve in {}", host.ns.name());
+        let child = cmd.spawn().map_err(|source| NetnsError::Spawn {
+            cmd: what.clone(),
+            source,
+        })?;
+        let mut child = ChildGuard::from_child(child, what.clone());
+        write_pid(&self.spec.dir, &format!("b{k}-serve"), child.id())?;
+        let mut exited = false;
+        wait_until(
+            &format!("{what} to listen"),
+            Duration::from_secs(10),
+            Duration::from_millis(20),
+            || {
+                exited = !child.is_running();
+                exited || stats.exists()
+            },
+        )?;
+        if exited {
+            return Err(NetnsError::Failed {
+                cmd: what,
+                status: "exited".into(),
+                stderr: std::fs::read_to_string(&log_path).unwrap_or_default(),
+            });
+        }
+        self.backends[k].serve = Some(child);
+        Ok(())
+    }
+
+    /// Stops backend `k`'s servers (SIGKILL: open connections are reset by its kernel).
+    pub fn backend_stop(&mut self, k: usize) {
+        if let Some(mut child) = self.backends[k].serve.take() {
+            child.signal(libc::SIGKILL);
+            let _ = child.wait_timeout(Duration::from_secs(5));
+        }
+    }
+
+    /// What backend `k`'s servers have answered so far (zero before they first report).
+    pub fn served(&self, k: usize) -> Served {
+        read_served(&self.stats_path(k))
+    }
+
+    // ---- configuration ----
+
+    /// Sets backend `k`'s weight for the next [`Deployment::reload_all`].
+    pub fn set_weight(&mut self, k: usize, weight: u16) {
+        self.backends[k].weight = weight;
+    }
+
+    /// Lists or unlists backend `k` in the configuration, for the next
+    /// [`Deployment::reload_all`].
+    pub fn set_in_config(&mut self, k: usize, listed: bool) {
+        self.backends[k].in_config = listed;
+    }
+
+    /// Rewrites every node's configuration file and reloads the nodes that run (SIGHUP);
+    /// returns once each of them runs the new configuration. Nodes that do not run pick it
+    /// up when started. Nothing happens when the configuration did not change.
+    pub fn reload_all(&mut self) -> Result<Duration> {
+        let start = Instant::now();
+        let mut waiting = Vec::new();
+        for j in 0..self.nodes.len() {
+            let text = self.node_config(j, &self.nodes[j].host);
+            let path = self.nodes[j].run.config_path().to_owned();
+            if std::fs::read_to_string(&path).is_ok_and(|old| old == text) {
+                continue;
+            }
+            std::fs::write(&path, text).map_err(file_err(&path))?;
+            if self.nodes[j].run.is_running() {
+                let before = self.config_generation(j);
+                self.nodes[j].run.reload()?;
+                waiting.push((j, before));
+            }
+        }
+        for (j, before) in waiting {
+            wait_until(
+                &format!("node n{j} to apply its new configuration"),
+                Duration::from_secs(15),
+                Duration::from_millis(50),
+                || self.config_generation(j).is_some_and(|g| Some(g) > before),
+            )?;
+        }
+        Ok(start.elapsed())
+    }
+
+    /// The config generation node `j` runs (`None` when its API does not answer).
+    pub fn config_generation(&self, j: usize) -> Option<u64> {
+        let body = self.api(j, "GET", "/v1/status").ok()?.body;
+        let at = body.find("\"config\"")?;
+        let rest = &body[at..];
+        let g = rest.find("\"generation\":")? + "\"generation\":".len();
+        let digits: String = rest[g..]
+            .chars()
+            .skip_while(|c| c.is_whitespace())
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    }
+
+    fn teardown(&mut self) {
+        for n in &mut self.nodes {
+            n.run.kill();
+            n.bird.kill();
+        }
+        for k in 0..self.backends.len() {
+            self.backend_stop(k);
+        }
+        if let Some(mut r) = self.router.take() {
+            r.kill();
+        }
+        self.nodes.clear();
+        self.lab = None;
+        self.bpffs = None;
+        let _ = std::fs::remove_dir_all(&self.spec.dir);
+    }
+}
+
+impl Drop for Deployment {
+    fn drop(&mut self) {
+        if self.persistent {
+            // leave every process, namespace and mount in place; `down` removes them
+            std::mem::forget(std::mem::take(&mut self.nodes));
+            std::mem::forget(std::mem::take(&mut self.backends));
+            std::mem::forget(self.router.take());
+            std::mem::forget(self.lab.take());
+            std::mem::forget(self.bpffs.take());
+        } else {
+            self.teardown();
+        }
+    }
+}
+
+fn vip_prefix(v6: bool) -> String {
+    if v6 {
+        format!("{VIP_V6}/128")
+    } else {
+        format!("{VIP_V4}/32")
+    }
+}
+
+/// Reads a counters file written by `stator lab serve` (`http=N echo=N udp=N`).
+pub fn read_served(path: &Path) -> Served {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut s = Served::default();
+    for word in text.split_whitespace() {
+        if let Some((k, v)) = word.split_once('=') {
+            let v = v.parse().unwrap_or(0);
+            match k {
+                "http" => s.http = v,
+                "echo" => s.echo = v,
+                "udp" => s.udp = v,
+                _ => {}
+            }
+        }
+    }
+    s
+}
+
+/// The spec's shape, for `status` and `down` of another process: `key=value` lines.
+fn write_state(spec: &DeploySpec) -> Result<()> {
+    let path = spec.dir.join("lab.state");
+    let text = format!(
+        "prefix={}\nsubnet={}\nnodes={}\nbackends={}\n",
+        spec.prefix, spec.subnet, spec.nodes, spec.backends
+    );
+    std::fs::write(&path, text).map_err(file_err(&path))
+}
+
+/// What a state directory says about the lab in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabState {
+    /// The namespace prefix.
+    pub prefix: String,
+    /// `S` of the addresses.
+    pub subnet: u8,
+    /// Stator nodes.
+    pub nodes: usize,
+    /// Backends.
+    pub backends: usize,
+}
+
+impl LabState {
+    /// Node `j`'s namespace.
+    pub fn node_ns(&self, j: usize) -> Netns {
+        Netns::existing(&format!("{}l{j}", self.prefix))
+    }
+
+    /// The router's namespace.
+    pub fn router_ns(&self) -> Netns {
+        Netns::existing(&format!("{}r", self.prefix))
+    }
+
+    /// Node `j`'s address of a family (as [`crate::topo`] assigns it).
+    pub fn node_addr(&self, j: usize, v6: bool) -> IpAddr {
+        let h = u8::try_from(11 + j).unwrap_or(u8::MAX);
+        if v6 {
+            IpAddr::V6(Ipv6Addr::new(
+                0xfd00,
+                u16::from(self.subnet),
+                1,
+                0,
+                0,
+                0,
+                0,
+                u16::from(h),
+            ))
+        } else {
+            IpAddr::V4(Ipv4Addr::new(10, self.subnet, 1, h))
+        }
+    }
+
+    /// The router's next hops for the VIP of a family, as node indices.
+    pub fn routed_nodes(&self, v6: bool) -> Vec<usize> {
+        let hops = kernel_next_hops(&self.router_ns(), &vip_prefix(v6)).unwrap_or_default();
+        (0..self.nodes)
+            .filter(|&j| hops.contains(&self.node_addr(j, v6)))
+            .collect()
+    }
+}
+
+/// Reads the state a lab wrote into its directory (`None` when there is no lab there).
+pub fn read_state(dir: &Path) -> Option<LabState> {
+    let text = std::fs::read_to_string(dir.join("lab.state")).ok()?;
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(|v| v.trim().to_owned())
+    };
+    Some(LabState {
+        prefix: field("prefix")?,
+        subnet: field("subnet")?.parse().ok()?,
+        nodes: field("nodes")?.parse().ok()?,
+        backends: field("backends")?.parse().ok()?,
+    })
+}
+
+/// Backend `k`'s counters file in a lab's state directory.
+pub fn served_path(dir: &Path, k: usize) -> PathBuf {
+    dir.join(format!("b{k}.served"))
+}
+
+fn write_pid(dir: &Path, name: &str, pid: Option<u32>) -> Result<()> {
+    let path = dir.join(format!("{name}.pid"));
+    match pid {
+        Some(pid) => std::fs::write(&path, format!("{pid}\n")).map_err(file_err(&path)),
+        None => Ok(()),
+    }
+}
+
+/// What [`down`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DownReport {
+    /// Processes killed by their pid file.
+    pub processes: usize,
+    /// Namespaces removed.
+    pub namespaces: usize,
+    /// Whether the lab's bpffs was unmounted.
+    pub unmounted: bool,
+    /// Whether the state directory existed.
+    pub dir: bool,
+}
+
+impl DownReport {
+    /// True when there was nothing to remove.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Removes a lab, running or left behind by a crash: kills the processes of its pid files
+/// (only those whose command line names the state directory, so a reused pid is left alone),
+/// every process in and every namespace with the prefix, unmounts its bpffs (dropping every
+/// pin) and removes the directory. Idempotent: nothing there is success.
+pub fn down(prefix: &str, dir: &Path) -> Result<DownReport> {
+    let mut report = DownReport::default();
+    let needle = dir.display().to_string();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        report.dir = true;
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().is_none_or(|x| x != "pid") {
+                continue;
+            }
+            let Some(pid) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&needle) {
+                // SAFETY: kill(2) on a pid whose command line names this lab; no memory.
+                #[allow(unsafe_code)]
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+                report.processes += 1;
+            }
+        }
+    }
+    report.namespaces = cleanup(prefix)?;
+    let bpffs = dir.join("bpffs");
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let mounted = bpffs.display().to_string();
+    if mounts
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some(mounted.as_str()))
+    {
+        run(Command::new("umount").arg("-l").arg(&bpffs))?;
+        report.unmounted = true;
+    }
+    if report.dir {
+        std::fs::remove_dir_all(dir).map_err(file_err(dir))?;
+    }
+    Ok(report)
+}
