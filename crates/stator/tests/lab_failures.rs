@@ -249,7 +249,8 @@ fn node_failure_during_a_backend_change_breaks_what_maglev_predicts() {
     // The router's part: where each connection went (the node whose entry for it is fresh).
     // The router's choice is read back from the nodes: `ip route get … sport … dport …`
     // disagreed with the router's actual ECMP choice for about two thirds of the connections
-    // (veth keeps the sender's socket hash on the packet, and the multipath hash uses it).
+    // (presumably because veth keeps the sending socket's random flow hash on the packet and
+    // the multipath hash prefers an L4 hash already there).
 
     let mut tally = BTreeMap::new(); // (kept backend?, predicted break?, survived?) -> count
     let (mut moved, mut changed) = (0, 0);
