@@ -433,8 +433,7 @@ fn established_connections_survive_every_kind_of_reload() {
         lab.add_vip_to_backend(k, vip_addr).unwrap();
         servers.push(Server::tcp_echo(&b.ns, SocketAddr::new(vip_addr, 80), &b.name).unwrap());
         // the health check's endpoint
-        servers
-            .push(Server::tcp_echo(&b.ns, SocketAddr::new(b.addr(false), 80), &b.name).unwrap());
+        servers.push(Server::tcp_echo(&b.ns, SocketAddr::new(b.addr(false), 80), &b.name).unwrap());
         let pins = bpffs.path().join(&b.name);
         let out = stator(
             &b.ns,
