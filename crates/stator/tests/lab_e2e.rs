@@ -16,6 +16,10 @@
 //! state directory) and checks that nothing is left behind. Figures are printed
 //! (`--nocapture`).
 
+mod common;
+
+use common::peer_xdp;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -26,7 +30,6 @@ use std::time::{Duration, Instant};
 use stator_lab::deploy::{self, DeploySpec, Deployment, ECHO_PORT, HTTP_PORT, UDP_PORT};
 use stator_lab::netns::{Netns, is_root};
 use stator_lab::traffic::{LongLived, Round, Tally, http_batch, udp_batch};
-use stator_xdp::AttachMode;
 
 /// One deployment at a time: they compete for two cores and the failure timings matter.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -39,15 +42,6 @@ fn require_root() {
         is_root(),
         "these tests build network namespaces, run BIRD and load XDP programs: run as root"
     );
-}
-
-fn peer_xdp(router: &Netns, port: &str, pin: &Path) -> Result<(), String> {
-    let (pin, port) = (pin.to_owned(), port.to_owned());
-    router
-        .run_in(move || stator_xdp::attach_pass(&pin, &port, AttachMode::Native))
-        .map_err(|e| e.to_string())?
-        .map(|_| ())
-        .map_err(|e| e.to_string())
 }
 
 /// A deployment with its own prefix and state directory; `check_gone` after dropping it.

@@ -16,32 +16,24 @@
 //! Each test has its own namespace prefix (`stf3-`…`stf6-`), subnet (203…206) and state
 //! directory, removed before it starts and when it ends (also on panic).
 
+mod common;
+
+use common::peer_xdp;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stator_lab::deploy::{DeploySpec, Deployment, ECHO_PORT, HTTP_PORT, down};
-use stator_lab::netns::{Netns, is_root, list};
+use stator_lab::netns::{is_root, list};
 use stator_lab::traffic::{Conn, LongLived, Tally, http_batch};
-use stator_xdp::AttachMode;
 
 /// Read timeout of one exchange on a long-lived connection.
 const EXCHANGE: Duration = Duration::from_secs(5);
-
-/// The pass-through XDP program on the router's ports facing the nodes (veth delivers a
-/// node's XDP_TX frames only to a peer with an XDP program; docs/xdp.md).
-fn peer_xdp(router: &Netns, port: &str, pin: &Path) -> Result<(), String> {
-    let (pin, port) = (pin.to_owned(), port.to_owned());
-    router
-        .run_in(move || stator_xdp::attach_pass(&pin, &port, AttachMode::Native))
-        .map_err(|e| e.to_string())?
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
 
 /// A test's deployment; removes everything of its prefix and directory when dropped, and
 /// [`Lab::finish`] checks that nothing is left.
