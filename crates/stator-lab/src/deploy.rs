@@ -114,7 +114,8 @@ impl DeploySpec {
         }
     }
 
-    fn weight(&self, k: usize) -> u16 {
+    /// Backend `k`'s configured weight (1 where [`DeploySpec::weights`] has no entry).
+    pub fn weight(&self, k: usize) -> u16 {
         self.weights.get(k).copied().unwrap_or(1)
     }
 }

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use stator_hash::{MaglevBackend, MaglevTable};
 use stator_lab::deploy::{DeploySpec, Deployment, ECHO_PORT, HTTP_PORT, down};
 use stator_lab::netns::{is_root, list};
 use stator_lab::traffic::{Conn, LongLived, Tally, http_batch};
@@ -279,6 +280,37 @@ fn node_failure_during_a_backend_change_breaks_what_maglev_predicts() {
         100.0 * f_moved,
         100.0 * f_changed,
         100.0 * (1.0 - f_moved * f_changed)
+    );
+    // The hashing evaluation's figure for this change (Figure 12's measure): the share of
+    // the remaining backends' table entries that changed owner, from the same Maglev build
+    // the nodes use (stable names `b<k>-v4`, the spec's weights and table size).
+    let spec = d.spec();
+    let names: Vec<String> = (0..spec.backends).map(|k| format!("b{k}-v4")).collect();
+    let table = |with_removed: bool| {
+        let members: Vec<MaglevBackend<'_>> = (0..spec.backends)
+            .filter(|&k| with_removed || k != REMOVED)
+            .map(|k| MaglevBackend::new(&names[k], u32::from(spec.weight(k)), k as u32))
+            .collect();
+        MaglevTable::build(&members, spec.table_size).unwrap()
+    };
+    let (old_t, new_t) = (table(true), table(false));
+    let removed_id = REMOVED as u32;
+    let (mut kept_slots, mut kept_changed) = (0u64, 0u64);
+    for (a, b) in old_t.slots().iter().zip(new_t.slots()) {
+        if *a != removed_id {
+            kept_slots += 1;
+            kept_changed += u64::from(a != b);
+        }
+    }
+    let f_table = kept_changed as f64 / kept_slots.max(1) as f64;
+    println!(
+        "  the hashing evaluation's disruption for this change: {kept_changed} of the remaining \
+         backends' {kept_slots} entries changed owner ({:.3}%); with {:.1}% of connections moved \
+         that predicts {:.2}% survival — beside {:.1}% observed",
+        100.0 * f_table,
+        100.0 * f_moved,
+        100.0 * (1.0 - f_moved * f_table),
+        pct(obs_survive),
     );
     println!(
         "  survival predicted {pred_survive}/{kept} ({:.1}%), observed {obs_survive}/{kept} \
