@@ -145,34 +145,63 @@ impl Forwarder {
     ///
     /// [`XdpOptions::attach_mode`]: crate::XdpOptions::attach_mode
     pub fn attach(&mut self, iface: &str) -> Result<Attachment> {
-        if !sys::is_root() {
-            return Err(XdpError::NotRoot {
-                what: "attaching XDP".into(),
-            });
-        }
-        let ifindex = sys::if_nametoindex(iface).ok_or_else(|| XdpError::InterfaceMissing {
-            iface: iface.to_string(),
-        })?;
-        let mut warnings = preflight(iface, ifindex);
-        let pin = link_pin(&self.opts.pin_path, iface);
-        let mode = self.opts.attach_mode;
-        let prog: &mut Xdp = self
-            .ebpf
-            .program_mut(PROGRAM_NAME)
-            .and_then(|p| p.try_into().ok())
-            .expect("the program is loaded by Forwarder::load");
-        let replaced = attach_pinned(prog, iface, ifindex, &pin, mode, &mut warnings)?;
-        self.add_tx_port(ifindex)?;
-        let state = sys::xdp_query(ifindex).map_err(|e| attach_err("query", iface, e))?;
-        Ok(Attachment {
-            iface: iface.to_string(),
-            ifindex,
-            mode: XdpMode::from_attached(state.attached),
-            prog_id: state.prog_id,
-            replaced,
-            warnings,
-        })
+        let at = attach_loaded(
+            &mut self.ebpf,
+            PROGRAM_NAME,
+            &self.opts.pin_path,
+            iface,
+            self.opts.attach_mode,
+            |ifindex| preflight(iface, ifindex),
+        )?;
+        self.add_tx_port(at.ifindex)?;
+        Ok(at)
     }
+}
+
+/// Attaches the loaded XDP program `program` of `ebpf` to `iface` (in the calling thread's
+/// namespace) through a bpf_link pinned as `<pin_path>/link_<iface>` ([`attach_pinned`]), and
+/// reports what the kernel now has there. `preflight(ifindex)` gives the warnings about the
+/// host the caller's program cares about. Shared by every program Stator attaches.
+pub(crate) fn attach_loaded(
+    ebpf: &mut aya::Ebpf,
+    program: &str,
+    pin_path: &Path,
+    iface: &str,
+    mode: AttachMode,
+    preflight: impl FnOnce(u32) -> Vec<String>,
+) -> Result<Attachment> {
+    if !sys::is_root() {
+        return Err(XdpError::NotRoot {
+            what: "attaching XDP".into(),
+        });
+    }
+    let ifindex = sys::if_nametoindex(iface).ok_or_else(|| XdpError::InterfaceMissing {
+        iface: iface.to_string(),
+    })?;
+    std::fs::create_dir_all(pin_path)
+        .map_err(|e| XdpError::io(format!("creating pin directory {}", pin_path.display()), e))?;
+    let mut warnings = preflight(ifindex);
+    let prog: &mut Xdp = ebpf
+        .program_mut(program)
+        .and_then(|p| p.try_into().ok())
+        .unwrap_or_else(|| panic!("XDP program `{program}` is loaded before it is attached"));
+    let replaced = attach_pinned(
+        prog,
+        iface,
+        ifindex,
+        &link_pin(pin_path, iface),
+        mode,
+        &mut warnings,
+    )?;
+    let state = sys::xdp_query(ifindex).map_err(|e| attach_err("query", iface, e))?;
+    Ok(Attachment {
+        iface: iface.to_string(),
+        ifindex,
+        mode: XdpMode::from_attached(state.attached),
+        prog_id: state.prog_id,
+        replaced,
+        warnings,
+    })
 }
 
 /// Attaches `prog` to `iface` (index `ifindex`) through a bpf_link pinned at `pin`, in `mode`

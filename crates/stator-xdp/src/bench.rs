@@ -9,16 +9,16 @@
 //! Baselines ([`Baselines`]: XDP_PASS, MAC swap + XDP_TX) run the same ways, so differences
 //! are what the forwarder adds.
 
+use aya::Ebpf;
 use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues, ProgramArray};
 pub use aya::programs::ProgramFd;
 use aya::util::nr_cpus;
-use aya::{Ebpf, EbpfLoader};
 use stator_abi::{BenchFrame, STATOR_BENCH_FRAME_MAX};
 
 use crate::error::{Result, XdpError};
-use crate::forwarder::{load_xdp, program_fd};
+use crate::forwarder::{load_unpinned, program_fd};
 use crate::objects;
-use crate::sys::{self, Rec};
+use crate::sys::Rec;
 use crate::testrun::{TestRunOpts, TestRunOutput, run_xdp};
 
 /// The baseline programs.
@@ -30,17 +30,11 @@ pub struct Baselines {
 impl Baselines {
     /// Loads `stator_pass` and `stator_swap_tx`.
     pub fn load() -> Result<Self> {
-        if !sys::is_root() {
-            return Err(XdpError::NotRoot {
-                what: "loading BPF programs".into(),
-            });
-        }
-        let mut ebpf = Ebpf::load(objects::PASS).map_err(|e| XdpError::Load {
-            object: "stator_pass".into(),
-            source: Box::new(e),
-        })?;
-        load_xdp(&mut ebpf, "stator_pass")?;
-        load_xdp(&mut ebpf, "stator_swap_tx")?;
+        let ebpf = load_unpinned(
+            objects::PASS,
+            "stator_pass",
+            &["stator_pass", "stator_swap_tx"],
+        )?;
         Ok(Self { ebpf })
     }
 
@@ -76,18 +70,7 @@ fn wrap_err(op: &'static str) -> impl Fn(aya::maps::MapError) -> XdpError {
 impl BenchWrapper {
     /// Loads `stator_bench` with fresh (unpinned) maps.
     pub fn load() -> Result<Self> {
-        if !sys::is_root() {
-            return Err(XdpError::NotRoot {
-                what: "loading BPF programs".into(),
-            });
-        }
-        let mut ebpf = EbpfLoader::new()
-            .load(objects::BENCH)
-            .map_err(|e| XdpError::Load {
-                object: "stator_bench".into(),
-                source: Box::new(e),
-            })?;
-        load_xdp(&mut ebpf, "stator_bench")?;
+        let mut ebpf = load_unpinned(objects::BENCH, "stator_bench", &["stator_bench"])?;
         let take = |ebpf: &mut Ebpf, name: &'static str| {
             ebpf.take_map(name).ok_or_else(|| XdpError::Load {
                 object: "stator_bench".into(),

@@ -12,17 +12,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use aya::maps::{Array, HashMap, MapData, PerCpuArray};
-use aya::programs::{ProgramFd, Xdp};
+use aya::programs::ProgramFd;
 use aya::{Ebpf, EbpfLoader};
 use stator_abi::{
     DecapAddr, DecapCfg, DecapCounter, STATOR_DECAP_CNT_MAX, STATOR_DECAP_F_ADDRS,
     STATOR_FAMILY_V4, STATOR_FAMILY_V6, STATOR_GUE_PORT, STATOR_MAX_DECAP_ADDRS,
 };
 
-use crate::attach::{
-    AttachStatus, Attachment, XdpMode, attach_err, attach_pinned, attached_interfaces, attachments,
-    link_pin,
-};
+use crate::attach::{AttachStatus, Attachment, attach_loaded, attached_interfaces, attachments};
 use crate::error::{Result, XdpError};
 use crate::forwarder::{load_xdp, program_fd};
 use crate::maps::check_pins;
@@ -417,32 +414,14 @@ impl Decap {
     /// this process. If a link is already pinned for `iface`, the program is swapped into it
     /// atomically.
     pub fn attach(&mut self, iface: &str) -> Result<Attachment> {
-        if !sys::is_root() {
-            return Err(XdpError::NotRoot {
-                what: "attaching XDP".into(),
-            });
-        }
-        let ifindex = sys::if_nametoindex(iface).ok_or_else(|| XdpError::InterfaceMissing {
-            iface: iface.to_string(),
-        })?;
-        let mut warnings = preflight(iface);
-        let pin = link_pin(&self.opts.pin_path, iface);
-        let mode = self.opts.attach_mode;
-        let prog: &mut Xdp = self
-            .ebpf
-            .program_mut(DECAP_PROGRAM_NAME)
-            .and_then(|p| p.try_into().ok())
-            .expect("the program is loaded by Decap::load");
-        let replaced = attach_pinned(prog, iface, ifindex, &pin, mode, &mut warnings)?;
-        let state = sys::xdp_query(ifindex).map_err(|e| attach_err("query", iface, e))?;
-        Ok(Attachment {
-            iface: iface.to_string(),
-            ifindex,
-            mode: XdpMode::from_attached(state.attached),
-            prog_id: state.prog_id,
-            replaced,
-            warnings,
-        })
+        attach_loaded(
+            &mut self.ebpf,
+            DECAP_PROGRAM_NAME,
+            &self.opts.pin_path,
+            iface,
+            self.opts.attach_mode,
+            |_| preflight(iface),
+        )
     }
 }
 

@@ -341,16 +341,25 @@ pub(crate) fn load_xdp(ebpf: &mut Ebpf, name: &str) -> Result<()> {
 /// pinning anything (for tooling and tests). A rejection is [`XdpError::VerifierRejected`]
 /// carrying the tail of the verifier log.
 pub fn verify(object: &[u8], program: &str) -> Result<()> {
+    load_unpinned(object, program, &[program]).map(drop)
+}
+
+/// Loads the ELF `object` (called `name` in errors) with fresh, unpinned maps and loads each
+/// of its XDP `programs` into the kernel: what benchmarks, baselines and [`verify`] need.
+pub(crate) fn load_unpinned(object: &[u8], name: &str, programs: &[&str]) -> Result<Ebpf> {
     if !sys::is_root() {
         return Err(XdpError::NotRoot {
             what: "loading BPF programs".into(),
         });
     }
     let mut ebpf = Ebpf::load(object).map_err(|e| XdpError::Load {
-        object: program.to_string(),
+        object: name.to_string(),
         source: Box::new(e),
     })?;
-    load_xdp(&mut ebpf, program)
+    for p in programs {
+        load_xdp(&mut ebpf, p)?;
+    }
+    Ok(ebpf)
 }
 
 /// The fd of loaded XDP program `name`.

@@ -9,12 +9,9 @@
 
 use std::path::Path;
 
-use aya::Ebpf;
-use aya::programs::Xdp;
-
-use crate::attach::{Attachment, XdpMode, attach_err, attach_pinned, link_pin};
+use crate::attach::{Attachment, attach_loaded};
 use crate::error::{Result, XdpError};
-use crate::forwarder::load_xdp;
+use crate::forwarder::load_unpinned;
 use crate::objects;
 use crate::options::AttachMode;
 use crate::sys;
@@ -33,30 +30,13 @@ pub fn attach_pass(pin_path: &Path, iface: &str, mode: AttachMode) -> Result<Att
             path: pin_path.to_path_buf(),
         });
     }
-    let ifindex = sys::if_nametoindex(iface).ok_or_else(|| XdpError::InterfaceMissing {
-        iface: iface.to_string(),
-    })?;
-    std::fs::create_dir_all(pin_path)
-        .map_err(|e| XdpError::io(format!("creating pin directory {}", pin_path.display()), e))?;
-    let mut ebpf = Ebpf::load(objects::PASS).map_err(|e| XdpError::Load {
-        object: "stator_pass".into(),
-        source: Box::new(e),
-    })?;
-    load_xdp(&mut ebpf, "stator_pass")?;
-    let prog: &mut Xdp = ebpf
-        .program_mut("stator_pass")
-        .and_then(|p| p.try_into().ok())
-        .expect("loaded just above");
-    let mut warnings = Vec::new();
-    let pin = link_pin(pin_path, iface);
-    let replaced = attach_pinned(prog, iface, ifindex, &pin, mode, &mut warnings)?;
-    let state = sys::xdp_query(ifindex).map_err(|e| attach_err("query", iface, e))?;
-    Ok(Attachment {
-        iface: iface.to_string(),
-        ifindex,
-        mode: XdpMode::from_attached(state.attached),
-        prog_id: state.prog_id,
-        replaced,
-        warnings,
+    if sys::if_nametoindex(iface).is_none() {
+        return Err(XdpError::InterfaceMissing {
+            iface: iface.to_string(),
+        });
+    }
+    let mut ebpf = load_unpinned(objects::PASS, "stator_pass", &["stator_pass"])?;
+    attach_loaded(&mut ebpf, "stator_pass", pin_path, iface, mode, |_| {
+        Vec::new()
     })
 }

@@ -5,21 +5,21 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
+use aya::Ebpf;
 use aya::maps::{Array, DevMapHash, PerCpuArray, PerCpuValues};
 use aya::programs::Xdp;
 use aya::util::nr_cpus;
-use aya::{Ebpf, EbpfLoader};
 use stator_abi::{
     BenchFrame, STATOR_BENCH_FRAME_MAX, STATOR_VSINK_BYTES, STATOR_VSINK_PACKETS,
     STATOR_VSINK_TUNNELLED,
 };
 
-use crate::attach::{Attachment, XdpMode, attach_err, attach_pinned, link_pin};
+use crate::attach::{Attachment, attach_loaded};
 use crate::error::{Result, XdpError};
-use crate::forwarder::load_xdp;
+use crate::forwarder::load_unpinned;
 use crate::objects;
 use crate::options::AttachMode;
-use crate::sys::{self, Rec};
+use crate::sys::Rec;
 
 /// What the sink counted, summed across CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,20 +61,11 @@ fn map_err(op: &'static str) -> impl Fn(aya::maps::MapError) -> XdpError {
 impl VethBench {
     /// Loads the three programs.
     pub fn load() -> Result<Self> {
-        if !sys::is_root() {
-            return Err(XdpError::NotRoot {
-                what: "loading BPF programs".into(),
-            });
-        }
-        let mut ebpf = EbpfLoader::new()
-            .load(objects::VETH_BENCH)
-            .map_err(|e| XdpError::Load {
-                object: "stator_veth".into(),
-                source: Box::new(e),
-            })?;
-        for p in ["stator_vgen", "stator_vsink", "stator_vroute"] {
-            load_xdp(&mut ebpf, p)?;
-        }
+        let ebpf = load_unpinned(
+            objects::VETH_BENCH,
+            "stator_veth",
+            &["stator_vgen", "stator_vsink", "stator_vroute"],
+        )?;
         Ok(Self { ebpf })
     }
 
@@ -154,36 +145,14 @@ impl VethBench {
         pin_path: &Path,
         iface: &str,
     ) -> Result<Attachment> {
-        let ifindex = sys::if_nametoindex(iface).ok_or_else(|| XdpError::InterfaceMissing {
-            iface: iface.to_string(),
-        })?;
-        std::fs::create_dir_all(pin_path).map_err(|e| {
-            XdpError::io(format!("creating pin directory {}", pin_path.display()), e)
-        })?;
-        let prog: &mut Xdp = self
-            .ebpf
-            .program_mut(program)
-            .and_then(|p| p.try_into().ok())
-            .expect("loaded in VethBench::load");
-        let mut warnings = Vec::new();
-        let pin = link_pin(pin_path, iface);
-        let replaced = attach_pinned(
-            prog,
+        attach_loaded(
+            &mut self.ebpf,
+            program,
+            pin_path,
             iface,
-            ifindex,
-            &pin,
             AttachMode::Native,
-            &mut warnings,
-        )?;
-        let state = sys::xdp_query(ifindex).map_err(|e| attach_err("query", iface, e))?;
-        Ok(Attachment {
-            iface: iface.to_string(),
-            ifindex,
-            mode: XdpMode::from_attached(state.attached),
-            prog_id: state.prog_id,
-            replaced,
-            warnings,
-        })
+            |_| Vec::new(),
+        )
     }
 
     /// Attaches the sink to `iface` (native mode, calling thread's namespace), its link pinned
