@@ -318,8 +318,16 @@ fn tcp_connections_spread_over_both_backends_and_replies_bypass_the_lb() {
             "{encap:?}: {:?}",
             fwd_delta.nonzero()
         );
+        // every packet the LB handed to its kernel was not VIP traffic: the node's own
+        // background (ARP, neighbour discovery, MLD — a few, up to a dozen seen in a run)
+        assert_eq!(
+            fwd_delta.get(Counter::ActPass),
+            other,
+            "{encap:?}: the LB passed VIP traffic ({:?})",
+            fwd_delta.nonzero()
+        );
         assert!(
-            other <= 10,
+            other <= 40,
             "{encap:?}: LB passed {other} packets ({:?})",
             fwd_delta.nonzero()
         );
