@@ -54,8 +54,9 @@ pub use health::{
 pub use raw::RawConfig;
 pub use types::{
     Api, Backend, BackendId, Bgp, Config, ConntrackMode, Dataplane, DataplaneMode, Encap,
-    EncapDefaults, Log, LogFormat, LogLevel, Member, Neighbor, Node, OnExit, Pool, PoolId, Proto,
-    Secret, Token, Vip, VipFlags, VipKey, XdpMode,
+    EncapDefaults, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Log, LogFormat,
+    LogLevel, Member, Neighbor, Node, OnExit, Persistence, Pool, PoolId, Proto, Scheduler, Secret,
+    Steering, Token, Upstream, Vip, VipFlags, VipKey, XdpMode,
 };
 pub use validate::validate;
 

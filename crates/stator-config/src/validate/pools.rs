@@ -37,13 +37,20 @@ struct Entry {
     id: Option<String>,
 }
 
-pub(super) fn pools(ctx: &mut Ctx, raw: &[RawPool], node: Option<&Node>) -> Pools {
+pub(super) fn pools(
+    ctx: &mut Ctx,
+    raw: &[RawPool],
+    node: Option<&Node>,
+    proxy_only: bool,
+) -> Pools {
     let mut out = Pools {
         broken: vec![false; raw.len()],
         ..Pools::default()
     };
     names(ctx, raw, &mut out);
     let entries = entries(ctx, raw, &mut out.broken);
+    // A proxy-only node encapsulates nothing: backends need no node address.
+    let node = node.filter(|_| !proxy_only);
     let members = backends(ctx, entries, node, &mut out);
     for (i, (raw_pool, members)) in raw.iter().zip(members).enumerate() {
         let at = FieldPath::root().key("pool").index(i);
