@@ -99,9 +99,9 @@ impl Forwarder {
             &[("stator_ct", opts.ct_entries), ("stator_slots", slots)],
         )?;
         let mut ebpf = EbpfLoader::new()
-            .map_pin_path(&opts.pin_path)
-            .set_max_entries("stator_ct", opts.ct_entries)
-            .set_max_entries("stator_slots", slots)
+            .default_map_pin_directory(&opts.pin_path)
+            .map_max_entries("stator_ct", opts.ct_entries)
+            .map_max_entries("stator_slots", slots)
             .load(object)
             .map_err(|e| XdpError::Load {
                 object: "stator_fwd".into(),
