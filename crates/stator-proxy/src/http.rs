@@ -31,7 +31,7 @@ use hyper_util::rt::TokioIo;
 use stator_sched::Tried;
 use tokio::net::TcpStream;
 
-use crate::io::{ClientIo, ConnState, CounterPair, Counted, Done};
+use crate::io::{ClientIo, ConnState, Counted, CounterPair, Done};
 use crate::shared::ListenerShared;
 use crate::stats::{ClientErrorKind, ErrorKind, Gauge32, GaugeField, ListenerStats, add};
 use crate::tcp::connect;
@@ -104,7 +104,13 @@ async fn handle(
     };
     if let Err(reason) = prepare_request(&mut parts, peer.ip(), &shared) {
         ctx.stats.client_error(ClientErrorKind::BadRequest);
-        return Ok(local(&ctx, &shared, StatusCode::BAD_REQUEST, reason, finish));
+        return Ok(local(
+            &ctx,
+            &shared,
+            StatusCode::BAD_REQUEST,
+            reason,
+            finish,
+        ));
     }
     let req = http::Request::from_parts(parts, body);
     let resp = match forward(&ctx, &shared, peer.ip(), req, finish).await {
@@ -144,7 +150,11 @@ async fn forward(
                     finish,
                 )
             } else {
-                (StatusCode::BAD_GATEWAY, "every upstream tried failed\n", finish)
+                (
+                    StatusCode::BAD_GATEWAY,
+                    "every upstream tried failed\n",
+                    finish,
+                )
             });
         };
         tried.insert(i);
@@ -158,13 +168,19 @@ async fn forward(
                     ustats.error(ErrorKind::Http5xx);
                 }
                 ctx.remember(shared, client, i);
-                return Ok(upstream_response(ctx, shared, resp, addr, sender, active, finish));
+                return Ok(upstream_response(
+                    ctx, shared, resp, addr, sender, active, finish,
+                ));
             }
             Err(Unsent::Back(back, kind)) => {
                 ustats.error(kind);
                 failures += 1;
                 if failures > spec.retries {
-                    return Err((StatusCode::BAD_GATEWAY, "every upstream tried failed\n", finish));
+                    return Err((
+                        StatusCode::BAD_GATEWAY,
+                        "every upstream tried failed\n",
+                        finish,
+                    ));
                 }
                 add(&ctx.stats.retries, 1);
                 req = back;
@@ -183,7 +199,9 @@ async fn forward(
     }
 }
 
-/// Why a request did not get a response from one upstream.
+/// Why a request did not get a response from one upstream (the request is moved back and
+/// forth, never copied: the size difference does not matter).
+#[allow(clippy::large_enum_variant)]
 enum Unsent {
     /// It was not sent: here it is back, for the next upstream.
     Back(http::Request<ReqBody>, ErrorKind),
@@ -244,7 +262,11 @@ async fn open(ctx: &Rc<WorkerCtx>, shared: &ListenerShared, i: usize) -> Result<
     let ustats = Arc::clone(&shared.stats[i]);
     add(&ustats.connects, 1);
     let counters: Arc<dyn CounterPair> = ustats.clone();
-    let io = Counted::new(stream, counters, Rc::new(std::cell::Cell::new(Instant::now())));
+    let io = Counted::new(
+        stream,
+        counters,
+        Rc::new(std::cell::Cell::new(Instant::now())),
+    );
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|_| ErrorKind::ConnectOther)?;

@@ -127,7 +127,11 @@ impl AsyncRead for ClientIo {
         if this.head.as_ref().is_some_and(|(id, _)| *id != exchange) {
             this.head = None;
         }
-        if this.idle_timer.as_ref().is_some_and(|(id, _)| *id != exchange) {
+        if this
+            .idle_timer
+            .as_ref()
+            .is_some_and(|(id, _)| *id != exchange)
+        {
             this.idle_timer = None;
         }
         if this.st.waiting_for_head() {

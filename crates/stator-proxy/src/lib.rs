@@ -45,7 +45,7 @@ pub mod worker;
 pub use error::ProxyError;
 pub use proxy::{ListenerView, Proxy, SourceSteering, SteeringGroup, UpstreamView};
 pub use spec::{
-    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Steering, Timeouts,
-    UpstreamSpec, UpstreamState,
+    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Steering, Timeouts, UpstreamSpec,
+    UpstreamState,
 };
 pub use stats::{ClientErrorKind, DURATION_BUCKETS, ErrorKind, ListenerStats, UpstreamStats};

@@ -191,7 +191,12 @@ impl Proxy {
                 remove,
             } => {
                 let name = shared.spec.name.clone();
-                let keep: Vec<&str> = shared.spec.upstreams.iter().map(|u| u.name.as_str()).collect();
+                let keep: Vec<&str> = shared
+                    .spec
+                    .upstreams
+                    .iter()
+                    .map(|u| u.name.as_str())
+                    .collect();
                 stats.retain_upstreams(&keep);
                 let pin = shared.spec.pin_workers;
                 let Some(r) = self.listeners.get_mut(&name) else {

@@ -181,10 +181,7 @@ impl Histogram {
                 acc
             })
             .collect();
-        (
-            cumulative,
-            self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9,
-        )
+        (cumulative, self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9)
     }
 }
 
@@ -235,14 +232,20 @@ impl ListenerStats {
     /// The counters of the upstream named `name`, created on first use and kept across
     /// reloads.
     pub fn upstream(&self, name: &str) -> Arc<UpstreamStats> {
-        let mut map = self.upstreams.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut map = self
+            .upstreams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         Arc::clone(map.entry(name.to_owned()).or_default())
     }
 
     /// Forgets upstreams not in `keep` whose counters nobody holds (a removed backend's series
     /// disappear once its last connection is gone).
     pub fn retain_upstreams(&self, keep: &[&str]) {
-        let mut map = self.upstreams.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut map = self
+            .upstreams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         map.retain(|name, s| keep.contains(&name.as_str()) || Arc::strong_count(s) > 1);
     }
 }

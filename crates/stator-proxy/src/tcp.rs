@@ -17,7 +17,7 @@ use std::time::Instant;
 use stator_sched::Tried;
 use tokio::net::TcpStream;
 
-use crate::io::{CounterPair, Counted};
+use crate::io::{Counted, CounterPair};
 use crate::stats::{ClientErrorKind, ErrorKind, Gauge32, GaugeField, add};
 use crate::worker::WorkerCtx;
 
@@ -71,10 +71,10 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAd
         let due = last.get() + idle;
         tokio::select! {
             r = &mut copy => {
-                if let Err(e) = r {
-                    if e.kind() == io::ErrorKind::ConnectionReset {
-                        ustats.error(ErrorKind::Reset);
-                    }
+                if let Err(e) = r
+                    && e.kind() == io::ErrorKind::ConnectionReset
+                {
+                    ustats.error(ErrorKind::Reset);
                 }
                 break;
             }

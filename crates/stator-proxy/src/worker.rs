@@ -214,10 +214,10 @@ pub(crate) fn spawn(setup: WorkerSetup) -> std::io::Result<WorkerHandle> {
 fn run(setup: WorkerSetup, stop: watch::Receiver<bool>) {
     if let Some(core) = setup.core {
         let cores = core_affinity::get_core_ids().unwrap_or_default();
-        if let Some(&c) = cores.get(core % cores.len().max(1)) {
-            if !core_affinity::set_for_current(c) {
-                tracing::warn!(listener = %setup.name, worker = setup.id, "cannot pin worker");
-            }
+        if let Some(&c) = cores.get(core % cores.len().max(1))
+            && !core_affinity::set_for_current(c)
+        {
+            tracing::warn!(listener = %setup.name, worker = setup.id, "cannot pin worker");
         }
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()

@@ -33,8 +33,14 @@ fn keep_alive_reuses_upstream_connections_and_adds_forwarded_headers() {
     assert_eq!(seen["b"], 50);
     let conns = a.connections.load(Ordering::SeqCst) + b.connections.load(Ordering::SeqCst);
     let v = &p.listeners()[0];
-    let reused: u64 = v.upstreams.iter().map(|u| u.stats.reused.load(Ordering::Relaxed)).sum();
-    println!("100 requests over one client connection: {conns} upstream connections, {reused} reuses");
+    let reused: u64 = v
+        .upstreams
+        .iter()
+        .map(|u| u.stats.reused.load(Ordering::Relaxed))
+        .sum();
+    println!(
+        "100 requests over one client connection: {conns} upstream connections, {reused} reuses"
+    );
     assert_eq!(conns, 2, "one kept-alive upstream connection per backend");
     assert_eq!(reused, 98);
     assert_eq!(v.stats.requests.load(Ordering::Relaxed), 100);
@@ -49,7 +55,10 @@ fn ten_megabytes_chunked_both_ways() {
     const N: u64 = 10 * 1024 * 1024;
     let (status, h, body) = c.get(&format!("/bytes/{N}"));
     assert_eq!(status, 200);
-    assert!(h.get("content-length").is_none(), "streamed, not buffered: {h:?}");
+    assert!(
+        h.get("content-length").is_none(),
+        "streamed, not buffered: {h:?}"
+    );
     assert_eq!(body.len() as u64, N);
     let mut f = common::Fnv::default();
     f.update(&body);
@@ -75,7 +84,11 @@ fn a_refusing_upstream_is_retried_elsewhere_and_all_refusing_is_502() {
         addr: refused_addr(),
         weight: 5,
     };
-    let (p, addr) = proxy(spec("retry", Protocol::Http, vec![dead.clone(), a.upstream()]));
+    let (p, addr) = proxy(spec(
+        "retry",
+        Protocol::Http,
+        vec![dead.clone(), a.upstream()],
+    ));
     let mut c = Client::connect(addr);
     for _ in 0..20 {
         let (status, h, _) = c.get("/");
@@ -84,7 +97,9 @@ fn a_refusing_upstream_is_retried_elsewhere_and_all_refusing_is_502() {
     }
     let v = &p.listeners()[0];
     let refused = v.upstreams[0].stats.errors(ErrorKind::ConnectRefused);
-    println!("20 requests, upstream `dead` (weight 5) refused {refused} connects, all answered by `a`");
+    println!(
+        "20 requests, upstream `dead` (weight 5) refused {refused} connects, all answered by `a`"
+    );
     assert!(refused > 0);
     assert_eq!(v.stats.retries.load(Ordering::Relaxed), refused);
     p.shutdown(Duration::from_secs(2));
@@ -106,7 +121,11 @@ fn a_refusing_upstream_is_retried_elsewhere_and_all_refusing_is_502() {
 #[test]
 fn no_usable_upstream_is_503_and_health_changes_apply_at_once() {
     let (a, b) = (Backend::start("a"), Backend::start("b"));
-    let (p, addr) = proxy(spec("health", Protocol::Http, vec![a.upstream(), b.upstream()]));
+    let (p, addr) = proxy(spec(
+        "health",
+        Protocol::Http,
+        vec![a.upstream(), b.upstream()],
+    ));
     let mut c = Client::connect(addr);
     p.set_states("health", &[UpstreamState::Absent, UpstreamState::Usable])
         .unwrap();
@@ -156,7 +175,9 @@ fn a_slow_upstream_response_is_504() {
     assert_eq!(c.get("/slow/2000").0, 504);
     assert_eq!(c.get("/slow/10").0, 200);
     assert_eq!(
-        p.listeners()[0].upstreams[0].stats.errors(ErrorKind::Timeout),
+        p.listeners()[0].upstreams[0]
+            .stats
+            .errors(ErrorKind::Timeout),
         1
     );
     p.shutdown(Duration::from_secs(2));

@@ -214,12 +214,7 @@ pub fn proxy(spec: ListenerSpec) -> (Proxy, SocketAddr) {
 
 /// A listener spec on 127.0.0.1:0.
 pub fn spec(name: &str, protocol: Protocol, upstreams: Vec<UpstreamSpec>) -> ListenerSpec {
-    ListenerSpec::new(
-        name,
-        "127.0.0.1:0".parse().unwrap(),
-        protocol,
-        upstreams,
-    )
+    ListenerSpec::new(name, "127.0.0.1:0".parse().unwrap(), protocol, upstreams)
 }
 
 /// One kept-alive client connection (hyper), on a runtime of its own.
@@ -243,6 +238,24 @@ impl Client {
             sender
         });
         Self { rt, sender }
+    }
+
+    /// GET `path`, or `None` when the connection was closed (the server closed a kept-alive
+    /// connection: a client opens a new one).
+    pub fn try_get(&mut self, path: &str) -> Option<u16> {
+        let req = http::Request::builder()
+            .uri(path)
+            .header("host", "test")
+            .body(full(String::new()))
+            .unwrap();
+        let sender = &mut self.sender;
+        self.rt.block_on(async move {
+            sender.ready().await.ok()?;
+            let resp = sender.send_request(req).await.ok()?;
+            let status = resp.status().as_u16();
+            resp.into_body().collect().await.ok()?;
+            Some(status)
+        })
     }
 
     /// GET `path`: (status, headers, body).
