@@ -2,6 +2,8 @@
 //! with one clear line (invalid config, not root, missing interface, forwarding off, a pin
 //! path not on bpffs), a start with BIRD unreachable (not fatal), the client commands' tables and JSON,
 //! drain, apply (good and bad), SIGHUP reloading the file, and SIGTERM ending with exit 0.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
