@@ -80,8 +80,19 @@ pub fn forwarding_enabled(config: &Config) -> Result<(), ControlError> {
     Ok(())
 }
 
-/// Everything the host must provide for `config`.
+/// Everything the host must provide for `config`. A proxy-only node (`dataplane.mode =
+/// "none"`) needs nothing but root for `steering = "source"` (a BPF program).
 pub fn preflight(config: &Config) -> Result<(), ControlError> {
+    if config.dataplane.mode == stator_config::DataplaneMode::None {
+        if config
+            .listeners
+            .iter()
+            .any(|l| l.steering == stator_config::Steering::Source)
+        {
+            require_root("steering = \"source\" (a reuseport BPF program)")?;
+        }
+        return Ok(());
+    }
     require_root("stator run")?;
     interfaces_exist(config)?;
     forwarding_enabled(config)

@@ -43,6 +43,9 @@
 //!   never set) and which settings a reload may not change.
 //! - [`api`]: the admin HTTP API (axum), Prometheus `/metrics`, the packet tracer.
 //! - [`client`]: a small blocking client of that API for the CLI and tests.
+//! - [`listeners`]: the proxy tier (`stator-proxy`) kept in step with the views: listeners
+//!   from `[[listener]]`, upstream states from the same health checks and drains.
+//! - [`noplane`]: the data plane of `dataplane.mode = "none"` (a proxy-only node).
 //! - [`node`]: all of the above started in order and stopped in order — `stator run`.
 //!
 //! ## Contract
@@ -73,8 +76,10 @@ mod error;
 pub mod health;
 pub mod host;
 pub mod ids;
+pub mod listeners;
 pub mod logging;
 pub mod node;
+pub mod noplane;
 pub mod plan;
 pub mod reconciler;
 pub mod view;

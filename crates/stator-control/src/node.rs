@@ -27,6 +27,8 @@ use crate::api::{self, Ctx};
 use crate::dataplane::DataPlane;
 use crate::error::ControlError;
 use crate::host;
+use crate::listeners::ProxyTier;
+use crate::noplane::NoPlane;
 use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
 use crate::view::View;
 use crate::watchdog;
@@ -59,6 +61,7 @@ pub struct Node {
     server: JoinHandle<()>,
     server_stop: oneshot::Sender<()>,
     startup: ApplyReport,
+    follower: JoinHandle<()>,
 }
 
 impl Node {
@@ -89,6 +92,9 @@ impl Node {
 
         let plane: Box<dyn DataPlane> = match opts.plane {
             Some(p) => p,
+            None if config.dataplane.mode == stator_config::DataplaneMode::None => {
+                Box::new(NoPlane::default())
+            }
             None => {
                 let xdp_opts = XdpPlane::options(&config);
                 tokio::task::spawn_blocking(move || XdpPlane::load(&xdp_opts))
@@ -151,7 +157,9 @@ impl Node {
             },
             trans_tx,
         );
+        let proxy = ProxyTier::new(&config.node.name);
         let ctx = Ctx {
+            proxy: proxy.clone(),
             requests: req_tx,
             view: reconciler.subscribe(),
             reader,
@@ -189,8 +197,27 @@ impl Node {
                 return Err(e);
             }
         };
+        // The listeners start once the first snapshot (and so the first health states) is in:
+        // a port that cannot be bound fails the start like any other.
+        let view = reconciler.subscribe();
+        let first = Arc::clone(&view.borrow());
+        if let Err(e) = proxy.apply(&first) {
+            proxy.shutdown(std::time::Duration::ZERO);
+            watchdog.abort();
+            let _ = server_stop.send(());
+            let _ = server.await;
+            if !opts.no_attach {
+                let _ = with_plane(&plane, |p| p.detach(false)).await;
+            }
+            return Err(ControlError::io(
+                "starting the listeners",
+                std::io::Error::other(e.to_string()),
+            ));
+        }
+        let follower = proxy.follow(view);
         let reconciler = tokio::spawn(reconciler.run(inputs));
         Ok(Self {
+            follower,
             ctx,
             api_addr,
             config_path: opts.config_path,
@@ -277,6 +304,12 @@ impl Node {
             Ok(())
         };
         let _ = self.reconciler.await;
+        self.follower.abort();
+        let proxy = self.ctx.proxy.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            proxy.shutdown(std::time::Duration::from_secs(5));
+        })
+        .await;
         self.watchdog.abort();
         let _ = self.server_stop.send(());
         let _ = self.server.await;

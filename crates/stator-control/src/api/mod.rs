@@ -54,6 +54,8 @@ pub struct Ctx {
     pub token: Arc<RwLock<Option<String>>>,
     /// Serializes connection-table walks (they can take a while on a big table).
     pub scan: Arc<Mutex<()>>,
+    /// The proxy tier (listeners).
+    pub proxy: crate::listeners::ProxyTier,
 }
 
 impl Ctx {
@@ -192,6 +194,7 @@ pub fn router(ctx: Ctx) -> Router {
         .route("/v1/backends/{id}/drain", post(handlers::drain))
         .route("/v1/backends/{id}/undrain", post(handlers::undrain))
         .route("/v1/trace", get(trace::handler))
+        .route("/v1/listeners", get(handlers::listeners))
         .route("/metrics", get(metrics::handler))
         .fallback(|| async {
             error_response(StatusCode::NOT_FOUND, "no such endpoint (see docs/api.md)")
