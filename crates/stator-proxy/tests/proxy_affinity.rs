@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 use common::{Backend, Client, spec};
 use stator_proxy::{Algorithm, PersistenceSpec, Protocol, Proxy};
 
+/// Backends seen per (client, worker).
+type Seen = BTreeMap<(u8, String), BTreeSet<String>>;
+
 fn request_from(src: Ipv4Addr, to: SocketAddr) -> (String, String) {
     let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     s.bind(&SocketAddr::new(IpAddr::V4(src), 0).into()).unwrap();
@@ -57,7 +60,7 @@ fn ten_thousand_connections_from_64_clients_keep_their_backend_within_a_worker()
         max_entries: 65_536,
     });
     let (p, addr) = common::proxy(s);
-    let seen: Arc<Mutex<BTreeMap<(u8, String), BTreeSet<String>>>> = Arc::default();
+    let seen: Arc<Mutex<Seen>> = Arc::default();
     let threads: Vec<_> = (0..8u8)
         .map(|t| {
             let seen = Arc::clone(&seen);
