@@ -27,7 +27,7 @@ pub const BACKENDS: [usize; 5] = [10, 100, 500, 1000, 2000];
 /// Options of `stator bench sched`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SchedArgs {
-    /// Reduced run (about a second): fewer picks and 3 repetitions per case.
+    /// Reduced run (about a second): fewer picks and 5 repetitions per case.
     #[arg(long)]
     pub quick: bool,
     /// Print the report as JSON instead of tables.
@@ -47,10 +47,12 @@ pub struct SchedArgs {
 impl SchedArgs {
     /// The measurement plan these options ask for.
     pub fn plan(&self) -> Plan {
+        // Many short repetitions rather than a few long ones: on a shared machine the best
+        // repetition is the one no other process interrupted, and short ones are more often so.
         let (picks, budget, repetitions, limit) = if self.quick {
-            (100_000, 2_000_000, 3, Duration::from_millis(500))
+            (50_000, 1_000_000, 5, Duration::from_millis(500))
         } else {
-            (1_000_000, 20_000_000, 7, Duration::from_secs(2))
+            (200_000, 4_000_000, 25, Duration::from_secs(1))
         };
         Plan {
             backends: BACKENDS.to_vec(),
