@@ -21,6 +21,9 @@ pub enum BenchCmd {
     /// The HTTP proxy against nginx and HAProxy with wrk, same backends, same run; then
     /// Tengine's 20 vs 2,000 backends with VNSWRR and SWRR.
     Proxy(BenchProxyArgs),
+    /// Upstream schedulers: ns per pick at 10 to 2,000 backends (VNSWRR against nginx's SWRR,
+    /// least-conn, P2C, source hash) and the weight-change burst (stator-bench).
+    Sched(stator_bench::sched::SchedArgs),
 }
 
 /// Runs a benchmark.
@@ -30,5 +33,6 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Xdp(args) => bench_xdp::run(args),
         BenchCmd::Veth(args) => bench_veth::run(args),
         BenchCmd::Proxy(args) => bench_proxy::run(args),
+        BenchCmd::Sched(args) => Ok(stator_bench::sched::run(&args)?),
     }
 }
