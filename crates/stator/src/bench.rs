@@ -4,7 +4,6 @@
 use anyhow::Result;
 
 use crate::bench_hashing::{self, HashingArgs};
-use crate::bench_proxy::{self, BenchProxyArgs};
 use crate::bench_veth::{self, BenchVethArgs};
 use crate::bench_xdp::{self, BenchXdpArgs};
 
@@ -20,7 +19,7 @@ pub enum BenchCmd {
     Veth(BenchVethArgs),
     /// The HTTP proxy against nginx and HAProxy with wrk, same backends, same run; then
     /// Tengine's 20 vs 2,000 backends with VNSWRR and SWRR.
-    Proxy(BenchProxyArgs),
+    Proxy(stator_bench::proxy::BenchProxyArgs),
     /// Upstream schedulers: ns per pick at 10 to 2,000 backends (VNSWRR against nginx's SWRR,
     /// least-conn, P2C, source hash) and the weight-change burst (stator-bench).
     Sched(stator_bench::sched::SchedArgs),
@@ -32,7 +31,10 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Hashing(args) => bench_hashing::run(&args),
         BenchCmd::Xdp(args) => bench_xdp::run(args),
         BenchCmd::Veth(args) => bench_veth::run(args),
-        BenchCmd::Proxy(args) => bench_proxy::run(args),
+        BenchCmd::Proxy(args) => {
+            let stator = std::env::current_exe()?;
+            Ok(stator_bench::proxy::run(&args, &stator)?)
+        }
         BenchCmd::Sched(args) => Ok(stator_bench::sched::run(&args)?),
     }
 }

@@ -4,7 +4,6 @@ use clap::{Parser, Subcommand};
 mod attach_out;
 mod bench;
 mod bench_hashing;
-mod bench_proxy;
 mod bench_veth;
 mod bench_xdp;
 mod client_cmd;

@@ -14,8 +14,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
 use serde_json::json;
+
+use crate::error::BenchError;
+
+type Result<T> = std::result::Result<T, BenchError>;
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
+    let what = what.into();
+    move |source| BenchError::Io { what, source }
+}
+
+fn failed(what: impl Into<String>) -> BenchError {
+    BenchError::Failed { what: what.into() }
+}
 
 /// Options of `stator bench proxy`.
 #[derive(Debug, clap::Args)]
@@ -47,24 +59,25 @@ struct Run {
     errors: u64,
 }
 
-/// Runs the benchmark.
-pub fn run(args: BenchProxyArgs) -> Result<()> {
+/// Runs the benchmark; `stator` is the binary whose `stator run` serves the listener.
+pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
     for tool in ["wrk", "nginx", "haproxy", "taskset"] {
-        which(tool).with_context(|| {
-            format!("`{tool}` is not installed: `make deps` installs wrk, nginx-light and haproxy")
-        })?;
+        if which(tool).is_none() {
+            return Err(failed(format!(
+                "`{tool}` is not installed: `make deps` installs wrk, nginx-light and haproxy"
+            )));
+        }
     }
     let secs = args.seconds.unwrap_or(if args.quick { 2 } else { 8 });
     let dir = tempdir()?;
     let backends = Backends::start(if args.no_scale { 1 } else { 2000 })?;
-    let stator = std::env::current_exe().context("finding the stator binary")?;
     let mut runs = Vec::new();
     let one = &backends.addrs[..1];
     for (case, close) in [("keep-alive", false), ("new connection per request", true)] {
         for kind in ["stator", "nginx", "haproxy"] {
             let port = free_port()?;
             let mut p = match kind {
-                "stator" => start_stator(&stator, &dir, port, one, "vnswrr")?,
+                "stator" => start_stator(stator, &dir, port, one, "vnswrr")?,
                 "nginx" => start_nginx(&dir, port, one)?,
                 _ => start_haproxy(&dir, port, one)?,
             };
@@ -82,7 +95,7 @@ pub fn run(args: BenchProxyArgs) -> Result<()> {
         for n in [20usize, 2000] {
             for sched in ["vnswrr", "swrr"] {
                 let port = free_port()?;
-                let mut p = start_stator(&stator, &dir, port, &backends.addrs[..n], sched)?;
+                let mut p = start_stator(stator, &dir, port, &backends.addrs[..n], sched)?;
                 wait_port(port)?;
                 let r = wrk(port, secs, args.connections, false);
                 p.stop();
@@ -240,20 +253,20 @@ fn start_stator(
          [listener.http]\nkeepalive_pool = 32\nforwarded_for = false\n"
     );
     let path = dir.join(format!("stator-{port}.toml"));
-    std::fs::write(&path, t)?;
+    std::fs::write(&path, t).map_err(io("writing the stator configuration"))?;
     let child = pinned("0", stator)
         .arg("run")
         .arg("-c")
         .arg(&path)
         .spawn()
-        .context("starting stator run")?;
+        .map_err(io("starting stator run"))?;
     Ok(Proc(child, "stator"))
 }
 
 fn start_nginx(dir: &Path, port: u16, backends: &[SocketAddr]) -> Result<Proc> {
     let servers: String = backends.iter().map(|a| format!("server {a};\n")).collect();
     let prefix = dir.join(format!("nginx-{port}"));
-    std::fs::create_dir_all(&prefix)?;
+    std::fs::create_dir_all(&prefix).map_err(io("creating nginx's prefix"))?;
     let conf = format!(
         "daemon off;\nmaster_process on;\nworker_processes 2;\npid {p}/nginx.pid;\n\
          error_log {p}/error.log crit;\nevents {{ worker_connections 8192; }}\n\
@@ -266,14 +279,14 @@ fn start_nginx(dir: &Path, port: u16, backends: &[SocketAddr]) -> Result<Proc> {
         p = prefix.display()
     );
     let path = prefix.join("nginx.conf");
-    std::fs::write(&path, conf)?;
+    std::fs::write(&path, conf).map_err(io("writing nginx.conf"))?;
     let child = pinned("0", Path::new("nginx"))
         .arg("-p")
         .arg(&prefix)
         .arg("-c")
         .arg(&path)
         .spawn()
-        .context("starting nginx")?;
+        .map_err(io("starting nginx"))?;
     Ok(Proc(child, "nginx"))
 }
 
@@ -291,13 +304,13 @@ fn start_haproxy(dir: &Path, port: u16, backends: &[SocketAddr]) -> Result<Proc>
          backend b\n  balance roundrobin\n  http-reuse always\n{servers}"
     );
     let path = dir.join(format!("haproxy-{port}.cfg"));
-    std::fs::write(&path, conf)?;
+    std::fs::write(&path, conf).map_err(io("writing haproxy.cfg"))?;
     let child = pinned("0", Path::new("haproxy"))
         .arg("-db")
         .arg("-f")
         .arg(&path)
         .spawn()
-        .context("starting haproxy")?;
+        .map_err(io("starting haproxy"))?;
     Ok(Proc(child, "haproxy"))
 }
 
@@ -314,7 +327,7 @@ fn wrk(port: u16, secs: u64, conns: u32, close: bool) -> Result<Run> {
         c.args(["-H", "Connection: close"]);
     }
     c.arg(format!("http://127.0.0.1:{port}/"));
-    let out = c.stdin(Stdio::null()).output().context("running wrk")?;
+    let out = c.stdin(Stdio::null()).output().map_err(io("running wrk"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let mut rps = None;
     let mut p99 = None;
@@ -342,7 +355,7 @@ fn wrk(port: u16, secs: u64, conns: u32, close: bool) -> Result<Run> {
             p99_ms: p,
             errors,
         }),
-        _ => bail!("could not read wrk's report:\n{text}"),
+        _ => Err(failed(format!("could not read wrk's report:\n{text}"))),
     }
 }
 
@@ -376,20 +389,21 @@ impl Backends {
     fn start(n: usize) -> Result<Self> {
         let mut listeners = Vec::with_capacity(n);
         for _ in 0..n {
-            let l = TcpListener::bind("127.0.0.1:0")?;
-            l.set_nonblocking(true)?;
+            let l = TcpListener::bind("127.0.0.1:0").map_err(io("binding a backend"))?;
+            l.set_nonblocking(true).map_err(io("binding a backend"))?;
             listeners.push(l);
         }
         let addrs = listeners
             .iter()
             .map(TcpListener::local_addr)
-            .collect::<std::io::Result<Vec<_>>>()?;
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(io("binding a backend"))?;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let s = std::sync::Arc::clone(&stop);
         std::thread::Builder::new()
             .name("bench-backends".into())
             .spawn(move || {
-                pin_to(1);
+                crate::pin::pin_to_cpu(1);
                 let Ok(rt) = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -412,7 +426,8 @@ impl Backends {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 });
-            })?;
+            })
+            .map_err(io("starting the backends' thread"))?;
         Ok(Self { addrs, stop })
     }
 }
@@ -456,25 +471,9 @@ async fn serve_backend(mut c: tokio::net::TcpStream) {
     }
 }
 
-fn pin_to(cpu: usize) {
-    let _ = Command::new("taskset")
-        .args(["-p", "-c", &cpu.to_string()])
-        .arg(gettid().to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-}
-
-/// The calling thread's id, from /proc (no libc call needed).
-fn gettid() -> u64 {
-    std::fs::read_link("/proc/thread-self")
-        .ok()
-        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
-        .unwrap_or(0)
-}
-
 fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    let l = TcpListener::bind("127.0.0.1:0").map_err(io("finding a free port"))?;
+    Ok(l.local_addr().map_err(io("finding a free port"))?.port())
 }
 
 fn wait_port(port: u16) -> Result<()> {
@@ -487,27 +486,28 @@ fn wait_port(port: u16) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    bail!("nothing listens on 127.0.0.1:{port} after 10 s")
+    Err(failed(format!(
+        "nothing listens on 127.0.0.1:{port} after 10 s"
+    )))
 }
 
-fn which(tool: &str) -> Result<PathBuf> {
+fn which(tool: &str) -> Option<PathBuf> {
     let out = Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
-        .output()?;
+        .output()
+        .ok()?;
     let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if path.is_empty() {
-        bail!("{tool} not found");
-    }
-    Ok(PathBuf::from(path))
+    (!path.is_empty()).then(|| PathBuf::from(path))
 }
 
 fn tempdir() -> Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("stator-bench-proxy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let mut f = std::fs::File::create(dir.join("README"))?;
+    std::fs::create_dir_all(&dir).map_err(io("creating a temporary directory"))?;
+    let mut f = std::fs::File::create(dir.join("README")).map_err(io("writing README"))?;
     writeln!(
         f,
         "stator bench proxy: configurations of one run; removed at its end"
-    )?;
+    )
+    .map_err(io("writing README"))?;
     Ok(dir)
 }
