@@ -178,6 +178,7 @@ pub(crate) fn attach_loaded(
     let ifindex = sys::if_nametoindex(iface).ok_or_else(|| XdpError::InterfaceMissing {
         iface: iface.to_string(),
     })?;
+    crate::bpffs::ensure_bpffs(pin_path)?;
     std::fs::create_dir_all(pin_path)
         .map_err(|e| XdpError::io(format!("creating pin directory {}", pin_path.display()), e))?;
     let mut warnings = preflight(ifindex);

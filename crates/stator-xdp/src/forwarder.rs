@@ -76,11 +76,7 @@ impl Forwarder {
             });
         }
         opts.validate()?;
-        if !sys::on_bpffs(&opts.pin_path).unwrap_or(false) {
-            return Err(XdpError::NotBpffs {
-                path: opts.pin_path.clone(),
-            });
-        }
+        crate::bpffs::ensure_bpffs(&opts.pin_path)?;
         std::fs::create_dir_all(&opts.pin_path).map_err(|e| {
             XdpError::io(
                 format!("creating pin directory {}", opts.pin_path.display()),

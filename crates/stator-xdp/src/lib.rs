@@ -34,6 +34,7 @@
 
 mod attach;
 pub mod bench;
+mod bpffs;
 mod decap;
 mod error;
 mod forwarder;
@@ -50,6 +51,7 @@ pub use attach::{
     AttachStatus, Attachment, Status, XdpMode, attached_interfaces, detach, detach_all, purge,
     status,
 };
+pub use bpffs::{BPFFS_ROOT, bpffs_mount_point, ensure_bpffs};
 pub use decap::{
     DECAP_MAPS, DECAP_PROGRAM_NAME, DEFAULT_DECAP_PIN_PATH, Decap, DecapConfig, DecapCounters,
     DecapMaps, DecapOptions, DecapStatus, decap_purge, decap_status,

@@ -224,6 +224,30 @@ pub(crate) fn on_bpffs(path: &Path) -> io::Result<bool> {
     Ok(st.f_type as i64 == BPF_FS_MAGIC)
 }
 
+/// Mounts a fresh bpffs at `at` (an existing directory), private to nobody but root (mode 0700).
+pub(crate) fn mount_bpffs(at: &Path) -> io::Result<()> {
+    let target = CString::new(at.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("path contains NUL"))?;
+    let source = c"bpf";
+    let fstype = c"bpf";
+    let data = c"mode=0700";
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call; mount reads them
+    // and touches no other memory of ours.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            data.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The system page size.
 pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
