@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
+use std::io::{Read as _, Write as _};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsFd;
 use std::process::Command;
@@ -154,10 +154,21 @@ pub struct Workers {
 
 impl Workers {
     pub fn start(ns: &Netns, proto: Proto, addr: SocketAddr, n: u32) -> Self {
+        Self::start_gated(ns, proto, addr, n, true)
+    }
+
+    /// Like [`Workers::start`]; TCP workers accept only once `accepting` is set.
+    pub fn start_gated(
+        ns: &Netns,
+        proto: Proto,
+        addr: SocketAddr,
+        n: u32,
+        accepting: bool,
+    ) -> Self {
         let mut w = Self {
             sockets: Vec::new(),
             stop: Arc::new(AtomicBool::new(false)),
-            accepting: Arc::new(AtomicBool::new(true)),
+            accepting: Arc::new(AtomicBool::new(accepting)),
             threads: Vec::new(),
             proto,
         };
@@ -233,13 +244,9 @@ fn serve(id: u32, socket: &Socket, proto: Proto, stop: &AtomicBool, accepting: &
                 }
                 match socket.accept() {
                     Ok((conn, _)) => {
+                        // clients send nothing, so closing right away sends a FIN after the id
                         let mut conn: std::net::TcpStream = conn.into();
                         let _ = conn.write_all(&[id as u8]);
-                        // read what the client sent (if anything) so a close sends FIN, not RST
-                        let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
-                        let _ = conn.shutdown(std::net::Shutdown::Write);
-                        let mut rest = [0u8; 64];
-                        let _ = conn.read(&mut rest);
                     }
                     Err(e) if is_timeout(&e) => {}
                     Err(_) => return, // the socket was shut down
@@ -314,12 +321,13 @@ impl Round {
             .sum()
     }
 
-    /// Answers whose worker differs from `predict(client)`.
+    /// Answers whose worker differs from `predict(client)` (`None`: the kernel's hash decides,
+    /// any worker is right).
     pub fn mispredicted(&self, predict: impl Fn(SocketAddr) -> Option<u32>) -> Vec<Answer> {
         self.answers
             .iter()
             .copied()
-            .filter(|a| predict(a.client) != Some(a.worker))
+            .filter(|a| predict(a.client).is_some_and(|w| w != a.worker))
             .collect()
     }
 }
@@ -379,8 +387,11 @@ pub fn drive(
     total
 }
 
-/// One TCP connection from `ip`: the worker id the server wrote.
-pub fn tcp_once(ip: IpAddr, server: SocketAddr) -> std::io::Result<Answer> {
+/// A TCP connection from `ip` (any port) to `server`, with its local address.
+pub fn tcp_connect(
+    ip: IpAddr,
+    server: SocketAddr,
+) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
     let s = Socket::new(
         Domain::for_address(server),
         Type::STREAM,
@@ -393,7 +404,12 @@ pub fn tcp_once(ip: IpAddr, server: SocketAddr) -> std::io::Result<Answer> {
         .local_addr()?
         .as_socket()
         .ok_or_else(|| std::io::Error::other("no local address"))?;
-    let mut stream: std::net::TcpStream = s.into();
+    Ok((s.into(), client))
+}
+
+/// One TCP connection from `ip`: the worker id the server wrote.
+pub fn tcp_once(ip: IpAddr, server: SocketAddr) -> std::io::Result<Answer> {
+    let (mut stream, client) = tcp_connect(ip, server)?;
     let mut id = [0u8; 1];
     stream.read_exact(&mut id)?;
     Ok(Answer {
