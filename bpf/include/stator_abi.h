@@ -443,7 +443,7 @@ enum stator_decap_counter {
  * worker socket from a Maglev table over worker ids, keyed by the Toeplitz hash of the client's
  * address (and port, with STATOR_RP_F_PORT). Maps (not pinned; the proxy's process owns them):
  *   stator_rp_cfg    ARRAY[1]                       struct stator_rp_cfg (written before attach)
- *   stator_rp_socks  REUSEPORT_SOCKARRAY[workers]   worker id -> socket (fd in, cookie out)
+ *   stator_rp_socks  REUSEPORT_SOCKARRAY[workers]   worker id -> socket (a 4-byte fd in)
  *   stator_rp_table  ARRAY[table_size]              __u32 worker id, STATOR_RP_NO_WORKER = none
  *   stator_rp_cnt    PERCPU_ARRAY[STATOR_RP_CNT_MAX] __u64
  * The loader sets the sizes of stator_rp_socks and stator_rp_table at load time. */

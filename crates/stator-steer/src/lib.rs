@@ -48,7 +48,8 @@ mod table;
 pub use error::{Result, SteerError};
 pub use key::{HashFields, RssKey};
 pub use loader::{
-    OBJECT, PROGRAM_NAME, ReuseportSteering, SteerCounters, SteeringOptions, WorkersChange,
+    OBJECT, PROGRAM_NAME, ProgramStats, ReuseportSteering, SteerCounters, SteeringOptions,
+    WorkersChange,
 };
 pub use stator_abi::{
     RpCounter, STATOR_RP_MAX_TABLE_SIZE, STATOR_RP_MAX_WORKERS, STATOR_RP_PROBES,

@@ -102,6 +102,18 @@ impl fmt::Display for SteerCounters {
     }
 }
 
+/// What the kernel says about the loaded program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgramStats {
+    /// Runs counted by the kernel — only while run-time statistics are enabled
+    /// (`aya::sys::enable_stats(Stats::RunTime)`, or the `kernel.bpf_stats_enabled` sysctl).
+    pub runs: u64,
+    /// Time spent in those runs.
+    pub run_time: std::time::Duration,
+    /// Instructions the verifier accepted (kernel ≥ 5.16).
+    pub verified_instructions: Option<u32>,
+}
+
 /// What [`ReuseportSteering::set_workers`] changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkersChange {
@@ -308,6 +320,28 @@ impl ReuseportSteering {
             out.values[counter.index() as usize] = per_cpu.iter().copied().sum();
         }
         Ok(out)
+    }
+
+    /// The kernel's statistics of the program (run time, runs, verified size).
+    ///
+    /// # Errors
+    /// [`SteerError::Load`] when the program's information cannot be read.
+    pub fn program_stats(&self) -> Result<ProgramStats> {
+        let program: &SkReuseport = self
+            .ebpf
+            .program(PROGRAM_NAME)
+            .ok_or_else(|| SteerError::Load {
+                source: format!("the object has no program {PROGRAM_NAME}").into(),
+                hint: "",
+            })?
+            .try_into()
+            .map_err(program_error)?;
+        let info = program.info().map_err(program_error)?;
+        Ok(ProgramStats {
+            runs: info.run_count(),
+            run_time: info.run_time(),
+            verified_instructions: info.verified_instruction_count(),
+        })
     }
 
     /// The table the program uses, for predicting its choices ([`SteeringTable::pick`]).

@@ -351,6 +351,44 @@ mod tests {
         );
     }
 
+    /// Why changes are made in place: a fresh Maglev table over the remaining workers also moves
+    /// slots between workers that stayed (the paper's Figure 12); in place, none move.
+    #[test]
+    fn a_rebuild_would_move_other_workers_slots_in_place_does_not() {
+        let mut rebuild_moves_others = 0;
+        for n in 2..=16u32 {
+            let all = table(n);
+            let live: Vec<u32> = (0..n).filter(|&w| w != n / 2).collect();
+            let rebuilt = build(&live, all.size()).unwrap();
+            let others = all
+                .slots()
+                .iter()
+                .zip(rebuilt.slots())
+                .filter(|(a, b)| **a != n / 2 && a != b)
+                .count();
+            let in_place = all.with_live(&live).unwrap();
+            let in_place_others = in_place
+                .delta(&all)
+                .unwrap()
+                .iter()
+                .filter(|c| all.slots()[c.index as usize] != n / 2)
+                .count();
+            println!(
+                "{n} workers, M = {}, worker {} leaves: a rebuild moves {others} slots of other \
+                 workers ({:.2}% of the table), in place {in_place_others}",
+                all.size(),
+                n / 2,
+                100.0 * others as f64 / f64::from(all.size())
+            );
+            assert_eq!(in_place_others, 0);
+            rebuild_moves_others += others;
+        }
+        assert!(
+            rebuild_moves_others > 0,
+            "Maglev rebuilds became minimally disruptive?"
+        );
+    }
+
     /// Filling an empty table in place is Maglev's Pseudocode 1: the same table as stator-hash
     /// builds.
     #[test]

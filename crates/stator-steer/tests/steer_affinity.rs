@@ -37,6 +37,8 @@ fn run(case: &Case) {
     .expect("load the steering program");
     workers.steer(&mut steering);
 
+    // the kernel's run-time statistics, for as long as this fd is open
+    let stats_fd = aya::sys::enable_stats(aya::sys::Stats::RunTime).expect("BPF_ENABLE_STATS");
     let before = steering.counters().expect("counters");
     let round = drive(
         &lab.client,
@@ -47,16 +49,23 @@ fn run(case: &Case) {
         8,
     );
     let counted = steering.counters().expect("counters").since(&before);
+    let stats = steering.program_stats().expect("program stats");
+    drop(stats_fd);
     let live = workers.live();
     let wrong = round.mispredicted(|c| predict(steering.table(), &live, c));
     let total = round.answers.len();
     println!(
-        "{}: {total} answered ({} failed), {} mispredicted, {} clients split across workers; \
-         program: {counted}",
+        "{}: {total} answered ({} failed), {} mispredicted, {} clients split across workers, \
+         per worker {:?}; program: {counted}; {} runs, {:.0} ns per run, {:?} instructions \
+         verified",
         case.tag,
         round.failed,
         wrong.len(),
-        round.split_clients()
+        round.split_clients(),
+        round.per_worker(WORKERS),
+        stats.runs,
+        stats.run_time.as_nanos() as f64 / stats.runs.max(1) as f64,
+        stats.verified_instructions
     );
     assert_eq!(
         round.failed, 0,
@@ -98,13 +107,14 @@ fn run(case: &Case) {
     assert_eq!(kernel.failed, 0, "{:?}", kernel.last_error);
     println!(
         "{}: kernel 4-tuple hash: {} of {} clients split across workers; {} of {} answers \
-         ({:.1}%) away from their client's most frequent worker",
+         ({:.1}%) away from their client's most frequent worker; per worker {:?}",
         case.tag,
         kernel.split_clients(),
         clients.len(),
         kernel.off_majority(),
         kernel.answers.len(),
-        100.0 * kernel.off_majority() as f64 / kernel.answers.len().max(1) as f64
+        100.0 * kernel.off_majority() as f64 / kernel.answers.len().max(1) as f64,
+        kernel.per_worker(WORKERS)
     );
 }
 

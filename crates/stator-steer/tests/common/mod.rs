@@ -306,6 +306,17 @@ impl Round {
             .count()
     }
 
+    /// Answers per worker (index = worker id).
+    pub fn per_worker(&self, workers: u32) -> Vec<usize> {
+        let mut v = vec![0; workers as usize];
+        for a in &self.answers {
+            if let Some(n) = v.get_mut(a.worker as usize) {
+                *n += 1;
+            }
+        }
+        v
+    }
+
     /// Answers that reached a worker other than their client's most frequent one: the
     /// connections a per-worker session table would not recognise.
     pub fn off_majority(&self) -> usize {
