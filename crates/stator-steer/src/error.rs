@@ -53,12 +53,14 @@ pub enum SteerError {
         hint: &'static str,
     },
     /// A map operation failed.
-    #[error("{op} {map}: {source}{hint}")]
+    #[error("{op} {map}: {detail}{hint}")]
     Map {
         /// The map.
         map: &'static str,
         /// What was being done.
         op: String,
+        /// `source` and its causes (the OS error), as one line.
+        detail: String,
         /// What aya reported.
         #[source]
         source: Box<aya::maps::MapError>,
@@ -67,15 +69,32 @@ pub enum SteerError {
     },
     /// `SO_ATTACH_REUSEPORT_EBPF` (or the detach) failed.
     #[error(
-        "{op} the steering program: {source} (the socket must have SO_REUSEPORT set and be bound)"
+        "{op} the steering program: {detail} (the socket must have SO_REUSEPORT set and be bound)"
     )]
     Attach {
         /// `attaching` or `detaching`.
         op: &'static str,
+        /// `source` and its causes (the OS error), as one line.
+        detail: String,
         /// What aya reported.
         #[source]
         source: Box<aya::programs::ProgramError>,
     },
+}
+
+/// An error and its causes as one line, `a: b: c` (aya keeps the OS error in the causes).
+pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let text = c.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = c.source();
+    }
+    out
 }
 
 /// Result alias.

@@ -13,7 +13,7 @@ use stator_abi::{
 };
 use stator_hash::SlotChange;
 
-use crate::error::ROOT_HINT;
+use crate::error::{ROOT_HINT, chain};
 use crate::table::default_table_size;
 use crate::{HashFields, Result, RssKey, SteerError, SteeringTable};
 
@@ -220,6 +220,7 @@ impl ReuseportSteering {
             .map_err(|e| SteerError::Map {
                 map: SOCKS_MAP,
                 op: format!("putting worker {worker}'s socket into"),
+                detail: chain(&e),
                 source: Box::new(e),
                 hint: " (the socket must have SO_REUSEPORT, be bound — and listening, for TCP \
                         — and belong to no other steering group)",
@@ -260,6 +261,7 @@ impl ReuseportSteering {
             .map_err(program_error)?;
         program.attach(socket).map_err(|e| SteerError::Attach {
             op: "attaching",
+            detail: chain(&e),
             source: Box::new(e),
         })
     }
@@ -272,6 +274,7 @@ impl ReuseportSteering {
     pub fn detach(socket: impl AsFd) -> Result<()> {
         SkReuseport::detach(socket).map_err(|e| SteerError::Attach {
             op: "detaching",
+            detail: chain(&e),
             source: Box::new(e),
         })
     }
@@ -404,7 +407,7 @@ fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
 fn load_error(e: EbpfError) -> SteerError {
     let hint = if is_eperm(&e) { ROOT_HINT } else { "" };
     SteerError::Load {
-        source: Box::new(e),
+        source: chain(&e).into(),
         hint,
     }
 }
@@ -422,7 +425,7 @@ fn program_error(e: ProgramError) -> SteerError {
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             format!("{io_error}; verifier log (tail):\n{}", tail.join("\n")).into()
         }
-        other => Box::new(other),
+        other => chain(&other).into(),
     };
     SteerError::Load { source, hint }
 }
@@ -432,6 +435,7 @@ fn map_error(map: &'static str, op: &str, source: MapError) -> SteerError {
     SteerError::Map {
         map,
         op: op.to_owned(),
+        detail: chain(&source),
         source: Box::new(source),
         hint,
     }
