@@ -446,6 +446,14 @@ mod tests {
     use super::*;
     use stator_abi::RpCfg;
 
+    /// The proxy keeps a group in its listener, which moves between threads.
+    #[test]
+    fn a_group_can_move_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<ReuseportSteering>();
+        send_sync::<crate::SteeringTable>();
+    }
+
     #[test]
     fn cfg_bytes_follow_the_header_layout() {
         let table = SteeringTable::new(5, 1009, RssKey::microsoft(), HashFields::AddrPort).unwrap();
