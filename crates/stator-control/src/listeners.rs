@@ -12,14 +12,15 @@
 //! (`stator_proxy_reload_failures_total`); the configuration itself is already committed by
 //! then, and every other listener applies.
 
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use stator_config::{Config, ListenerProtocol, Scheduler, Steering};
 use stator_proxy::{
-    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Proxy, Timeouts, UpstreamSpec,
-    UpstreamState,
+    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Proxy, SourceSteering,
+    SteeringGroup, Timeouts, UpstreamSpec, UpstreamState,
 };
 use tokio::sync::watch;
 
@@ -37,8 +38,9 @@ pub struct ProxyTier {
 impl ProxyTier {
     /// A proxy tier with no listener yet.
     pub fn new(node: &str) -> Self {
+        let steering: Arc<dyn SourceSteering> = Arc::new(KernelSteering);
         Self {
-            proxy: Arc::new(Mutex::new(Proxy::new(node, None))),
+            proxy: Arc::new(Mutex::new(Proxy::new(node, Some(steering)))),
             reload_failures: Arc::default(),
         }
     }
@@ -79,9 +81,48 @@ impl ProxyTier {
 
     /// Stops every listener (sockets closed, connections given up to `limit`).
     pub fn shutdown(&self, limit: std::time::Duration) {
-        let node = String::new();
-        let proxy = std::mem::replace(&mut *self.lock(), Proxy::new(&node, None));
+        let proxy = std::mem::replace(&mut *self.lock(), Proxy::new("", None));
         proxy.shutdown(limit);
+    }
+}
+
+/// `steering = "source"`: `stator-steer`'s `SK_REUSEPORT` program, one per listener.
+#[derive(Debug)]
+struct KernelSteering;
+
+/// Worker ids a group can hold: room for reloads that add workers (a live id without a
+/// socket falls back to the next table slot, counted by the program).
+const STEERING_CAPACITY: usize = 64;
+
+impl SourceSteering for KernelSteering {
+    fn group(&self, _listener: &str, workers: usize) -> Result<Box<dyn SteeringGroup>, String> {
+        let capacity = workers.max(STEERING_CAPACITY) as u32;
+        let loaded =
+            stator_steer::ReuseportSteering::load(&stator_steer::SteeringOptions::new(capacity))
+                .map_err(|e| e.to_string())?;
+        Ok(Box::new(Group(loaded)))
+    }
+}
+
+#[derive(Debug)]
+struct Group(stator_steer::ReuseportSteering);
+
+impl SteeringGroup for Group {
+    fn set_socket(&mut self, worker: usize, fd: BorrowedFd<'_>) -> Result<(), String> {
+        self.0
+            .set_socket(worker as u32, fd)
+            .map_err(|e| e.to_string())
+    }
+
+    fn attach(&mut self, fd: BorrowedFd<'_>) -> Result<(), String> {
+        self.0.attach(fd).map_err(|e| e.to_string())
+    }
+
+    fn set_workers(&mut self, live: &[u32]) -> Result<(), String> {
+        self.0
+            .set_workers(live)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -285,6 +285,8 @@ impl Proxy {
         if let Some(first) = sockets.first() {
             group.attach(first.as_fd()).map_err(fail)?;
         }
+        let live: Vec<u32> = (0..sockets.len() as u32).collect();
+        group.set_workers(&live).map_err(fail)?;
         Ok(Some(group))
     }
 
