@@ -30,7 +30,7 @@
 //! - [`dataplane::DataPlane`] is the boundary to a forwarder: commit, read back, attach and
 //!   detach, self-test; [`dataplane::PlaneReader`] reads counters and the connection table
 //!   without holding the writer. [`xdp::XdpPlane`] implements both for `stator-xdp`.
-//! - [`health`]: TCP connect, HTTP GET and UDP probes on a jittered schedule, rise/fall
+//! - [`health`]: TCP connect, HTTP GET, HTTPS GET (rustls) and UDP probes on a jittered schedule, rise/fall
 //!   state machines; also keeps the kernel's neighbour entries of backends resolved (which the
 //!   XDP forwarder needs and cannot do itself).
 //! - [`reconciler`]: the one owner of the node's state. Every input is a message; each

@@ -79,6 +79,7 @@ impl Node {
             host::preflight(&config)?;
         }
         let token = host::resolve_token(&config)?;
+        host::tls_files(&config)?;
         let listen = opts.listen.unwrap_or(config.api.listen);
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
             ControlError::io(format!("binding the admin API to {listen} (api.listen)"), e)

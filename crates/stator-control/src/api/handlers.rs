@@ -290,6 +290,7 @@ pub async fn config_validate(
         let running = ctx.view();
         let problem = crate::host::reloadable(&running.config, &config)
             .and_then(|()| crate::host::forwarding_enabled(&config))
+            .and_then(|()| crate::host::tls_files(&config))
             .err();
         if let Some(e) = problem {
             out["ok"] = json!(false);

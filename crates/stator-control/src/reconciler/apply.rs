@@ -38,6 +38,7 @@ impl Reconciler {
         host::reloadable(&self.config, &config)?;
         host::forwarding_enabled(&config)?;
         let token = host::resolve_token(&config)?;
+        host::tls_files(&config)?;
         let plan = config.health_plan();
         let (ids, assignment) = self
             .ids
