@@ -39,7 +39,10 @@
 //!   answering, self-test); withdraws everything on failure and re-attaches.
 //! - [`host`]: what the host must provide (root, interfaces, forwarding sysctls — checked,
 //!   never set) and which settings a reload may not change.
-//! - [`api`]: the admin HTTP API (axum), Prometheus `/metrics`, the packet tracer.
+//! - [`events`]: the recent events (health changes, reloads, drains, announcements) the
+//!   reconciler records for `GET /v1/events` and the status page.
+//! - [`api`]: the admin HTTP API (axum), Prometheus `/metrics`, the packet tracer, and the
+//!   status page (`GET /`, HTML/CSS/JS embedded in the binary).
 //! - [`client`]: a small blocking client of that API for the CLI and tests.
 //! - [`node`]: all of the above started in order and stopped in order — `stator run`.
 //!
@@ -67,6 +70,7 @@ pub mod api;
 pub mod client;
 pub mod dataplane;
 mod error;
+pub mod events;
 pub mod health;
 pub mod host;
 pub mod ids;

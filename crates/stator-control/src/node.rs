@@ -26,6 +26,7 @@ use tokio::task::JoinHandle;
 use crate::api::{self, Ctx};
 use crate::dataplane::DataPlane;
 use crate::error::ControlError;
+use crate::events::EventLog;
 use crate::host;
 use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
 use crate::view::View;
@@ -137,6 +138,7 @@ impl Node {
         let (req_tx, req_rx) = mpsc::channel(64);
         let (trans_tx, trans_rx) = mpsc::unbounded_channel();
         let (fwd_tx, fwd_rx) = mpsc::unbounded_channel();
+        let events = EventLog::new();
         let mut reconciler = Reconciler::new(
             Parts {
                 plane: Arc::clone(&plane),
@@ -149,6 +151,7 @@ impl Node {
                 announcer: Arc::clone(&announcer),
                 token: Arc::clone(&token),
                 stopping: Arc::clone(&stopping),
+                events: events.clone(),
             },
             trans_tx,
         );
@@ -160,11 +163,15 @@ impl Node {
             announcer,
             token,
             scan: Arc::new(Mutex::new(())),
+            events,
         };
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
         let (server_stop, stop_rx) = oneshot::channel::<()>();
         let app = api::router(ctx.clone());
         let server = tokio::spawn(async move {
+            // The peer's address reaches the handlers: the status page without a token is
+            // served to loopback clients only.
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let serve = axum::serve(listener, app).with_graceful_shutdown(async {
                 let _ = stop_rx.await;
             });
