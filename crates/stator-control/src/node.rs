@@ -43,7 +43,7 @@ pub struct NodeOptions {
     pub plane: Option<Box<dyn DataPlane>>,
     /// Skip attaching to `dataplane.interfaces` (tests of the controller alone).
     pub no_attach: bool,
-    /// Skip the host checks (tests that bring their own data plane).
+    /// Skip the host checks, at start and on reloads (tests that bring their own data plane).
     pub no_preflight: bool,
     /// Listen here instead of `api.listen` (tests: port 0).
     pub listen: Option<SocketAddr>,
@@ -152,6 +152,7 @@ impl Node {
                 token: Arc::clone(&token),
                 stopping: Arc::clone(&stopping),
                 events: events.clone(),
+                host_checks: !opts.no_preflight,
             },
             trans_tx,
         );

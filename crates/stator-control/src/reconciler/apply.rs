@@ -37,7 +37,9 @@ impl Reconciler {
         let config =
             Arc::new(stator_config::from_toml_str(&source, &text).map_err(ControlError::Config)?);
         host::reloadable(&self.config, &config)?;
-        host::forwarding_enabled(&config)?;
+        if self.host_checks {
+            host::forwarding_enabled(&config)?;
+        }
         let token = host::resolve_token(&config)?;
         host::tls_files(&config)?;
         let plan = config.health_plan();

@@ -147,6 +147,9 @@ pub struct Parts {
     pub stopping: Arc<AtomicBool>,
     /// Where events are recorded for the API.
     pub events: EventLog,
+    /// Check the host (forwarding sysctls) on reloads too; off for nodes started without
+    /// preflight (tests that bring their own data plane).
+    pub host_checks: bool,
 }
 
 /// The reconciler's inputs besides requests.
@@ -170,6 +173,7 @@ pub struct Reconciler {
     token: Arc<RwLock<Option<String>>>,
     stopping: Arc<AtomicBool>,
     events: EventLog,
+    host_checks: bool,
     view_tx: watch::Sender<Arc<View>>,
     phase: Phase,
     config: Arc<Config>,
@@ -255,6 +259,7 @@ impl Reconciler {
             token: parts.token,
             stopping: parts.stopping,
             events: parts.events,
+            host_checks: parts.host_checks,
             view_tx,
             phase: Phase::Starting,
             text,
