@@ -5,7 +5,8 @@ CARGO ?= cargo
 # Debian packages Stator needs to build, test, benchmark and run its lab.
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config gcc libc6-dev \
                 bird2 iproute2 util-linux mount ethtool tcpdump netsniff-ng wrk iperf3 hyperfine \
-                fonts-dejavu-core libfontconfig1-dev libfreetype-dev procps psmisc kmod
+                fonts-dejavu-core libfontconfig1-dev libfreetype-dev procps psmisc kmod \
+                chromium prometheus ca-certificates
 
 .PHONY: all deps build check test bench demo fuzz fmt lint clean abi
 

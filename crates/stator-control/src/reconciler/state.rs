@@ -211,10 +211,15 @@ impl Reconciler {
             if before != Some(on) && (before.is_some() || on) {
                 if on {
                     tracing::info!(vip = %vip.name, address = %vip.key.addr, "VIP announced");
+                    let what = if self.config.bgp.is_some() {
+                        "announced"
+                    } else {
+                        "ready to be announced (no [bgp] configured)"
+                    };
                     self.events.push(
                         Event::new(
                             EventKind::Announce,
-                            format!("{} ({}) announced", vip.name, vip.key.addr),
+                            format!("{} ({}) {what}", vip.name, vip.key.addr),
                         )
                         .vip(&vip.name),
                     );

@@ -114,9 +114,11 @@
     svg.classList.add("spark");
     svg.replaceChildren();
     if (history.length >= 2) {
+      // The newest sample at the right edge; until the window is full, the samples there
+      // are spread over the whole width.
       const max = Math.max(...history, 1e-9);
-      const step = 120 / (HISTORY - 1);
-      const x0 = 120 - step * (history.length - 1);
+      const step = 120 / (history.length - 1);
+      const x0 = 0;
       const pts = history.map((v, i) => `${(x0 + i * step).toFixed(1)},${(23 - (22 * v) / max).toFixed(1)}`);
       const area = document.createElementNS(NS, "polygon");
       area.setAttribute("points", `${x0.toFixed(1)},24 ${pts.join(" ")} 120,24`);
@@ -194,7 +196,7 @@
       const r = rate("vip:" + v.name, now, v.traffic.packets, v.traffic.bytes);
       const usable = v.backends.usable;
       const announced = v.announced === null || v.announced === undefined
-        ? badge(v.announce ? "wanted" : "no", v.announce ? "warn" : "idle", "no BGP announcer")
+        ? badge("no BGP", "idle", v.announce ? "would be announced: usable backends, forwarder healthy" : "would be withdrawn")
         : badge(v.announced ? "yes" : "no", v.announced ? "ok" : (v.announce ? "warn" : "bad"),
           v.announce === v.announced ? "" : (v.announce ? "wanted, not yet offered by BIRD" : "withdrawing"));
       const addr = v.address.includes(":") ? `[${v.address}]` : v.address;
@@ -238,7 +240,7 @@
         td(first ? el("span", { title: b.address + (b.port ? ":" + b.port : "") }, b.id) : ""),
         td(first ? healthBadge(b) : ""),
         td(v ? v.vip + plan : "in no VIP"),
-        td(v ? fmtInt(v.weight) : "", "num"),
+        td(v ? fmtInt(v.weight) : "", "num opt"),
         td(v ? (100 * v.table_share).toFixed(1) + " %" : "", "num"),
         td(v ? fmtInt(v.connections) : "", "num"),
         td(r ? fmtRate(r.pps, "") : "", "num"),
