@@ -48,10 +48,11 @@ test: check
 bench: deps
 	./scripts/bench.sh
 
-# The lab: a router, three Stator nodes and four backends in namespaces, traffic, a node
-# failure and a backend failure in a live view, then teardown (docs/lab.md). Needs root.
+# The lab: a router, three Stator nodes and four backends in namespaces (BFD between router
+# and nodes, Prometheus scraping the nodes), traffic, a node failure and a backend failure in
+# a live view, then teardown (docs/lab.md). Needs root.
 demo: deps build
-	./target/release/stator lab demo
+	./target/release/stator lab demo --prometheus
 
 fuzz: deps
 	./scripts/fuzz.sh
