@@ -47,6 +47,9 @@ pub struct NodeOptions {
     pub no_preflight: bool,
     /// Listen here instead of `api.listen` (tests: port 0).
     pub listen: Option<SocketAddr>,
+    /// The commit the binary was built from (`/v1/status`, `stator_build_info`); `unknown`
+    /// when `None`.
+    pub commit: Option<String>,
 }
 
 /// A running node.
@@ -165,6 +168,7 @@ impl Node {
             token,
             scan: Arc::new(Mutex::new(())),
             events,
+            commit: Arc::from(opts.commit.as_deref().unwrap_or("unknown")),
         };
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
         let (server_stop, stop_rx) = oneshot::channel::<()>();

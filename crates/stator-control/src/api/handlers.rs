@@ -66,6 +66,7 @@ pub async fn status(State(ctx): State<Ctx>) -> Json<Value> {
     Json(json!({
         "node": v.config.node.name,
         "version": env!("CARGO_PKG_VERSION"),
+        "commit": &*ctx.commit,
         "phase": v.phase,
         "config": {
             "generation": v.config_generation,

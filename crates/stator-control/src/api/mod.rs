@@ -64,6 +64,8 @@ pub struct Ctx {
     pub scan: Arc<Mutex<()>>,
     /// Recent events, recorded by the reconciler.
     pub events: EventLog,
+    /// The commit the binary was built from (`unknown` when not known).
+    pub commit: Arc<str>,
 }
 
 impl Ctx {

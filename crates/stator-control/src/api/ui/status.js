@@ -137,7 +137,7 @@
     const phase = $("phase");
     phase.textContent = st.phase;
     phase.className = "badge " + (st.phase === "running" ? "ok" : st.phase === "starting" ? "warn" : "bad");
-    setText("version", "v" + st.version);
+    setText("version", "v" + st.version + (st.commit && st.commit !== "unknown" ? " · " + st.commit : ""));
 
     const f = st.forwarder;
     const ph = $("plane-health");
