@@ -272,22 +272,35 @@
     $("drops").tBodies[0].replaceChildren(...rows);
   }
 
-  // The proxy tier's listeners: shown when the node has them (GET /v1/listeners answers).
+  // The proxy tier's listeners (GET /v1/listeners), shown when the node has the endpoint:
+  // one row per listener, then one per upstream backend with its state and load.
   function renderListeners(ls, now) {
     const list = Array.isArray(ls) ? ls : (ls.listeners || []);
     $("listeners-section").hidden = list.length === 0;
     const num = (...vals) => vals.find((x) => typeof x === "number");
-    const rows = list.map((l) => {
-      const conns = num(l.connections && l.connections.total, l.connections_total) || 0;
-      const reqs = num(l.requests && l.requests.total, l.requests_total, l.requests) || 0;
-      const rc = rate("listener-conn:" + l.name, now, conns, 0);
+    const rows = [];
+    for (const l of list) {
+      const conns = num(l.connections && l.connections.total, l.connections) || 0;
+      const reqs = num(l.requests && l.requests.total, l.requests) || 0;
+      const bytes = l.bytes || {};
+      const rc = rate("listener-conn:" + l.name, now, conns, (bytes.in || 0) + (bytes.out || 0));
       const rr = rate("listener-req:" + l.name, now, reqs, 0);
-      return el("tr", { "data-listener": l.name },
-        td(l.name), td(l.address), td(l.protocol), td(l.scheduler || ""),
-        td(fmtInt(l.workers), "num"),
-        td(fmtInt(num(l.connections && l.connections.active, l.active_connections)), "num"),
-        td(fmtRate(rc.pps, ""), "num"), td(l.protocol === "http" ? fmtRate(rr.pps, "") : "", "num"));
-    });
+      rows.push(el("tr", { class: "group-start", "data-listener": l.name },
+        td(l.name), td(l.address), td(l.protocol + (l.steering === "source" ? " (steered)" : "")),
+        td(l.scheduler || ""), td(fmtInt(l.workers), "num"),
+        td(fmtInt(num(l.connections && l.connections.active)), "num"),
+        td(fmtRate(rc.pps, ""), "num"),
+        td(l.protocol === "http" ? fmtRate(rr.pps, "") : "", "num"),
+        td(fmtRate(rc.bps, "bit/s"), "num opt")));
+      for (const u of l.backends || []) {
+        const ur = rate(`upstream:${l.name}/${u.id}`, now, num(u.requests, u.connections) || 0, 0);
+        const ok = u.state === "up" || u.state === "usable";
+        rows.push(el("tr", { "data-upstream": `${l.name}/${u.id}` },
+          td(""), td(u.id + (u.port ? ` (${u.address}:${u.port})` : "")),
+          td(badge(u.state || "?", ok ? "ok" : "bad")), td("weight " + fmtInt(u.weight)), td(""),
+          td(fmtInt(u.active), "num"), td(""), td(fmtRate(ur.pps, ""), "num"), td("", "opt")));
+      }
+    }
     $("listeners").tBodies[0].replaceChildren(...rows);
   }
 
