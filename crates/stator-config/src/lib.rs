@@ -48,8 +48,8 @@ pub use error::{
 };
 pub use flatten::{FlatMember, Flattened, WeightConflict, flatten};
 pub use health::{
-    CheckId, HealthCheck, HealthPlan, HealthSpec, HttpProbe, Probe, StatusRange, Timing, UdpProbe,
-    health_plan,
+    CheckId, HealthCheck, HealthPlan, HealthSpec, HttpProbe, HttpsProbe, Probe, StatusRange,
+    Timing, TlsSpec, UdpProbe, health_plan,
 };
 pub use raw::RawConfig;
 pub use types::{

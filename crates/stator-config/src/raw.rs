@@ -291,6 +291,8 @@ pub enum MethodName {
     Tcp,
     /// HTTP GET.
     Http,
+    /// HTTP GET over TLS.
+    Https,
     /// UDP request/reply.
     Udp,
     /// No check.
@@ -321,6 +323,12 @@ pub struct RawHealth {
     pub expect_status: Option<Scalar>,
     /// HTTP Host header.
     pub host: Option<String>,
+    /// HTTPS: the server name sent in SNI and verified.
+    pub sni: Option<String>,
+    /// HTTPS: verify the certificate.
+    pub verify: Option<bool>,
+    /// HTTPS: more trust anchors (PEM).
+    pub ca_file: Option<String>,
     /// UDP payload (text).
     pub payload: Option<String>,
     /// UDP payload (hex).

@@ -120,6 +120,28 @@ pub fn resolve_token(config: &Config) -> Result<Option<String>, ControlError> {
     }
 }
 
+/// Every HTTPS check's `ca_file` can be read and holds usable certificates (checked at start
+/// and on reload, so that a bad file is refused with its field path instead of making every
+/// probe of the check fail).
+pub fn tls_files(config: &Config) -> Result<(), ControlError> {
+    for (i, pool) in config.pools.iter().enumerate() {
+        let Some(stator_config::HealthSpec {
+            probe: stator_config::Probe::Https(h),
+            ..
+        }) = &pool.health
+        else {
+            continue;
+        };
+        if let Some(path) = &h.tls.ca_file {
+            crate::health::tls::load_ca_file(path).map_err(|reason| ControlError::Host {
+                field: format!("pool[{i}].health.ca_file"),
+                reason,
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Fails when `new` changes a setting that needs a restart.
 pub fn reloadable(old: &Config, new: &Config) -> Result<(), ControlError> {
     let (a, b) = (&old.dataplane, &new.dataplane);

@@ -26,6 +26,7 @@ use tokio::task::JoinHandle;
 use crate::api::{self, Ctx};
 use crate::dataplane::DataPlane;
 use crate::error::ControlError;
+use crate::events::EventLog;
 use crate::host;
 use crate::listeners::ProxyTier;
 use crate::noplane::NoPlane;
@@ -44,10 +45,13 @@ pub struct NodeOptions {
     pub plane: Option<Box<dyn DataPlane>>,
     /// Skip attaching to `dataplane.interfaces` (tests of the controller alone).
     pub no_attach: bool,
-    /// Skip the host checks (tests that bring their own data plane).
+    /// Skip the host checks, at start and on reloads (tests that bring their own data plane).
     pub no_preflight: bool,
     /// Listen here instead of `api.listen` (tests: port 0).
     pub listen: Option<SocketAddr>,
+    /// The commit the binary was built from (`/v1/status`, `stator_build_info`); `unknown`
+    /// when `None`.
+    pub commit: Option<String>,
 }
 
 /// A running node.
@@ -82,6 +86,7 @@ impl Node {
             host::preflight(&config)?;
         }
         let token = host::resolve_token(&config)?;
+        host::tls_files(&config)?;
         let listen = opts.listen.unwrap_or(config.api.listen);
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
             ControlError::io(format!("binding the admin API to {listen} (api.listen)"), e)
@@ -142,6 +147,7 @@ impl Node {
         let (req_tx, req_rx) = mpsc::channel(64);
         let (trans_tx, trans_rx) = mpsc::unbounded_channel();
         let (fwd_tx, fwd_rx) = mpsc::unbounded_channel();
+        let events = EventLog::new();
         let mut reconciler = Reconciler::new(
             Parts {
                 plane: Arc::clone(&plane),
@@ -154,6 +160,8 @@ impl Node {
                 announcer: Arc::clone(&announcer),
                 token: Arc::clone(&token),
                 stopping: Arc::clone(&stopping),
+                events: events.clone(),
+                host_checks: !opts.no_preflight,
             },
             trans_tx,
         );
@@ -167,11 +175,16 @@ impl Node {
             announcer,
             token,
             scan: Arc::new(Mutex::new(())),
+            events,
+            commit: Arc::from(opts.commit.as_deref().unwrap_or("unknown")),
         };
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
         let (server_stop, stop_rx) = oneshot::channel::<()>();
         let app = api::router(ctx.clone());
         let server = tokio::spawn(async move {
+            // The peer's address reaches the handlers: the status page without a token is
+            // served to loopback clients only.
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let serve = axum::serve(listener, app).with_graceful_shutdown(async {
                 let _ = stop_rx.await;
             });

@@ -66,6 +66,7 @@ pub async fn status(State(ctx): State<Ctx>) -> Json<Value> {
     Json(json!({
         "node": v.config.node.name,
         "version": env!("CARGO_PKG_VERSION"),
+        "commit": &*ctx.commit,
         "phase": v.phase,
         "config": {
             "generation": v.config_generation,
@@ -290,6 +291,7 @@ pub async fn config_validate(
         let running = ctx.view();
         let problem = crate::host::reloadable(&running.config, &config)
             .and_then(|()| crate::host::forwarding_enabled(&config))
+            .and_then(|()| crate::host::tls_files(&config))
             .err();
         if let Some(e) = problem {
             out["ok"] = json!(false);

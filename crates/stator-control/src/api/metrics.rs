@@ -145,7 +145,7 @@ fn b(x: bool) -> f64 {
 pub fn render(ctx: &Ctx) -> Result<String, ControlError> {
     let v = ctx.view();
     let mut e = Exposition::new();
-    node_metrics(&mut e, &v);
+    node_metrics(&mut e, &v, &ctx.commit);
     dataplane_metrics(&mut e, ctx, &v)?;
     health_metrics(&mut e, ctx, &v);
     bgp_metrics(&mut e, ctx, &v);
@@ -153,7 +153,7 @@ pub fn render(ctx: &Ctx) -> Result<String, ControlError> {
     Ok(e.finish())
 }
 
-fn node_metrics(e: &mut Exposition, v: &View) {
+fn node_metrics(e: &mut Exposition, v: &View, commit: &str) {
     e.family(
         "stator_build_info",
         Kind::Gauge,
@@ -162,6 +162,7 @@ fn node_metrics(e: &mut Exposition, v: &View) {
     .sample(
         &[
             ("version", env!("CARGO_PKG_VERSION")),
+            ("commit", commit),
             ("node", &v.config.node.name),
         ],
         1.0,
