@@ -1,0 +1,429 @@
+//! The AF_XDP plane as the controller drives it: the redirect program (kernel half) and the
+//! runtime (user half), committed to together, read together.
+//!
+//! **Commit order.** A snapshot is compiled (and so validated) first; then the packet threads
+//! take it (each between two batches, [`Runtime::publish`] waits until all have); then the
+//! kernel half flips its generation (`stator_xdp::Forwarder::commit`, atomic with an RCU grace
+//! period). User space first means a VIP added by the commit is known to the threads before
+//! the kernel hands its packets up. A VIP removed by it can, for the few microseconds between
+//! the two switches, still be handed up to threads that no longer know it: the forwarder says
+//! PASS, user space cannot give the frame back to the kernel, and it is counted (`user_pass`)
+//! and recycled. Each packet is still decided under exactly one snapshot.
+//!
+//! **Reading.** Counters are the kernel half's (what the redirect program passed or dropped
+//! before a frame went up: `non_ip`, `non_vip`, `act_pass`, malformed headers, `xsk_*`) plus
+//! every packet thread's `Forwarder` totals — every packet is counted exactly once, in the same
+//! counters as the XDP plane. Connection-table lookups ask every packet thread's table: one
+//! entry per thread, as the XDP plane's per-CPU table gives one per CPU.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use stator_abi::{Counter, CtEntry, DropReason, FlowKey, Traffic};
+use stator_core::{CompiledSnapshot, Counters, RealId, Snapshot, VipId};
+use stator_xdp::{Attachment, Maps, XdpOptions};
+
+use crate::config::AfxdpConfig;
+use crate::error::AfxdpError;
+use crate::io::IoStats;
+use crate::runtime::{Iface, Runtime, Start};
+use crate::socket::{XskSocket, XskStats};
+use crate::sys;
+use crate::worker::WorkerShared;
+
+/// What a commit did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AfxdpCommit {
+    /// The kernel half's report.
+    pub kernel: stator_xdp::CommitReport,
+    /// Time for the packet threads to take the snapshot.
+    pub publish: std::time::Duration,
+}
+
+/// The running parts a reader looks at (replaced when the runtime restarts).
+#[derive(Debug, Clone)]
+struct View {
+    workers: Vec<Arc<WorkerShared>>,
+    io: Arc<IoStats>,
+    sockets: Vec<XskSocket>,
+}
+
+/// The AF_XDP data plane.
+#[derive(Debug)]
+pub struct AfxdpPlane {
+    kernel: stator_xdp::Forwarder,
+    cfg: AfxdpConfig,
+    runtime: Option<Runtime>,
+    ifaces: Vec<Iface>,
+    snap: Arc<CompiledSnapshot>,
+    view: Arc<Mutex<Option<View>>>,
+}
+
+impl AfxdpPlane {
+    /// Loads the redirect program over the maps pinned at `xdp.pin_path` (reusing them: the
+    /// active snapshot survives a restart, as in the XDP plane) and makes sure a configuration
+    /// is active. Binds and starts nothing: [`AfxdpPlane::attach`] does.
+    pub fn load(xdp: &XdpOptions, cfg: AfxdpConfig) -> Result<Self, AfxdpError> {
+        if !sys::is_root() {
+            return Err(AfxdpError::NotRoot {
+                what: "the AF_XDP data plane".into(),
+            });
+        }
+        cfg.validate()?;
+        let mut kernel = stator_xdp::Forwarder::load_xsk(xdp, cfg.umem.max_packet())?;
+        kernel.ensure_programmed()?;
+        let active = kernel.active_snapshot()?.unwrap_or_default();
+        let snap = Arc::new(CompiledSnapshot::new(&active)?);
+        Ok(Self {
+            kernel,
+            cfg,
+            runtime: None,
+            ifaces: Vec::new(),
+            snap,
+            view: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// The kernel half (self-test, status, counters).
+    pub fn kernel(&self) -> &stator_xdp::Forwarder {
+        &self.kernel
+    }
+
+    /// The kernel half, writable (tests: the XSKMAP).
+    pub fn kernel_mut(&mut self) -> &mut stator_xdp::Forwarder {
+        &mut self.kernel
+    }
+
+    /// The options.
+    pub fn config(&self) -> &AfxdpConfig {
+        &self.cfg
+    }
+
+    /// The runtime, when attached.
+    pub fn runtime(&self) -> Option<&Runtime> {
+        self.runtime.as_ref()
+    }
+
+    /// Attaches the redirect program to `ifaces` (in the calling thread's namespace; an
+    /// interface already carrying it keeps it, the new program is swapped in) and, when the
+    /// set of interfaces changed, (re)starts the runtime on them — binding a socket per RX
+    /// queue and starting the threads, which keep the previous threads' connection tables.
+    pub fn attach(&mut self, ifaces: &[String]) -> Result<Vec<Attachment>, AfxdpError> {
+        let mut out = Vec::with_capacity(ifaces.len());
+        let mut want = Vec::with_capacity(ifaces.len());
+        for name in ifaces {
+            let a = self.kernel.attach(name)?;
+            want.push(Iface {
+                name: name.clone(),
+                ifindex: a.ifindex,
+            });
+            out.push(a);
+        }
+        if want != self.ifaces || self.runtime.is_none() {
+            let reuse = self
+                .runtime
+                .take()
+                .map(|r| r.stop(Some(&mut self.kernel)))
+                .unwrap_or_default();
+            *self.view.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            let rt = Runtime::start(
+                &mut self.kernel,
+                Start {
+                    ifaces: &want,
+                    cfg: &self.cfg,
+                    snap: Arc::clone(&self.snap),
+                    reuse,
+                },
+            )?;
+            *self.view.lock().unwrap_or_else(|p| p.into_inner()) = Some(View {
+                workers: rt.workers().to_vec(),
+                io: Arc::clone(rt.io_stats()),
+                sockets: rt.sockets().to_vec(),
+            });
+            self.runtime = Some(rt);
+            self.ifaces = want;
+        }
+        Ok(out)
+    }
+
+    /// Stops the runtime, detaches the program from every interface and, with `purge`,
+    /// removes the pins.
+    pub fn detach(&mut self, purge: bool) -> Result<(), AfxdpError> {
+        if let Some(rt) = self.runtime.take() {
+            rt.stop(Some(&mut self.kernel));
+        }
+        *self.view.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let pin = self.kernel.options().pin_path.clone();
+        for i in std::mem::take(&mut self.ifaces) {
+            match stator_xdp::detach(&pin, &i.name) {
+                Ok(()) | Err(stator_xdp::XdpError::NotAttached { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if purge {
+            stator_xdp::purge(&pin)?;
+        }
+        Ok(())
+    }
+
+    /// Makes `snap` what every packet sees (see the module essay for the order).
+    pub fn commit(&mut self, snap: &Snapshot) -> Result<AfxdpCommit, AfxdpError> {
+        let compiled = Arc::new(CompiledSnapshot::new(snap)?);
+        let t = std::time::Instant::now();
+        if let Some(rt) = &self.runtime {
+            rt.publish(Arc::clone(&compiled))?;
+        }
+        let publish = t.elapsed();
+        let kernel = self.kernel.commit(snap)?;
+        self.snap = compiled;
+        Ok(AfxdpCommit { kernel, publish })
+    }
+
+    /// The active snapshot (the kernel half's, read back from its maps).
+    pub fn active_snapshot(&self) -> Result<Option<Snapshot>, AfxdpError> {
+        Ok(self.kernel.active_snapshot()?)
+    }
+
+    /// The plane's self-test: the redirect program answers its probe from the active
+    /// generation (as the XDP forwarder's self-test), and every thread is alive, turning and
+    /// using the last published snapshot.
+    pub fn check(&self) -> Result<(), AfxdpError> {
+        self.kernel.self_test()?;
+        match &self.runtime {
+            Some(rt) => rt.check_alive(),
+            None if self.ifaces.is_empty() => Ok(()),
+            None => Err(AfxdpError::thread("the AF_XDP threads are not running")),
+        }
+    }
+
+    /// A reader that does not borrow the plane.
+    pub fn reader(&self) -> Result<AfxdpReader, AfxdpError> {
+        Ok(AfxdpReader {
+            maps: Maps::open(&self.kernel.options().pin_path)?,
+            view: Arc::clone(&self.view),
+        })
+    }
+}
+
+impl Drop for AfxdpPlane {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.stop(Some(&mut self.kernel));
+        }
+    }
+}
+
+/// AF_XDP's own figures: the kernel's per-socket statistics, the I/O thread's and each packet
+/// thread's counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlaneStats {
+    /// `(ifindex, queue, XDP_STATISTICS)` per socket.
+    pub sockets: Vec<(u32, u32, XskStats)>,
+    /// The I/O thread's counters, `(label, value)`.
+    pub io: Vec<(&'static str, u64)>,
+    /// Each packet thread's counters, `(label, value)`.
+    pub threads: Vec<Vec<(&'static str, u64)>>,
+}
+
+impl PlaneStats {
+    /// The sockets' statistics summed.
+    pub fn xsk_totals(&self) -> XskStats {
+        let mut t = XskStats::default();
+        for (_, _, s) in &self.sockets {
+            t.add(s);
+        }
+        t
+    }
+
+    /// An I/O counter by label (0 if absent).
+    pub fn io(&self, label: &str) -> u64 {
+        self.io
+            .iter()
+            .find(|(l, _)| *l == label)
+            .map_or(0, |(_, v)| *v)
+    }
+
+    /// A packet-thread counter summed over threads.
+    pub fn threads_total(&self, label: &str) -> u64 {
+        self.threads
+            .iter()
+            .flat_map(|t| t.iter())
+            .filter(|(l, _)| *l == label)
+            .map(|(_, v)| *v)
+            .sum()
+    }
+}
+
+/// Every global counter and every drop reason with its value.
+pub type PlaneTotals = (Vec<(Counter, u64)>, Vec<(DropReason, u64)>);
+
+/// Reads counters, connection tables and statistics without the plane's writer.
+#[derive(Debug)]
+pub struct AfxdpReader {
+    maps: Maps,
+    view: Arc<Mutex<Option<View>>>,
+}
+
+impl AfxdpReader {
+    fn view(&self) -> Option<View> {
+        self.view.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The packet threads' counters summed.
+    pub fn thread_totals(&self) -> Counters {
+        let mut t = Counters::new();
+        if let Some(v) = self.view() {
+            for w in &v.workers {
+                t.add(&w.forwarder().totals());
+            }
+        }
+        t
+    }
+
+    /// Every global counter and drop reason: kernel half plus packet threads.
+    pub fn counters(&self) -> Result<PlaneTotals, AfxdpError> {
+        let k = self.maps.counters()?;
+        let u = self.thread_totals();
+        Ok((
+            Counter::ALL
+                .iter()
+                .map(|&c| (c, k.get(c).wrapping_add(u.get(c))))
+                .collect(),
+            DropReason::ALL
+                .iter()
+                .map(|&r| (r, k.drops(r).wrapping_add(u.drops(r))))
+                .collect(),
+        ))
+    }
+
+    /// Packets and bytes matched for a VIP (counted in user space only: the kernel half never
+    /// counts a VIP).
+    pub fn vip_traffic(&self, id: VipId) -> Result<Traffic, AfxdpError> {
+        let mut t = self.maps.vip_traffic(id.0)?;
+        let u = self.thread_totals().vip(id);
+        t.packets = t.packets.wrapping_add(u.packets);
+        t.bytes = t.bytes.wrapping_add(u.bytes);
+        Ok(t)
+    }
+
+    /// Packets and bytes forwarded to a real.
+    pub fn real_traffic(&self, id: RealId) -> Result<Traffic, AfxdpError> {
+        let mut t = self.maps.real_traffic(id.0)?;
+        let u = self.thread_totals().real(id);
+        t.packets = t.packets.wrapping_add(u.packets);
+        t.bytes = t.bytes.wrapping_add(u.bytes);
+        Ok(t)
+    }
+
+    /// A flow's entries, one per packet thread (zero where a thread has none), or empty when no
+    /// thread has one.
+    pub fn conntrack_lookup(&self, flow: &FlowKey) -> Vec<CtEntry> {
+        let Some(v) = self.view() else {
+            return Vec::new();
+        };
+        let entries: Vec<CtEntry> = v
+            .workers
+            .iter()
+            .map(|w| w.forwarder().conn_table(0).get(flow).unwrap_or_default())
+            .collect();
+        if entries.iter().all(|e| e.last_seen_ns == 0) {
+            return Vec::new();
+        }
+        entries
+    }
+
+    /// Walks up to `limit` flows of the packet threads' tables (each flow once, with one entry
+    /// per thread); returns how many were visited.
+    pub fn conntrack_scan(&self, limit: usize, f: &mut dyn FnMut(&FlowKey, &[CtEntry])) -> usize {
+        let Some(v) = self.view() else {
+            return 0;
+        };
+        let n = v.workers.len();
+        let mut flows: BTreeMap<[u8; 40], (FlowKey, Vec<CtEntry>)> = BTreeMap::new();
+        for (i, w) in v.workers.iter().enumerate() {
+            let fwd = w.forwarder();
+            for (k, e) in fwd.conn_table(0).iter() {
+                let key = flow_bytes(&k);
+                if !flows.contains_key(&key) && flows.len() >= limit {
+                    continue;
+                }
+                let slot = flows
+                    .entry(key)
+                    .or_insert_with(|| (k, vec![CtEntry::default(); n]));
+                slot.1[i] = e;
+            }
+        }
+        for (k, es) in flows.values() {
+            f(k, es);
+        }
+        flows.len()
+    }
+
+    /// The plane's clock (`CLOCK_MONOTONIC_COARSE`, what the packet threads stamp entries with).
+    pub fn clock_ns(&self) -> u64 {
+        sys::monotonic_coarse_ns()
+    }
+
+    /// AF_XDP's own statistics (empty while not attached).
+    pub fn stats(&self) -> PlaneStats {
+        let Some(v) = self.view() else {
+            return PlaneStats::default();
+        };
+        let io = &v.io;
+        let r = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        PlaneStats {
+            sockets: v
+                .sockets
+                .iter()
+                .map(|s| (s.ifindex(), s.queue(), s.stats().unwrap_or_default()))
+                .collect(),
+            io: vec![
+                ("rx", r(&io.rx)),
+                ("steered", r(&io.steered)),
+                ("steer_fallback", r(&io.steer_fallback)),
+                ("steer_stalls", r(&io.steer_stalls)),
+                ("tx", r(&io.tx)),
+                ("recycled", r(&io.recycled)),
+                ("completed", r(&io.completed)),
+                ("flush_full", r(&io.flush_full)),
+                ("flush_timer", r(&io.flush_timer)),
+                ("tx_kicks", r(&io.tx_kicks)),
+                ("tx_ring_full", r(&io.tx_ring_full)),
+                ("fill_wakeups", r(&io.fill_wakeups)),
+                ("rx_invalid", r(&io.rx_invalid)),
+                ("sleeps", r(&io.sleeps)),
+                ("steer_ns", r(&io.steer_ns)),
+                ("mux_ns", r(&io.mux_ns)),
+            ],
+            threads: v
+                .workers
+                .iter()
+                .map(|w| {
+                    let s = &w.stats;
+                    vec![
+                        ("packets", r(&s.packets)),
+                        ("batches", r(&s.batches)),
+                        ("busy_ns", r(&s.busy_ns)),
+                        ("user_pass", r(&s.user_pass)),
+                        ("parks", r(&s.parks)),
+                        ("fib_hits", r(&s.fib_hits)),
+                        ("fib_lookups", r(&s.fib_lookups)),
+                        ("fib_errors", r(&s.fib_errors)),
+                    ]
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A flow key as bytes (an ordering key for merging tables).
+fn flow_bytes(k: &FlowKey) -> [u8; 40] {
+    let mut b = [0u8; 40];
+    b[..16].copy_from_slice(&k.src);
+    b[16..32].copy_from_slice(&k.dst);
+    b[32..34].copy_from_slice(&k.sport);
+    b[34..36].copy_from_slice(&k.dport);
+    b[36] = k.proto;
+    b[37] = k.family;
+    b
+}
