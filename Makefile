@@ -3,11 +3,11 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 # Debian packages Stator needs to build, test, benchmark and run its lab.
-APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config bird2 iproute2 \
-                ethtool tcpdump netsniff-ng wrk iperf3 hyperfine fonts-dejavu-core \
-                libfontconfig1-dev libfreetype-dev procps psmisc kmod
+APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config gcc libc6-dev \
+                bird2 iproute2 util-linux mount ethtool tcpdump netsniff-ng wrk iperf3 hyperfine \
+                fonts-dejavu-core libfontconfig1-dev libfreetype-dev procps psmisc kmod
 
-.PHONY: all deps build test bench demo fuzz fmt lint clean abi
+.PHONY: all deps build check test bench demo fuzz fmt lint clean abi
 
 all: build
 
@@ -35,8 +35,14 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: deps lint
-	$(CARGO) test --workspace --release
+# Every test that needs neither root nor the kernel (unit, doc, golden, property, config,
+# controller over stator-core): fast, and runs as any user.
+check: deps lint
+	./scripts/test-tier.sh check
+
+# `make check`, then the tests that need root: BPF programs, namespaces, BIRD, the lab.
+test: check
+	./scripts/test-tier.sh root
 
 bench: deps
 	./scripts/bench.sh

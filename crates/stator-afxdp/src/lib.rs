@@ -56,7 +56,15 @@ mod worker;
 pub use config::AfxdpConfig;
 pub use error::AfxdpError;
 pub use io::IoStats;
-pub use plane::{AfxdpCommit, AfxdpPlane, AfxdpReader, PlaneStats, PlaneTotals};
+pub use plane::{AfxdpCommit, AfxdpPlane, AfxdpReader, PlaneStats};
+pub use runtime::Shard;
 pub use socket::{BindMode, RingSizes, XskSocket, XskStats};
 pub use umem::{Frame, FrameState, Umem, UmemConfig};
 pub use worker::WorkerStats;
+
+/// The clock the packet threads decide with (`CLOCK_MONOTONIC_COARSE`, what the XDP program's
+/// `bpf_ktime_get_coarse_ns` reads), in nanoseconds: a reader ages connection-table entries
+/// with it.
+pub fn clock_ns() -> u64 {
+    sys::monotonic_coarse_ns()
+}

@@ -13,20 +13,22 @@
 //! **Reading.** Counters are the kernel half's (what the redirect program passed or dropped
 //! before a frame went up: `non_ip`, `non_vip`, `act_pass`, malformed headers, `xsk_*`) plus
 //! every packet thread's `Forwarder` totals — every packet is counted exactly once, in the same
-//! counters as the XDP plane. Connection-table lookups ask every packet thread's table: one
-//! entry per thread, as the XDP plane's per-CPU table gives one per CPU.
+//! counters as the XDP plane. The threads' forwarders are [`Shard`]s: the controller reads
+//! them (counters summed, connection tables looked up one entry per thread, as the XDP plane's
+//! per-CPU table gives one per CPU) with the reader it already has for user-space planes
+//! (`stator-control`'s `coreplane::Shards`); [`AfxdpReader`] adds the kernel half's counters
+//! and AF_XDP's own statistics.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use stator_abi::{Counter, CtEntry, DropReason, FlowKey, Traffic};
-use stator_core::{CompiledSnapshot, Counters, RealId, Snapshot, VipId};
+use stator_abi::Traffic;
+use stator_core::{CompiledSnapshot, RealId, Snapshot, VipId};
 use stator_xdp::{Attachment, Maps, XdpOptions};
 
 use crate::config::AfxdpConfig;
 use crate::error::AfxdpError;
 use crate::io::IoStats;
-use crate::runtime::{Iface, Runtime, Start};
+use crate::runtime::{Iface, Runtime, Shard, Start, new_shards};
 use crate::socket::{XskSocket, XskStats};
 use crate::sys;
 use crate::worker::WorkerShared;
@@ -56,6 +58,7 @@ pub struct AfxdpPlane {
     runtime: Option<Runtime>,
     ifaces: Vec<Iface>,
     snap: Arc<CompiledSnapshot>,
+    shards: Vec<Shard>,
     view: Arc<Mutex<Option<View>>>,
 }
 
@@ -75,6 +78,7 @@ impl AfxdpPlane {
         let active = kernel.active_snapshot()?.unwrap_or_default();
         let snap = Arc::new(CompiledSnapshot::new(&active)?);
         Ok(Self {
+            shards: new_shards(&cfg),
             kernel,
             cfg,
             runtime: None,
@@ -99,6 +103,11 @@ impl AfxdpPlane {
         &self.cfg
     }
 
+    /// The packet threads' forwarders, in thread order (they outlive runtimes).
+    pub fn shards(&self) -> &[Shard] {
+        &self.shards
+    }
+
     /// The runtime, when attached.
     pub fn runtime(&self) -> Option<&Runtime> {
         self.runtime.as_ref()
@@ -120,11 +129,9 @@ impl AfxdpPlane {
             out.push(a);
         }
         if want != self.ifaces || self.runtime.is_none() {
-            let reuse = self
-                .runtime
-                .take()
-                .map(|r| r.stop(Some(&mut self.kernel)))
-                .unwrap_or_default();
+            if let Some(r) = self.runtime.take() {
+                r.stop(Some(&mut self.kernel));
+            }
             *self.view.lock().unwrap_or_else(|p| p.into_inner()) = None;
             let rt = Runtime::start(
                 &mut self.kernel,
@@ -132,7 +139,7 @@ impl AfxdpPlane {
                     ifaces: &want,
                     cfg: &self.cfg,
                     snap: Arc::clone(&self.snap),
-                    reuse,
+                    shards: self.shards.clone(),
                 },
             )?;
             *self.view.lock().unwrap_or_else(|p| p.into_inner()) = Some(View {
@@ -254,9 +261,6 @@ impl PlaneStats {
     }
 }
 
-/// Every global counter and every drop reason with its value.
-pub type PlaneTotals = (Vec<(Counter, u64)>, Vec<(DropReason, u64)>);
-
 /// Reads counters, connection tables and statistics without the plane's writer.
 #[derive(Debug)]
 pub struct AfxdpReader {
@@ -269,94 +273,23 @@ impl AfxdpReader {
         self.view.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The packet threads' counters summed.
-    pub fn thread_totals(&self) -> Counters {
-        let mut t = Counters::new();
-        if let Some(v) = self.view() {
-            for w in &v.workers {
-                t.add(&w.forwarder().totals());
-            }
-        }
-        t
+    /// The kernel half's counters: what the redirect program passed, or dropped before a
+    /// frame went up (the packet threads' own are read through their shards).
+    pub fn kernel_counters(&self) -> Result<stator_xdp::Counters, AfxdpError> {
+        Ok(self.maps.counters()?)
     }
 
-    /// Every global counter and drop reason: kernel half plus packet threads.
-    pub fn counters(&self) -> Result<PlaneTotals, AfxdpError> {
-        let k = self.maps.counters()?;
-        let u = self.thread_totals();
+    /// The kernel half's packets and bytes for a VIP and a real (0 in this plane: the redirect
+    /// program counts none; read for completeness, as pins may come from an XDP forwarder).
+    pub fn kernel_traffic(
+        &self,
+        vip: VipId,
+        real: RealId,
+    ) -> Result<(Traffic, Traffic), AfxdpError> {
         Ok((
-            Counter::ALL
-                .iter()
-                .map(|&c| (c, k.get(c).wrapping_add(u.get(c))))
-                .collect(),
-            DropReason::ALL
-                .iter()
-                .map(|&r| (r, k.drops(r).wrapping_add(u.drops(r))))
-                .collect(),
+            self.maps.vip_traffic(vip.0)?,
+            self.maps.real_traffic(real.0)?,
         ))
-    }
-
-    /// Packets and bytes matched for a VIP (counted in user space only: the kernel half never
-    /// counts a VIP).
-    pub fn vip_traffic(&self, id: VipId) -> Result<Traffic, AfxdpError> {
-        let mut t = self.maps.vip_traffic(id.0)?;
-        let u = self.thread_totals().vip(id);
-        t.packets = t.packets.wrapping_add(u.packets);
-        t.bytes = t.bytes.wrapping_add(u.bytes);
-        Ok(t)
-    }
-
-    /// Packets and bytes forwarded to a real.
-    pub fn real_traffic(&self, id: RealId) -> Result<Traffic, AfxdpError> {
-        let mut t = self.maps.real_traffic(id.0)?;
-        let u = self.thread_totals().real(id);
-        t.packets = t.packets.wrapping_add(u.packets);
-        t.bytes = t.bytes.wrapping_add(u.bytes);
-        Ok(t)
-    }
-
-    /// A flow's entries, one per packet thread (zero where a thread has none), or empty when no
-    /// thread has one.
-    pub fn conntrack_lookup(&self, flow: &FlowKey) -> Vec<CtEntry> {
-        let Some(v) = self.view() else {
-            return Vec::new();
-        };
-        let entries: Vec<CtEntry> = v
-            .workers
-            .iter()
-            .map(|w| w.forwarder().conn_table(0).get(flow).unwrap_or_default())
-            .collect();
-        if entries.iter().all(|e| e.last_seen_ns == 0) {
-            return Vec::new();
-        }
-        entries
-    }
-
-    /// Walks up to `limit` flows of the packet threads' tables (each flow once, with one entry
-    /// per thread); returns how many were visited.
-    pub fn conntrack_scan(&self, limit: usize, f: &mut dyn FnMut(&FlowKey, &[CtEntry])) -> usize {
-        let Some(v) = self.view() else {
-            return 0;
-        };
-        let n = v.workers.len();
-        let mut flows: BTreeMap<[u8; 40], (FlowKey, Vec<CtEntry>)> = BTreeMap::new();
-        for (i, w) in v.workers.iter().enumerate() {
-            let fwd = w.forwarder();
-            for (k, e) in fwd.conn_table(0).iter() {
-                let key = flow_bytes(&k);
-                if !flows.contains_key(&key) && flows.len() >= limit {
-                    continue;
-                }
-                let slot = flows
-                    .entry(key)
-                    .or_insert_with(|| (k, vec![CtEntry::default(); n]));
-                slot.1[i] = e;
-            }
-        }
-        for (k, es) in flows.values() {
-            f(k, es);
-        }
-        flows.len()
     }
 
     /// The plane's clock (`CLOCK_MONOTONIC_COARSE`, what the packet threads stamp entries with).
@@ -414,16 +347,4 @@ impl AfxdpReader {
                 .collect(),
         }
     }
-}
-
-/// A flow key as bytes (an ordering key for merging tables).
-fn flow_bytes(k: &FlowKey) -> [u8; 40] {
-    let mut b = [0u8; 40];
-    b[..16].copy_from_slice(&k.src);
-    b[16..32].copy_from_slice(&k.dst);
-    b[32..34].copy_from_slice(&k.sport);
-    b[34..36].copy_from_slice(&k.dport);
-    b[36] = k.proto;
-    b[37] = k.family;
-    b
 }

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use stator_abi::{STATOR_MAX_TX_PORTS, STATOR_MAX_XSK_QUEUES};
 use stator_core::{CompiledSnapshot, Forwarder, ForwarderConfig};
 
+pub use crate::worker::Shard;
+
 use crate::config::AfxdpConfig;
 use crate::error::AfxdpError;
 use crate::fib::KernelFib;
@@ -18,6 +20,21 @@ use crate::spsc;
 use crate::sys;
 use crate::umem::Umem;
 use crate::worker::{Published, SocketMap, Worker, WorkerShared};
+
+/// The forwarders of `cfg.packet_threads` packet threads: single-CPU, per-thread connection
+/// tables (§3.1), thread `i`'s table seeded `ct_seed + i`.
+pub fn new_shards(cfg: &AfxdpConfig) -> Vec<Shard> {
+    (0..cfg.packet_threads)
+        .map(|i| {
+            Arc::new(Mutex::new(Forwarder::new(ForwarderConfig {
+                cpus: 1,
+                ct_capacity: cfg.ct_capacity,
+                ct_seed: cfg.ct_seed.wrapping_add(i as u64),
+                ..ForwarderConfig::default()
+            })))
+        })
+        .collect()
+}
 
 /// An interface the runtime binds sockets on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,9 +69,9 @@ pub struct Start<'a> {
     pub cfg: &'a AfxdpConfig,
     /// The snapshot to start with and its publication generation.
     pub snap: Arc<CompiledSnapshot>,
-    /// Forwarders (connection tables, counters) of a previous runtime, reused when there are
-    /// as many as packet threads.
-    pub reuse: Vec<Forwarder>,
+    /// The packet threads' forwarders (connection tables, counters), one per thread: they
+    /// outlive a runtime, so a restart keeps them and readers keep reading them.
+    pub shards: Vec<Shard>,
 }
 
 impl Runtime {
@@ -117,12 +134,12 @@ impl Runtime {
         let wake = Arc::new(IoWake::new().map_err(|e| AfxdpError::io("eventfd", e))?);
         let io_stats = Arc::new(IoStats::default());
         let n = cfg.packet_threads;
-        let mut reuse = if s.reuse.len() == n {
-            s.reuse
-        } else {
-            Vec::new()
-        };
-        reuse.reverse();
+        if s.shards.len() != n {
+            return Err(AfxdpError::invalid(format!(
+                "{} forwarders for {n} packet threads",
+                s.shards.len()
+            )));
+        }
         let cpus = cfg.cpu_plan();
         let mut to_workers = Vec::new();
         let mut from_workers = Vec::new();
@@ -131,15 +148,7 @@ impl Runtime {
         for i in 0..n {
             let (in_tx, in_rx) = spsc::channel(cfg.queue_depth);
             let (out_tx, out_rx) = spsc::channel(cfg.queue_depth);
-            let fwd = reuse.pop().unwrap_or_else(|| {
-                Forwarder::new(ForwarderConfig {
-                    cpus: 1,
-                    ct_capacity: cfg.ct_capacity,
-                    ct_seed: cfg.ct_seed.wrapping_add(i as u64),
-                    ..ForwarderConfig::default()
-                })
-            });
-            let shared = Arc::new(WorkerShared::new(fwd));
+            let shared = Arc::new(WorkerShared::new(Arc::clone(&s.shards[i])));
             workers.push(Arc::clone(&shared));
             to_workers.push(in_tx);
             from_workers.push(out_rx);
@@ -308,9 +317,8 @@ impl Runtime {
         &self.umem
     }
 
-    /// Stops the threads, removes the sockets from the XSKMAP and closes them; returns the
-    /// packet threads' forwarders for a next runtime.
-    pub fn stop(self, kernel: Option<&mut stator_xdp::Forwarder>) -> Vec<Forwarder> {
+    /// Stops the threads, removes the sockets from the XSKMAP and closes them.
+    pub fn stop(self, kernel: Option<&mut stator_xdp::Forwarder>) {
         if let Some(k) = kernel {
             for &(slot, q) in &self.slots {
                 let _ = k.clear_xsk_socket(slot, q);
@@ -325,14 +333,5 @@ impl Runtime {
                 tracing::error!(thread = %name, "an AF_XDP thread panicked");
             }
         }
-        self.workers
-            .iter()
-            .map(|w| {
-                std::mem::replace(
-                    &mut *w.forwarder(),
-                    Forwarder::new(ForwarderConfig::default()),
-                )
-            })
-            .collect()
     }
 }

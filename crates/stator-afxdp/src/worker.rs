@@ -93,10 +93,15 @@ pub struct WorkerStats {
     pub fib_errors: AtomicU64,
 }
 
+/// One packet thread's forwarder behind the lock the thread takes once per batch — the same
+/// shape as `stator-control`'s `coreplane::Shard`, whose reader (counters summed, connection
+/// tables looked up and walked) the controller uses over these.
+pub type Shard = Arc<Mutex<Forwarder>>;
+
 /// A packet thread's state shared with the rest of the plane.
 #[derive(Debug)]
 pub(crate) struct WorkerShared {
-    pub fwd: Mutex<Forwarder>,
+    pub fwd: Shard,
     /// The last snapshot generation this thread took.
     pub seen_gen: AtomicU64,
     /// The thread is (about to be) parked: unpark it after pushing work.
@@ -107,9 +112,9 @@ pub(crate) struct WorkerShared {
 }
 
 impl WorkerShared {
-    pub(crate) fn new(fwd: Forwarder) -> Self {
+    pub(crate) fn new(fwd: Shard) -> Self {
         Self {
-            fwd: Mutex::new(fwd),
+            fwd,
             seen_gen: AtomicU64::new(0),
             sleeping: AtomicBool::new(false),
             heartbeat: AtomicU64::new(0),

@@ -19,6 +19,7 @@ use common::*;
 fn config() -> AfxdpConfig {
     AfxdpConfig {
         pin: false,
+        packet_threads: 2,
         umem: UmemConfig {
             frames: 4096,
             frame_size: 4096,
@@ -96,8 +97,7 @@ fn frames_are_forwarded_through_the_sockets_and_counted_once() {
         let dst = [f[30], f[31], f[32], f[33]];
         assert!(dst == BACKEND.octets() || dst == BACKEND2.octets());
     }
-    let (c, _) = reader.counters().expect("counters");
-    let get = |k: Counter| c.iter().find(|(x, _)| *x == k).map_or(0, |(_, v)| *v);
+    let get = |k: Counter| counter(&plane, &reader, k);
     assert_eq!(get(Counter::ActRedirect), u64::from(n));
     assert_eq!(get(Counter::CtInsert), u64::from(n));
     assert!(
@@ -124,11 +124,18 @@ fn frames_are_forwarded_through_the_sockets_and_counted_once() {
     }
     .key()
     .expect("key");
-    let entries = reader.conntrack_lookup(&key);
-    assert_eq!(entries.iter().filter(|e| e.last_seen_ns != 0).count(), 1);
-    let mut flows = 0;
-    reader.conntrack_scan(10_000, &mut |_, _| flows += 1);
-    assert_eq!(flows, usize::from(n));
+    let holders = plane
+        .shards()
+        .iter()
+        .filter(|s| s.lock().expect("shard").conn_table(0).get(&key).is_some())
+        .count();
+    assert_eq!(holders, 1, "one packet thread owns the flow");
+    let flows: usize = plane
+        .shards()
+        .iter()
+        .map(|s| s.lock().expect("shard").conn_table(0).len())
+        .sum();
+    assert_eq!(flows, usize::from(n), "each flow in exactly one table");
     plane.check().expect("self-test");
     drop(plane);
 }

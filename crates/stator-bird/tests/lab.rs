@@ -5,6 +5,8 @@
 //! through an [`AnnouncerThread`], as the controller will) and reads the router's kernel
 //! table. Timings are printed (`--nocapture`); the only timing asserted is a functional
 //! bound: a dead node is gone from the router within its hold time (or BFD detection time).
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 use std::net::IpAddr;
 use std::path::PathBuf;

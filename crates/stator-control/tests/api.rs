@@ -4,6 +4,8 @@
 //! tracer (a Maglev slot computed independently, and a connection-table entry made by a
 //! packet through the program), `/metrics` through a strict format checker — and the node
 //! still answering after all of it. Needs root.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 

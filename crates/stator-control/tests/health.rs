@@ -3,6 +3,8 @@
 //! replies, deduplication (one probe stream for two pools, counted at the server), and
 //! neighbour nudges for unchecked backends. Needs root. Timings are printed (--nocapture);
 //! the bounds asserted are functional (generous multiples of the configured intervals).
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 

@@ -2,6 +2,8 @@
 //! what it commits is read back from the pinned maps, i.e. what packets would see. Stable ids
 //! across reloads and a restart; a failing backend leaving every table it is in; drain, then
 //! the drain timeout; a commit the data plane refuses keeping the old generation. Needs root.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 

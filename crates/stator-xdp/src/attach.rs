@@ -9,7 +9,7 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use aya::programs::links::{FdLink, PinnedLink};
-use aya::programs::xdp::{XdpFlags, XdpLink};
+use aya::programs::xdp::{XdpLink, XdpMode as AyaXdpMode};
 use aya::programs::{ProgramError, Xdp};
 
 use crate::error::{Result, XdpError};
@@ -179,6 +179,7 @@ pub(crate) fn attach_loaded(
     let ifindex = sys::if_nametoindex(iface).ok_or_else(|| XdpError::InterfaceMissing {
         iface: iface.to_string(),
     })?;
+    crate::bpffs::ensure_bpffs(pin_path)?;
     std::fs::create_dir_all(pin_path)
         .map_err(|e| XdpError::io(format!("creating pin directory {}", pin_path.display()), e))?;
     let mut warnings = preflight(ifindex);
@@ -240,13 +241,10 @@ pub(crate) fn attach_pinned(
         warnings.push(format!("removed stale link pin {}", pin.display()));
         let _ = pinned.unpin();
     }
-    let tries: &[(XdpFlags, &'static str)] = match mode {
-        AttachMode::Auto => &[
-            (XdpFlags::DRV_MODE, "native"),
-            (XdpFlags::SKB_MODE, "generic"),
-        ],
-        AttachMode::Native => &[(XdpFlags::DRV_MODE, "native")],
-        AttachMode::Generic => &[(XdpFlags::SKB_MODE, "generic")],
+    let tries: &[(AyaXdpMode, &'static str)] = match mode {
+        AttachMode::Auto => &[(AyaXdpMode::Driver, "native"), (AyaXdpMode::Skb, "generic")],
+        AttachMode::Native => &[(AyaXdpMode::Driver, "native")],
+        AttachMode::Generic => &[(AyaXdpMode::Skb, "generic")],
     };
     let mut attached = None;
     for (i, (flags, name)) in tries.iter().enumerate() {

@@ -175,12 +175,8 @@ impl DecapMaps {
                 what: "reading the decap program's pinned maps".into(),
             });
         }
-        if !sys::on_bpffs(pin_path).unwrap_or(false) {
-            return Err(XdpError::NotBpffs {
-                path: pin_path.to_path_buf(),
-            });
-        }
-        if !pin_path.join("stator_dcfg").exists() {
+        // Not on a bpffs: nothing can have been pinned there.
+        if !sys::on_bpffs(pin_path).unwrap_or(false) || !pin_path.join("stator_dcfg").exists() {
             return Err(XdpError::NotLoaded {
                 pin_path: pin_path.to_path_buf(),
             });
@@ -346,11 +342,7 @@ impl Decap {
                 what: "loading the decap program".into(),
             });
         }
-        if !sys::on_bpffs(&opts.pin_path).unwrap_or(false) {
-            return Err(XdpError::NotBpffs {
-                path: opts.pin_path.clone(),
-            });
-        }
+        crate::bpffs::ensure_bpffs(&opts.pin_path)?;
         std::fs::create_dir_all(&opts.pin_path).map_err(|e| {
             XdpError::io(
                 format!("creating pin directory {}", opts.pin_path.display()),
@@ -359,7 +351,7 @@ impl Decap {
         })?;
         check_pins(objects::DECAP, &opts.pin_path, &[])?;
         let mut ebpf = EbpfLoader::new()
-            .map_pin_path(&opts.pin_path)
+            .default_map_pin_directory(&opts.pin_path)
             .load(objects::DECAP)
             .map_err(|e| XdpError::Load {
                 object: DECAP_PROGRAM_NAME.into(),

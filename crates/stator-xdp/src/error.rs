@@ -14,14 +14,20 @@ pub enum XdpError {
         what: String,
     },
 
-    /// The pin directory is not on a bpffs mount.
+    /// The pin directory is not on a bpffs and mounting one there failed.
     #[error(
-        "pin path {path} is not on a bpffs mount (mount one with `mount -t bpf bpf /sys/fs/bpf`; \
-         note that `ip netns exec` remounts /sys and hides it — use `nsenter --net=…` instead)"
+        "pin path {pin_path} is not on a bpffs and mounting one at {at} failed ({what}): {source}"
     )]
-    NotBpffs {
+    BpffsMount {
         /// The pin directory.
-        path: PathBuf,
+        pin_path: PathBuf,
+        /// Where the mount was attempted.
+        at: PathBuf,
+        /// The step that failed.
+        what: String,
+        /// The kernel's answer.
+        #[source]
+        source: io::Error,
     },
 
     /// The interface does not exist in this network namespace.

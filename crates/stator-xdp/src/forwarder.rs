@@ -94,11 +94,7 @@ impl Forwarder {
             });
         }
         opts.validate()?;
-        if !sys::on_bpffs(&opts.pin_path).unwrap_or(false) {
-            return Err(XdpError::NotBpffs {
-                path: opts.pin_path.clone(),
-            });
-        }
+        crate::bpffs::ensure_bpffs(&opts.pin_path)?;
         std::fs::create_dir_all(&opts.pin_path).map_err(|e| {
             XdpError::io(
                 format!("creating pin directory {}", opts.pin_path.display()),
@@ -117,9 +113,9 @@ impl Forwarder {
             &[("stator_ct", opts.ct_entries), ("stator_slots", slots)],
         )?;
         let mut ebpf = EbpfLoader::new()
-            .map_pin_path(&opts.pin_path)
-            .set_max_entries("stator_ct", opts.ct_entries)
-            .set_max_entries("stator_slots", slots)
+            .default_map_pin_directory(&opts.pin_path)
+            .map_max_entries("stator_ct", opts.ct_entries)
+            .map_max_entries("stator_slots", slots)
             .load(object)
             .map_err(|e| XdpError::Load {
                 object: "stator_fwd".into(),

@@ -118,12 +118,9 @@ impl Maps {
                 what: "reading the forwarder's pinned maps".into(),
             });
         }
-        if !crate::sys::on_bpffs(pin_path).unwrap_or(false) {
-            return Err(XdpError::NotBpffs {
-                path: pin_path.to_path_buf(),
-            });
-        }
-        if !pin_path.join("stator_ctl").exists() {
+        // Not on a bpffs: nothing can have been pinned there.
+        if !crate::sys::on_bpffs(pin_path).unwrap_or(false) || !pin_path.join("stator_ctl").exists()
+        {
             return Err(XdpError::NotLoaded {
                 pin_path: pin_path.to_path_buf(),
             });

@@ -25,11 +25,6 @@ pub fn attach_pass(pin_path: &Path, iface: &str, mode: AttachMode) -> Result<Att
             what: "attaching XDP".into(),
         });
     }
-    if !sys::on_bpffs(pin_path).unwrap_or(false) {
-        return Err(XdpError::NotBpffs {
-            path: pin_path.to_path_buf(),
-        });
-    }
     if sys::if_nametoindex(iface).is_none() {
         return Err(XdpError::InterfaceMissing {
             iface: iface.to_string(),

@@ -1,4 +1,4 @@
-//! The kernel interfaces aya 0.13 does not wrap, each as small as it can be: memory-mapped BPF
+//! The kernel interfaces aya does not wrap, each as small as it can be: memory-mapped BPF
 //! arrays, `membarrier(2)`, bpf_link information and `BPF_LINK_DETACH`, an `RTM_GETLINK` query for
 //! the XDP attach mode, and interface names. Every `unsafe` block of the crate outside
 //! `testrun.rs` is here.
@@ -222,6 +222,30 @@ pub(crate) fn on_bpffs(path: &Path) -> io::Result<bool> {
     }
     #[allow(clippy::unnecessary_cast)] // f_type's width differs between libcs
     Ok(st.f_type as i64 == BPF_FS_MAGIC)
+}
+
+/// Mounts a fresh bpffs at `at` (an existing directory), private to nobody but root (mode 0700).
+pub(crate) fn mount_bpffs(at: &Path) -> io::Result<()> {
+    let target = CString::new(at.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("path contains NUL"))?;
+    let source = c"bpf";
+    let fstype = c"bpf";
+    let data = c"mode=0700";
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call; mount reads them
+    // and touches no other memory of ours.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            data.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The system page size.

@@ -3,6 +3,8 @@
 //! one's, never a mix. The two snapshots differ in everything a mix could combine — real ids,
 //! backend addresses, encapsulation, table size and the node's outer TTL — and the VIP is
 //! NO_CT, so no connection-table entry can mask a torn configuration. Needs root.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 

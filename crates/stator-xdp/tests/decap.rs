@@ -3,6 +3,8 @@
 //! rejections with one reason each, traffic that must pass untouched, the address filter,
 //! every cut length of every header, and the attach/detach life cycle. Every case also checks
 //! the exact counter deltas: one outcome per packet, one reason per rejection. Needs root.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod tunnel;
 

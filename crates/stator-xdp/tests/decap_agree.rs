@@ -2,6 +2,8 @@
 //! the same decision) sends to a backend, the decap program turns back into the client's packet,
 //! byte for byte, for every encapsulation and every combination of inner and outer family.
 //! Needs root: the forwarder runs in a namespace where `bpf_fib_lookup` answers (tests/common).
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 

@@ -14,6 +14,8 @@
 //!
 //! A mismatch prints the seed, the frame (hex), both outcomes, the differences, the last steps
 //! and the command that replays it.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 mod diff;

@@ -1,5 +1,7 @@
 //! Clear errors: a verifier rejection carries the verifier's own words. Needs root and clang
 //! (the build needs clang anyway).
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 

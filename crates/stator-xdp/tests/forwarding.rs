@@ -2,6 +2,8 @@
 //! docs/forwarding.md with its expected action, output bytes (assembled by hand) and counter
 //! deltas. Needs root; runs inside a network namespace where bpf_fib_lookup has routes and
 //! static neighbours (tests/common).
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 mod fixtures;

@@ -2,6 +2,8 @@
 //! reused per CPU and real for its lifetime; a longer packet than any accepted is looked up
 //! again (MTU), failures are never cached, and without the option every packet asks the FIB.
 //! Needs root.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 mod fixtures;

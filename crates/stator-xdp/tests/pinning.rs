@@ -1,6 +1,8 @@
 //! Pinning and restarts: a new loader reuses the pinned maps (connection table, counters,
 //! active generation), reads the active snapshot back, refuses pins of another layout, and
 //! swaps its program into the pinned links of a previous run. Needs root.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 mod fixtures;

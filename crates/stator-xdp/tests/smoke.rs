@@ -1,4 +1,6 @@
 //! Loads the baseline programs and runs them through BPF_PROG_TEST_RUN. Needs root (CAP_BPF).
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 use aya::{Ebpf, programs::Xdp};
 use stator_xdp::testrun::{TestRunOpts, run_xdp};
 

@@ -52,7 +52,13 @@ struct CheckArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    // `stator run` installs the logger its configuration asks for; every other command logs
+    // what the libraries say (such as a bpffs mounted for the pin path) as plain lines.
+    if !matches!(cli.command, Command::Run(_)) {
+        stator_control::logging::init(&stator_config::Log::default());
+    }
+    match cli.command {
         Command::Check(args) => {
             let report = stator_config::check_file(&args.file);
             if args.json {

@@ -1,5 +1,7 @@
 //! `stator bench xdp --quick` runs and produces numbers (a smoke test: it asserts nothing
 //! about the figures themselves — benchmarks never fail on a timing). Needs root.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 use std::process::Command;
 

@@ -9,6 +9,8 @@
 //! right answers, both backends get a fair share, every encapsulated packet is decapsulated,
 //! and the LB node sees only client→VIP packets (its interface counters and the forwarder's
 //! counters against the client's), so the replies bypassed it. Needs root.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};

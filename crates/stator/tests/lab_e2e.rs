@@ -15,6 +15,8 @@
 //! The tests run one at a time (a mutex): each builds a deployment of its own (own prefix and
 //! state directory) and checks that nothing is left behind. Figures are printed
 //! (`--nocapture`).
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 

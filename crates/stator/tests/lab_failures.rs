@@ -15,6 +15,8 @@
 //!
 //! Each test has its own namespace prefix (`stf3-`…`stf6-`), subnet (203…206) and state
 //! directory, removed before it starts and when it ends (also on panic).
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 

@@ -27,6 +27,8 @@
 //! now send elsewhere (`GET /v1/trace?syn=true`): only the connection table keeps those.
 //! Figures are printed (`--nocapture`): survived/total per step, how many were kept by the
 //! connection table, and how long each reload took to show in `GET /v1/status`.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

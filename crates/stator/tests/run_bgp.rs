@@ -9,6 +9,8 @@
 //!
 //! Node 1 and node 0 have different backends (10.S.0.51 and .50) so that one node's backend
 //! can fail alone. Timings are printed (`--nocapture`); bounds are functional.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};

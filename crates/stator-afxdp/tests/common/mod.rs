@@ -354,3 +354,18 @@ pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// A global counter of the plane: the kernel half's plus every packet thread's.
+pub fn counter(
+    plane: &stator_afxdp::AfxdpPlane,
+    reader: &stator_afxdp::AfxdpReader,
+    c: stator_abi::Counter,
+) -> u64 {
+    let k = reader.kernel_counters().expect("kernel counters").get(c);
+    plane
+        .shards()
+        .iter()
+        .map(|s| s.lock().expect("shard").totals().get(c))
+        .sum::<u64>()
+        + k
+}

@@ -175,6 +175,45 @@ pub struct Deployment {
     lab: Option<DsrLab>,
     bpffs: Option<BpfFs>,
     persistent: bool,
+    /// Held (never read: the open file is the lock) from the start of [`Deployment::up`] until the deployment is torn down (fields
+    /// drop after `Drop::drop` has run): one deployment is built and driven at a time.
+    _one_at_a_time: OneAtATime,
+}
+
+/// An exclusive `flock` on `/run/stator-lab/deploy.lock`: whole deployments load both cores
+/// and their tests measure failover times, so two of them never run at once — not two tests of
+/// one binary, not two test binaries, not a test beside `stator lab demo`.
+#[derive(Debug)]
+struct OneAtATime(#[allow(dead_code)] std::fs::File);
+
+impl OneAtATime {
+    const PATH: &str = "/run/stator-lab/deploy.lock";
+
+    fn acquire() -> Result<Self> {
+        use std::os::fd::AsRawFd as _;
+        let path = Path::new(Self::PATH);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(file_err(dir))?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(file_err(path))?;
+        #[allow(unsafe_code)]
+        let lock = |how| {
+            // SAFETY: flock takes a file descriptor we own (open for the call) and an integer.
+            unsafe { libc::flock(file.as_raw_fd(), how) }
+        };
+        if lock(libc::LOCK_EX | libc::LOCK_NB) != 0 {
+            eprintln!("stator-lab: another deployment is running; waiting for it to finish");
+            if lock(libc::LOCK_EX) != 0 {
+                return Err(file_err(path)(std::io::Error::last_os_error()));
+            }
+        }
+        Ok(Self(file))
+    }
 }
 
 pub(crate) fn file_err(path: &Path) -> impl FnOnce(std::io::Error) -> NetnsError + '_ {
@@ -192,6 +231,7 @@ impl Deployment {
         if !is_root() {
             return Err(NetnsError::NotRoot);
         }
+        let one_at_a_time = OneAtATime::acquire()?;
         down(&spec.prefix, &spec.dir)?;
         std::fs::create_dir_all(&spec.dir).map_err(file_err(&spec.dir))?;
         write_state(spec)?;
@@ -203,6 +243,7 @@ impl Deployment {
             lab: None,
             bpffs: None,
             persistent: false,
+            _one_at_a_time: one_at_a_time,
         };
         // from here on, a failure drops `d`, which tears down what was built
         let bpffs = BpfFs::mount(&spec.dir.join("bpffs"))?;

@@ -2,6 +2,8 @@
 //! reselect after a backend drains or goes away), idle timeouts and the SYN-flood guard driven
 //! by the test clock, per-CPU versus shared tables, per-VIP and per-real counters, node
 //! parameters, and the self-test probe. Needs root.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
 mod fixtures;
