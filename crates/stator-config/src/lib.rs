@@ -53,9 +53,9 @@ pub use health::{
 };
 pub use raw::RawConfig;
 pub use types::{
-    Api, Backend, BackendId, Bgp, Config, ConntrackMode, Dataplane, DataplaneMode, Encap,
-    EncapDefaults, Log, LogFormat, LogLevel, Member, Neighbor, Node, OnExit, Pool, PoolId, Proto,
-    Secret, Token, Vip, VipFlags, VipKey, XdpMode,
+    Afxdp, AfxdpBindMode, Api, Backend, BackendId, Bgp, Config, ConntrackMode, Dataplane,
+    DataplaneMode, Encap, EncapDefaults, Log, LogFormat, LogLevel, Member, Neighbor, Node, OnExit,
+    Pool, PoolId, Proto, Secret, Token, Vip, VipFlags, VipKey, XdpMode,
 };
 pub use validate::validate;
 
