@@ -132,6 +132,10 @@ pub(crate) struct Io {
     pub wake: Arc<IoWake>,
     pub stats: Arc<IoStats>,
     pub stop: Arc<crate::worker::Published>,
+    /// The snapshot steering parses with (the packet threads' current one), and its
+    /// publication generation.
+    pub snap: Arc<stator_core::CompiledSnapshot>,
+    pub snap_gen: u64,
     pub batch: u32,
     pub flush_ns: u64,
     pub spin: Duration,
@@ -157,6 +161,11 @@ impl Io {
         let share = (self.umem.config().frames as usize / rx_socks) as u32;
         while !self.stop.stop.load(Ordering::Relaxed) {
             self.stats.heartbeat.fetch_add(1, Ordering::Relaxed);
+            let g = self.stop.generation.load(Ordering::Acquire);
+            if g != self.snap_gen {
+                self.snap = self.stop.current();
+                self.snap_gen = g;
+            }
             let now = sys::monotonic_ns();
             let mut work = self.reap() + self.mux(now);
             work += self.flush(now);
@@ -371,7 +380,8 @@ impl Io {
         let threads = self.to_workers.len();
         let hash = {
             let buf = self.umem.packet(&mut item.frame);
-            steering_hash(stator_core::PacketBuf::data(&buf))
+            let data = stator_core::PacketBuf::data(&buf);
+            stator_core::table_hash(&self.snap, data).unwrap_or_else(|| steering_hash(data))
         };
         let home = home_thread(hash, threads);
         match self.to_workers[home].push(item) {

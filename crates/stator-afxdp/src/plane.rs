@@ -76,7 +76,7 @@ impl AfxdpPlane {
         let mut kernel = stator_xdp::Forwarder::load_xsk(xdp, cfg.umem.max_packet())?;
         kernel.ensure_programmed()?;
         let active = kernel.active_snapshot()?.unwrap_or_default();
-        let snap = Arc::new(CompiledSnapshot::new(&active)?);
+        let snap = Arc::new(CompiledSnapshot::new_lenient(&active)?);
         Ok(Self {
             shards: new_shards(&cfg),
             kernel,
@@ -173,15 +173,27 @@ impl AfxdpPlane {
         Ok(())
     }
 
-    /// Makes `snap` what every packet sees (see the module essay for the order).
+    /// Makes `snap` what every packet sees (see the module essay for the order). It accepts
+    /// exactly what the kernel half accepts — a snapshot representable in the maps, even one
+    /// the controller would never build (a backend without a source address: its packets are
+    /// dropped `no_source`, as in XDP) — so both halves always hold the same snapshot: if the
+    /// kernel half refuses it, the packet threads go back to the previous one.
     pub fn commit(&mut self, snap: &Snapshot) -> Result<AfxdpCommit, AfxdpError> {
-        let compiled = Arc::new(CompiledSnapshot::new(snap)?);
+        let compiled = Arc::new(CompiledSnapshot::new_lenient(snap)?);
         let t = std::time::Instant::now();
         if let Some(rt) = &self.runtime {
             rt.publish(Arc::clone(&compiled))?;
         }
         let publish = t.elapsed();
-        let kernel = self.kernel.commit(snap)?;
+        let kernel = match self.kernel.commit(snap) {
+            Ok(k) => k,
+            Err(e) => {
+                if let Some(rt) = &self.runtime {
+                    rt.publish(Arc::clone(&self.snap))?;
+                }
+                return Err(e.into());
+            }
+        };
         self.snap = compiled;
         Ok(AfxdpCommit { kernel, publish })
     }

@@ -188,6 +188,8 @@ impl Runtime {
             threads: threads.clone(),
             wake,
             stats: Arc::clone(&io_stats),
+            snap: published.current(),
+            snap_gen: 1,
             stop: Arc::clone(&published),
             batch: cfg.batch,
             flush_ns: cfg.flush_timeout.as_nanos() as u64,

@@ -1,11 +1,15 @@
 //! The steering module's choice (§3.1): which packet thread gets a frame.
 //!
 //! The flow hash of the 5-tuple (stator-hash's, the one the forwarder uses) picks the thread,
-//! so a connection's packets meet the same thread — and its connection table — in order. What
-//! must stay together is hashed together: every fragment of a datagram on its 3-tuple, and an
-//! ICMP error on the flow it quotes, reversed, so it reaches the thread that owns that
-//! connection. When the chosen thread's queue is full, the next thread with room takes the
-//! frame, round-robin (the paper's fallback for floods of one 5-tuple); the caller counts it.
+//! so a connection's packets meet the same thread — and its connection table — in order. The
+//! hash is the one of the connection-table key the forwarder itself will use
+//! (`stator_core::table_hash`: its own parse, the quoted flow reversed for an ICMP error), so
+//! no frame the forwarder would look up in a table is ever steered by a different reading of
+//! its headers. Frames that will not reach a table (malformed, not a VIP, fragments) are
+//! spread by [`steering_hash`], stator-wire's reading: the 5-tuple, a fragment's 3-tuple, an
+//! ICMP error's quoted flow. When the chosen thread's queue is full, the next thread with room
+//! takes the frame, round-robin (the paper's fallback for floods of one 5-tuple); the caller
+//! counts it.
 
 use stator_hash::{flow_hash_v4, flow_hash_v6, flow_hash3_v4, flow_hash3_v6};
 use stator_wire::{IpPair, parse_flow};

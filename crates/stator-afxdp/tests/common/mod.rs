@@ -277,6 +277,14 @@ impl RawSock {
         );
     }
 
+    /// Sends `frame`; false when the kernel refuses it (shorter than an Ethernet header,
+    /// longer than the MTU).
+    pub fn try_send(&self, frame: &[u8]) -> bool {
+        // SAFETY: writes `frame` (a live slice) to the bound socket.
+        let rc = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        rc >= 0 && rc as usize == frame.len()
+    }
+
     /// The next frame received within `timeout` (outgoing copies excluded).
     pub fn recv(&self, timeout: Duration) -> Option<Vec<u8>> {
         let deadline = Instant::now() + timeout;
