@@ -43,6 +43,7 @@ pub mod config;
 mod error;
 pub mod fib;
 mod io;
+pub mod packet_socket;
 pub mod plane;
 pub mod ring;
 pub mod runtime;

@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 
+use crate::bench_afxdp::{self, BenchAfxdpArgs};
 use crate::bench_hashing::{self, HashingArgs};
 use crate::bench_veth::{self, BenchVethArgs};
 use crate::bench_xdp::{self, BenchXdpArgs};
@@ -17,6 +18,9 @@ pub enum BenchCmd {
     /// Packets per second end to end on veth: the forwarder against plain forwarding without
     /// load balancing, in the same run (needs root).
     Veth(BenchVethArgs),
+    /// The AF_XDP forwarder on veth: the paper's Figures 8 (kernel bypass against the kernel
+    /// stack and XDP) and 9 (SYN, non-SYN, constant 5-tuple) (needs root).
+    Afxdp(BenchAfxdpArgs),
 }
 
 /// Runs a benchmark.
@@ -25,5 +29,6 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Hashing(args) => bench_hashing::run(&args),
         BenchCmd::Xdp(args) => bench_xdp::run(args),
         BenchCmd::Veth(args) => bench_veth::run(args),
+        BenchCmd::Afxdp(args) => bench_afxdp::run(args),
     }
 }
