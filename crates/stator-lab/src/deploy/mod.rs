@@ -98,6 +98,9 @@ pub struct DeploySpec {
     pub table_size: u32,
     /// Interval of the backends' health checks, milliseconds (fall and rise 2).
     pub health_interval_ms: u32,
+    /// How many nodes run the AF_XDP data plane (`dataplane.mode = "afxdp"`): the last ones;
+    /// the others run XDP.
+    pub afxdp_nodes: usize,
 }
 
 impl DeploySpec {
@@ -116,7 +119,13 @@ impl DeploySpec {
             hold_time: 3,
             table_size: 65537,
             health_interval_ms: 500,
+            afxdp_nodes: 0,
         }
+    }
+
+    /// Whether node `j` runs the AF_XDP data plane.
+    pub fn is_afxdp(&self, j: usize) -> bool {
+        j + self.afxdp_nodes >= self.nodes
     }
 
     /// Backend `k`'s configured weight (1 where [`DeploySpec::weights`] has no entry).
@@ -414,12 +423,13 @@ address_v4 = "{a4}"
 address_v6 = "{a6}"
 
 [dataplane]
+mode = "{mode}"
 interfaces = ["eth0"]
 pin_path = "{pins}/n{j}"
 conntrack = "shared"
 conntrack_entries = 65536
 slots_per_generation = {slots}
-
+{afxdp}
 [bgp]
 bird_socket = "{dir}/n{j}.ctl"
 bird_config = "{dir}/n{j}-stator.conf"
@@ -456,6 +466,14 @@ format = "json"
             ras = ROUTER_AS,
             hold = spec.hold_time,
             ka = (spec.hold_time / 3).max(1),
+            mode = if spec.is_afxdp(j) { "afxdp" } else { "xdp" },
+            // one packet thread beside the I/O thread, unpinned: the lab shares two cores
+            afxdp = if spec.is_afxdp(j) {
+                "\n[dataplane.afxdp]\npacket_threads = 1\npin = false\nframes = 4096\n\
+                 ring_size = 1024\nbusy_poll = \"0s\"\n"
+            } else {
+                ""
+            },
         );
         for (pool, v6) in [("web4", false), ("web6", true)] {
             c.push_str(&format!(

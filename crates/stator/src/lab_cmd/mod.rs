@@ -69,6 +69,9 @@ pub struct UpArgs {
     /// Backends (1–16).
     #[arg(long, default_value_t = 4)]
     backends: usize,
+    /// How many of the nodes (the last ones) run the AF_XDP data plane instead of XDP.
+    #[arg(long, default_value_t = 0)]
+    afxdp_nodes: usize,
 }
 
 /// Options of `stator lab demo`.
@@ -160,11 +163,16 @@ pub fn peer_xdp(router: &Netns, port: &str, pin: &Path) -> std::result::Result<(
 }
 
 fn up(args: &UpArgs) -> Result<()> {
-    let spec = spec(&args.lab, args.subnet, args.nodes, args.backends)?;
+    let mut spec = spec(&args.lab, args.subnet, args.nodes, args.backends)?;
+    if args.afxdp_nodes > spec.nodes {
+        bail!("--afxdp-nodes must be at most --nodes");
+    }
+    spec.afxdp_nodes = args.afxdp_nodes;
     println!(
-        "building lab {} ({} nodes, {} backends) in {} …",
+        "building lab {} ({} nodes, {} of them AF_XDP, {} backends) in {} …",
         spec.prefix,
         spec.nodes,
+        spec.afxdp_nodes,
         spec.backends,
         spec.dir.display()
     );
