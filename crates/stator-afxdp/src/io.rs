@@ -25,12 +25,12 @@
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::time::Duration;
 
 use crate::ring::{CompRing, FillRing, RxRing, TxRing};
 use crate::spsc::{Consumer, Producer};
-use crate::steer::{home_thread, steering_hash};
+use crate::steer::{fallback_order, home_thread, steering_hash};
 use crate::sys::{self, EventFd};
 use crate::umem::{Frame, FrameState, Umem};
 use crate::worker::{RxItem, TxItem, WorkerShared};
@@ -53,7 +53,10 @@ impl IoWake {
     /// Wakes the I/O thread if it sleeps (after pushing work to it).
     #[inline]
     pub(crate) fn wake(&self) {
-        if self.sleeping.load(Ordering::SeqCst) {
+        // the push (a release store) must be visible before the flag is read, or both sides
+        // could miss each other: the sleeper sets its flag, then looks at the queues
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) {
             self.efd.signal();
         }
     }
@@ -96,9 +99,9 @@ pub struct IoStats {
     pub rx_invalid: AtomicU64,
     /// Times the thread slept in `ppoll`.
     pub sleeps: AtomicU64,
-    /// Nanoseconds spent in steering (reading RX and pushing to threads).
+    /// CPU nanoseconds spent steering (reading RX and pushing to threads).
     pub steer_ns: AtomicU64,
-    /// Nanoseconds spent in muxing (draining the threads' queues into TX rings).
+    /// CPU nanoseconds spent muxing (draining the threads' queues into TX rings).
     pub mux_ns: AtomicU64,
     /// Loop turns: proof of life for the self-test.
     pub heartbeat: AtomicU64,
@@ -167,15 +170,21 @@ impl Io {
                 self.snap_gen = g;
             }
             let now = sys::monotonic_ns();
-            let mut work = self.reap() + self.mux(now);
-            work += self.flush(now);
+            let c0 = sys::thread_cpu_ns();
+            let mut work = self.reap();
+            let muxed = self.mux(now);
+            let c1 = sys::thread_cpu_ns();
+            if muxed != 0 {
+                self.stats.mux_ns.fetch_add(c1 - c0, Ordering::Relaxed);
+            }
+            work += muxed + self.flush(now);
             self.fill(share);
-            let t0 = sys::monotonic_ns();
+            let c2 = sys::thread_cpu_ns();
             let steered = self.steer(&mut rx_buf, &mut stalled, &mut rr);
             if steered != 0 {
                 self.stats
                     .steer_ns
-                    .fetch_add(sys::monotonic_ns() - t0, Ordering::Relaxed);
+                    .fetch_add(sys::thread_cpu_ns().saturating_sub(c2), Ordering::Relaxed);
             }
             work += steered;
             if work != 0 {
@@ -207,7 +216,6 @@ impl Io {
 
     /// 2. The packet threads' output into TX rings (or the free list).
     fn mux(&mut self, now: u64) -> usize {
-        let t0 = now;
         let mut n = 0usize;
         let (mut tx, mut recycled, mut full) = (0u64, 0u64, 0u64);
         // frames that waited for room first, in order
@@ -259,8 +267,6 @@ impl Io {
             st.tx.fetch_add(tx, Ordering::Relaxed);
             st.recycled.fetch_add(recycled, Ordering::Relaxed);
             st.tx_ring_full.fetch_add(full, Ordering::Relaxed);
-            st.mux_ns
-                .fetch_add(sys::monotonic_ns().saturating_sub(t0), Ordering::Relaxed);
         }
         n
     }
@@ -366,8 +372,10 @@ impl Io {
             }
         }
         if threads != 0 && n != 0 {
+            // as in IoWake::wake: pushes before the flags are read
+            fence(Ordering::SeqCst);
             for (w, t) in self.workers.iter().zip(&self.threads) {
-                if w.sleeping.load(Ordering::SeqCst) {
+                if w.sleeping.load(Ordering::Relaxed) {
                     t.unpark();
                 }
             }
@@ -391,11 +399,7 @@ impl Io {
             }
             Err(back) => item = back,
         }
-        for k in 1..threads {
-            let t = (*rr + k) % threads;
-            if t == home {
-                continue;
-            }
+        for t in fallback_order(home, *rr, threads) {
             match self.to_workers[t].push(item) {
                 Ok(()) => {
                     *rr = t;

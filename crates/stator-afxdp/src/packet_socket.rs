@@ -212,7 +212,7 @@ pub fn run(
         if lens.is_empty() {
             continue;
         }
-        let t0 = sys::monotonic_ns();
+        let t0 = sys::thread_cpu_ns();
         let now = sys::monotonic_coarse_ns();
         fib.set_now(now);
         {
@@ -231,7 +231,7 @@ pub fn run(
                 }
             }
         }
-        let busy = sys::monotonic_ns().saturating_sub(t0);
+        let busy = sys::thread_cpu_ns().saturating_sub(t0);
         let mut sent = 0;
         for (i, (_, s)) in tx.iter().enumerate() {
             sent += send_batch(s.raw(), &out[i]);

@@ -73,6 +73,15 @@ pub fn home_thread(hash: u32, threads: usize) -> usize {
     ((u64::from(hash) * threads as u64) >> 32) as usize
 }
 
+/// The threads the round-robin fallback tries when `home`'s queue is full: every other thread
+/// once, starting after `last` (the one the fallback used last time).
+#[inline]
+pub fn fallback_order(home: usize, last: usize, threads: usize) -> impl Iterator<Item = usize> {
+    (1..=threads)
+        .map(move |k| (last + k) % threads)
+        .filter(move |&t| t != home)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +90,30 @@ mod tests {
 
     fn v4(d: u8) -> IpAddr {
         IpAddr::V4(Ipv4Addr::new(10, 0, 0, d))
+    }
+
+    #[test]
+    fn the_fallback_tries_every_other_thread_once() {
+        for threads in 1..6 {
+            for home in 0..threads {
+                for last in 0..threads {
+                    let mut got: Vec<usize> = fallback_order(home, last, threads).collect();
+                    assert_eq!(got.first().copied(), {
+                        let first = (last + 1) % threads;
+                        if first == home && threads > 1 {
+                            Some((last + 2) % threads)
+                        } else if threads == 1 {
+                            None
+                        } else {
+                            Some(first)
+                        }
+                    });
+                    got.sort_unstable();
+                    let want: Vec<usize> = (0..threads).filter(|&t| t != home).collect();
+                    assert_eq!(got, want, "threads {threads} home {home} last {last}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -314,6 +314,12 @@ pub(crate) fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
 
+/// The calling thread's CPU time in ns (`CLOCK_THREAD_CPUTIME_ID`): what the cost figures
+/// use, so time the thread spent descheduled on a busy machine is not counted as work.
+pub(crate) fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
 /// `CLOCK_MONOTONIC_COARSE` in ns: what the XDP program's `bpf_ktime_get_coarse_ns` reads,
 /// so connection-table timestamps mean the same in both planes.
 pub(crate) fn monotonic_coarse_ns() -> u64 {

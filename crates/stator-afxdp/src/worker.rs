@@ -79,7 +79,7 @@ pub struct WorkerStats {
     pub packets: AtomicU64,
     /// Batches processed.
     pub batches: AtomicU64,
-    /// Nanoseconds spent processing batches (clock read per batch).
+    /// CPU nanoseconds spent processing batches (the thread's CPU clock, read per batch).
     pub busy_ns: AtomicU64,
     /// Frames the forwarder passed, which user space cannot hand back: recycled.
     pub user_pass: AtomicU64,
@@ -224,7 +224,7 @@ impl Worker {
     }
 
     fn process(&mut self, snap: &CompiledSnapshot, batch: &mut Vec<RxItem>) {
-        let t0 = sys::monotonic_ns();
+        let t0 = sys::thread_cpu_ns();
         let now = sys::monotonic_coarse_ns();
         self.fib.set_now(now);
         let n = batch.len() as u64;
@@ -261,7 +261,7 @@ impl Worker {
         st.packets.fetch_add(n, Ordering::Relaxed);
         st.batches.fetch_add(1, Ordering::Relaxed);
         st.busy_ns
-            .fetch_add(sys::monotonic_ns().saturating_sub(t0), Ordering::Relaxed);
+            .fetch_add(sys::thread_cpu_ns().saturating_sub(t0), Ordering::Relaxed);
         if user_pass != 0 {
             st.user_pass.fetch_add(user_pass, Ordering::Relaxed);
         }

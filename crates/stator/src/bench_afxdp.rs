@@ -11,8 +11,8 @@
 //!   (`recvmmsg`/`sendmmsg`) instead of AF_XDP, the paper's "vanilla Linux" mode.
 //! - **Figure 9** (AF_XDP, 1 and 2 packet threads): SYN (each packet a Maglev lookup and an
 //!   insert), non-SYN over many flows (connection-table hits), and one constant 5-tuple, where
-//!   the steering fallback shows: the home thread's queue fills and the round-robin fallback
-//!   spreads the flood (counted).
+//!   the steering fallback shows: the home thread's queue (128 frames in this run) fills and
+//!   the round-robin fallback spreads the flood (counted).
 //!
 //! A figure is what the sink counted divided by the time from the first frame sent to the last
 //! frame delivered, with the generator saturating the path (`count` frames sized from a
@@ -125,6 +125,7 @@ struct Point {
     user_ns: Option<f64>,
     process_ns: Option<f64>,
     fallback: u64,
+    /// AF_XDP: frames the kernel dropped at the sockets; AF_PACKET: frames the socket received.
     kernel_drops: u64,
 }
 
@@ -208,7 +209,7 @@ impl Rig {
         })
     }
 
-    fn start(&mut self, lb: Lb) -> Result<Running> {
+    fn start(&mut self, lb: Lb, traffic: Traffic) -> Result<Running> {
         let lbns = self.lab.lb.clone();
         match lb {
             Lb::Xdp => {
@@ -242,6 +243,13 @@ impl Rig {
                     rings: RingSizes::all(2048),
                     bind_mode: BindMode::Copy,
                     ct_capacity: 1 << 16,
+                    // one 5-tuple: short queues, so the home thread's fills and the steering
+                    // fallback shows (§3.1)
+                    queue_depth: if traffic == Traffic::Constant {
+                        128
+                    } else {
+                        1024
+                    },
                     ..AfxdpConfig::default()
                 };
                 let plane = lbns.run_in(move || -> Result<AfxdpPlane> {
@@ -349,7 +357,7 @@ impl Rig {
     }
 
     fn measure(&mut self, lb: Lb, traffic: Traffic, flows: u32, seconds: f64) -> Result<Point> {
-        let running = self.start(lb)?;
+        let running = self.start(lb, traffic)?;
         let flags = if traffic == Traffic::Syn { 0x02 } else { 0x10 };
         let frame = tcp_frame(self.lb_in_mac, self.gen_mac, flags);
         let nflows = if traffic == Traffic::Constant {
@@ -411,8 +419,8 @@ enum Stats {
     AfPacket(u64, u64),
 }
 
-/// (user ns per packet, process ns per packet, steering fallbacks, kernel drops) between two
-/// readings.
+/// (user ns per packet, process ns per packet, steering fallbacks, and for AF_XDP the kernel's
+/// drops / for AF_PACKET the frames its socket received) between two readings.
 fn user_cost(a: &Option<Stats>, b: &Option<Stats>) -> (Option<f64>, Option<f64>, u64, u64) {
     match (a, b) {
         (Some(Stats::Afxdp(a)), Some(Stats::Afxdp(b))) => {
@@ -434,8 +442,7 @@ fn user_cost(a: &Option<Stats>, b: &Option<Stats>) -> (Option<f64>, Option<f64>,
         (Some(Stats::AfPacket(ra, ba)), Some(Stats::AfPacket(rb, bb))) => {
             let pkts = rb.saturating_sub(*ra).max(1) as f64;
             let ns = bb.saturating_sub(*ba) as f64 / pkts;
-            tracing::debug!(frames = rb.saturating_sub(*ra), "AF_PACKET forwarder");
-            (Some(ns), Some(ns), 0, 0)
+            (Some(ns), Some(ns), 0, rb.saturating_sub(*ra))
         }
         _ => (None, None, 0, 0),
     }
@@ -492,7 +499,9 @@ pub fn run(args: BenchAfxdpArgs) -> Result<()> {
                 "lb": p.lb.name(), "what": p.lb.what(), "traffic": p.traffic.name(),
                 "pps": p.pps(), "sent": p.sent, "delivered": p.delivered, "seconds": p.secs,
                 "user_ns_per_packet": p.user_ns, "process_ns_per_packet": p.process_ns,
-                "steer_fallback": p.fallback, "kernel_drops": p.kernel_drops,
+                "steer_fallback": p.fallback,
+                "xsk_kernel_drops": matches!(p.lb, Lb::Afxdp(_)).then_some(p.kernel_drops),
+                "af_packet_socket_rx": (p.lb == Lb::AfPacket).then_some(p.kernel_drops),
                 "ratio_to_af_packet": p.pps() / pps(Lb::AfPacket, Traffic::NonSyn).max(1.0),
                 "ratio_to_xdp": p.pps() / pps(Lb::Xdp, Traffic::NonSyn).max(1.0),
             })

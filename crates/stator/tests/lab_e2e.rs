@@ -457,6 +457,14 @@ fn e2e_9_mixed_planes_keep_connections_when_ecmp_moves_them() {
         .collect();
     println!("[9] data planes of l0, l1, l2: {kinds:?}");
     assert_eq!(kinds, ["xdp", "xdp", "afxdp"]);
+    let metrics = d.api(2, "GET", "/metrics").expect("l2's /metrics").body;
+    for family in [
+        "stator_afxdp_xsk_total",
+        "stator_afxdp_io_total",
+        "stator_afxdp_thread_total",
+    ] {
+        assert!(metrics.contains(family), "l2 exports {family}");
+    }
     const CONNS: usize = 240;
     let mut ll = LongLived::open(
         &d.client().ns,
