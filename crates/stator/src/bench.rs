@@ -21,6 +21,9 @@ pub enum BenchCmd {
     /// The AF_XDP forwarder on veth: the paper's Figures 8 (kernel bypass against the kernel
     /// stack and XDP) and 9 (SYN, non-SYN, constant 5-tuple) (needs root).
     Afxdp(BenchAfxdpArgs),
+    /// Upstream schedulers: ns per pick at 10 to 2,000 backends (VNSWRR against nginx's SWRR,
+    /// least-conn, P2C, source hash) and the weight-change burst (stator-bench).
+    Sched(stator_bench::sched::SchedArgs),
 }
 
 /// Runs a benchmark.
@@ -30,5 +33,6 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Xdp(args) => bench_xdp::run(args),
         BenchCmd::Veth(args) => bench_veth::run(args),
         BenchCmd::Afxdp(args) => bench_afxdp::run(args),
+        BenchCmd::Sched(args) => Ok(stator_bench::sched::run(&args)?),
     }
 }
