@@ -122,7 +122,9 @@ enum stator_drop_reason {
 	STATOR_DROP_ICMP = 11,          /* ICMP to a VIP that is neither an error we route nor echo */
 	STATOR_DROP_BAD_CONFIG = 12,    /* a map lookup that configuration guarantees failed */
 	STATOR_DROP_MTU = 13,           /* encapsulated packet larger than the egress MTU */
-	STATOR_DROP_MAX = 14,
+	STATOR_DROP_XSK_FRAME = 14,     /* AF_XDP plane: VIP packet longer than a UMEM frame holds */
+	STATOR_DROP_XSK_SOCKET = 15,    /* AF_XDP plane: no socket on the packet's RX queue */
+	STATOR_DROP_MAX = 16,
 };
 
 /* ---- maps --------------------------------------------------------------------------------------
@@ -157,6 +159,12 @@ enum stator_drop_reason {
  *   stator_vgiter    PERCPU_ARRAY[1]               __u64 iteration counter
  *   stator_vsinkcnt  PERCPU_ARRAY[STATOR_VSINK_MAX] __u64
  *   stator_vroutetx  DEVMAP_HASH[STATOR_MAX_TX_PORTS] ifindex → struct bpf_devmap_val
+ *  AF_XDP redirect (stator_xsk.bpf.c): the forwarder's maps above, pinned by name (stator_ct
+ *  and the next-hop cache unused, loaded with one entry), plus, not pinned:
+ *   stator_xsks      XSKMAP[STATOR_MAX_TX_PORTS * STATOR_MAX_XSK_QUEUES]
+ *                    slot * STATOR_MAX_XSK_QUEUES + RX queue → AF_XDP socket
+ *   stator_xskifs    HASH[STATOR_MAX_TX_PORTS]      ifindex → the interface's slot
+ *   stator_xskcfg    ARRAY[1]                      struct stator_xsk_cfg
  *  decap (stator_decap.bpf.c; every map pinned by name, default pin directory
  *  /sys/fs/bpf/stator-decap/)
  *   stator_dcfg      ARRAY[1]                      struct stator_decap_cfg
@@ -364,6 +372,36 @@ struct stator_probe {
 	__u32 result;            /* written: STATOR_PROBE_F_* */
 	__u32 vaddr_flags;       /* written: stator_vaddr.flags when found */
 	__u64 config_generation; /* written: stator_cfg[gen].config_generation */
+};
+
+/* ---- the AF_XDP plane (bpf/stator_xsk.bpf.c, crates/stator-afxdp, docs/afxdp.md) -----------
+ * stator_xsk runs the forwarder's own parse and VIP match (parse.h, vip.h) and redirects what
+ * the forwarder would decide — VIP traffic and malformed VIP traffic alike — to the AF_XDP
+ * socket of the packet's RX queue; what it would pass (not IP, not a VIP, ICMP echo with echo
+ * off, neighbour discovery) it passes, counted exactly as the forwarder counts it. */
+#define STATOR_MAX_XSK_QUEUES 64
+
+/* stator_xskcfg[0]. */
+struct stator_xsk_cfg {
+	__u32 max_len; /* longest frame a UMEM frame holds; longer VIP packets: drop XSK_FRAME */
+	__u32 _pad0;
+};
+
+/* stator_fibq: BPF_PROG_TEST_RUN over STATOR_FIBQ_OFF zero bytes followed by this struct asks
+ * bpf_fib_lookup exactly what the forwarder asks (encap.h) and writes the answer into it: the
+ * AF_XDP plane's next hops are the kernel's own. */
+#define STATOR_FIBQ_OFF 14
+
+struct stator_fib_query {
+	__be32 src[4];    /* in: outer source (IPv4 in src[0]) */
+	__be32 dst[4];    /* in: outer destination (the backend) */
+	__u32 ifindex;    /* in: ingress interface; out: egress interface */
+	__u16 tot_len;    /* in: outer IP length; out, on FRAG_NEEDED: the MTU */
+	__u8 family;      /* in: STATOR_FAMILY_V4 / V6 */
+	__u8 l4_protocol; /* in: the outer protocol (47, 4, 41, 17) */
+	__s32 rc;         /* out: BPF_FIB_LKUP_RET_* (or -1: not answered) */
+	__u8 smac[6];     /* out */
+	__u8 dmac[6];     /* out */
 };
 
 /* ---- benchmark wrapper -------------------------------------------------------------------

@@ -47,7 +47,9 @@
 	X(STATOR_DROP_ADJUST, "adjust")                                                           \
 	X(STATOR_DROP_ICMP, "icmp")                                                               \
 	X(STATOR_DROP_BAD_CONFIG, "bad_config")                                                   \
-	X(STATOR_DROP_MTU, "mtu")
+	X(STATOR_DROP_MTU, "mtu")                                                                 \
+	X(STATOR_DROP_XSK_FRAME, "xsk_frame")                                                     \
+	X(STATOR_DROP_XSK_SOCKET, "xsk_socket")
 
 #define DECAP_COUNTERS(X)                                                                         \
 	X(STATOR_DECAP_CNT_GRE, "gre")                                                            \
@@ -135,6 +137,8 @@ int main(void)
 	CONST_U32(STATOR_PROBE_F_CFG);
 	CONST_U32(STATOR_PROBE_F_VADDR);
 	CONST_U32(STATOR_BENCH_FRAME_MAX);
+	CONST_U32(STATOR_MAX_XSK_QUEUES);
+	CONST_U32(STATOR_FIBQ_OFF);
 
 	CONST_U32(STATOR_CNT_MAX);
 	CONST_U32(STATOR_DROP_MAX);
@@ -158,6 +162,20 @@ int main(void)
 	EMIT_TABLE("DECAP_COUNTER", "Decap counter index", STATOR_DECAP_CNT_MAX, DECAP_COUNTERS);
 	EMIT_TABLE("RP_COUNTER", "Steering counter index", STATOR_RP_CNT_MAX, RP_COUNTERS);
 	printf("\n");
+
+	SIZE(stator_xsk_cfg);
+	OFF(stator_xsk_cfg, max_len);
+
+	SIZE(stator_fib_query);
+	OFF(stator_fib_query, src);
+	OFF(stator_fib_query, dst);
+	OFF(stator_fib_query, ifindex);
+	OFF(stator_fib_query, tot_len);
+	OFF(stator_fib_query, family);
+	OFF(stator_fib_query, l4_protocol);
+	OFF(stator_fib_query, rc);
+	OFF(stator_fib_query, smac);
+	OFF(stator_fib_query, dmac);
 
 	SIZE(stator_ctl);
 	OFF(stator_ctl, active_gen);

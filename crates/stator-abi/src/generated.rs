@@ -39,8 +39,10 @@ pub const STATOR_PROBE_MAGIC: u64 = 3553430606664782931;
 pub const STATOR_PROBE_F_CFG: u32 = 1;
 pub const STATOR_PROBE_F_VADDR: u32 = 2;
 pub const STATOR_BENCH_FRAME_MAX: u32 = 256;
+pub const STATOR_MAX_XSK_QUEUES: u32 = 64;
+pub const STATOR_FIBQ_OFF: u32 = 14;
 pub const STATOR_CNT_MAX: u32 = 16;
-pub const STATOR_DROP_MAX: u32 = 14;
+pub const STATOR_DROP_MAX: u32 = 16;
 pub const STATOR_DECAP_CNT_MAX: u32 = 12;
 pub const STATOR_DECAP_CNT_FIRST_REASON: u32 = 6;
 pub const STATOR_DECAP_F_ADDRS: u32 = 1;
@@ -105,9 +107,11 @@ pub const STATOR_DROP_ADJUST: u32 = 10;
 pub const STATOR_DROP_ICMP: u32 = 11;
 pub const STATOR_DROP_BAD_CONFIG: u32 = 12;
 pub const STATOR_DROP_MTU: u32 = 13;
+pub const STATOR_DROP_XSK_FRAME: u32 = 14;
+pub const STATOR_DROP_XSK_SOCKET: u32 = 15;
 
 /// Drop reason code → metric label, in index order.
-pub const DROP_REASON_NAMES: [&str; 14] = [
+pub const DROP_REASON_NAMES: [&str; 16] = [
     "none",
     "malformed_l3",
     "malformed_l4",
@@ -122,6 +126,8 @@ pub const DROP_REASON_NAMES: [&str; 14] = [
     "icmp",
     "bad_config",
     "mtu",
+    "xsk_frame",
+    "xsk_socket",
 ];
 pub const STATOR_DECAP_CNT_GRE: u32 = 0;
 pub const STATOR_DECAP_CNT_IPIP: u32 = 1;
@@ -172,6 +178,18 @@ pub const RP_COUNTER_NAMES: [&str; 8] = [
     "not_configured",
 ];
 
+pub const SIZEOF_stator_xsk_cfg: usize = 8;
+pub const OFFSETOF_stator_xsk_cfg_max_len: usize = 0;
+pub const SIZEOF_stator_fib_query: usize = 56;
+pub const OFFSETOF_stator_fib_query_src: usize = 0;
+pub const OFFSETOF_stator_fib_query_dst: usize = 16;
+pub const OFFSETOF_stator_fib_query_ifindex: usize = 32;
+pub const OFFSETOF_stator_fib_query_tot_len: usize = 36;
+pub const OFFSETOF_stator_fib_query_family: usize = 38;
+pub const OFFSETOF_stator_fib_query_l4_protocol: usize = 39;
+pub const OFFSETOF_stator_fib_query_rc: usize = 40;
+pub const OFFSETOF_stator_fib_query_smac: usize = 44;
+pub const OFFSETOF_stator_fib_query_dmac: usize = 50;
 pub const SIZEOF_stator_ctl: usize = 16;
 pub const OFFSETOF_stator_ctl_active_gen: usize = 0;
 pub const OFFSETOF_stator_ctl_fib_cache_us: usize = 4;

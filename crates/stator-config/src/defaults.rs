@@ -32,6 +32,27 @@ pub const NEXT_HOP_CACHE: Duration = Duration::from_secs(1);
 /// Longest `dataplane.next_hop_cache`.
 pub const MAX_NEXT_HOP_CACHE: Duration = Duration::from_secs(3600);
 
+/// `dataplane.afxdp.packet_threads`: one beside the I/O thread fits a 2-core machine.
+pub const AFXDP_PACKET_THREADS: u32 = 1;
+/// `dataplane.afxdp.frames`.
+pub const AFXDP_FRAMES: u32 = 8192;
+/// `dataplane.afxdp.frame_size`.
+pub const AFXDP_FRAME_SIZE: u32 = 4096;
+/// `dataplane.afxdp.ring_size`.
+pub const AFXDP_RING_SIZE: u32 = 2048;
+/// `dataplane.afxdp.batch`.
+pub const AFXDP_BATCH: u32 = 64;
+/// `dataplane.afxdp.flush_timeout` (the paper's 50 µs).
+pub const AFXDP_FLUSH_TIMEOUT: Duration = Duration::from_micros(50);
+/// Longest `dataplane.afxdp.flush_timeout`.
+pub const MAX_AFXDP_FLUSH_TIMEOUT: Duration = Duration::from_millis(10);
+/// `dataplane.afxdp.queue_depth`.
+pub const AFXDP_QUEUE_DEPTH: u32 = 1024;
+/// `dataplane.afxdp.busy_poll`.
+pub const AFXDP_BUSY_POLL: Duration = Duration::from_micros(20);
+/// Longest `dataplane.afxdp.busy_poll`.
+pub const MAX_AFXDP_BUSY_POLL: Duration = Duration::from_secs(1);
+
 /// `encap.gue_port`.
 pub const GUE_PORT: u16 = stator_abi::STATOR_GUE_PORT as u16;
 /// `encap.outer_ttl`.

@@ -12,7 +12,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Visitor};
 
-use crate::types::{ConntrackMode, LogFormat, LogLevel, OnExit, Secret, XdpMode};
+use crate::types::{AfxdpBindMode, ConntrackMode, LogFormat, LogLevel, OnExit, Secret, XdpMode};
 
 /// A TOML scalar whose meaning validation decides (`port = 80` or `port = "any"`).
 #[derive(Debug, Clone, PartialEq)]
@@ -141,16 +141,47 @@ pub struct RawDataplane {
     pub icmp_echo: Option<bool>,
     /// What to do with the data plane on exit.
     pub on_exit: Option<OnExit>,
+    /// `[dataplane.afxdp]`.
+    pub afxdp: Option<RawAfxdp>,
 }
 
-/// Data-plane modes as written (`afxdp` is reserved: accepted by the schema so that the error
-/// can say "not supported yet" instead of "unknown").
+/// `[dataplane.afxdp]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAfxdp {
+    /// Packet threads.
+    pub packet_threads: Option<i64>,
+    /// CPUs to pin to.
+    pub cpus: Option<Vec<i64>>,
+    /// Pin threads.
+    pub pin: Option<bool>,
+    /// Frames in the packet pool.
+    pub frames: Option<i64>,
+    /// Bytes per frame.
+    pub frame_size: Option<i64>,
+    /// Entries of each ring.
+    pub ring_size: Option<i64>,
+    /// Frames per batch.
+    pub batch: Option<i64>,
+    /// Flush timer.
+    pub flush_timeout: Option<Scalar>,
+    /// Per-thread queue capacity.
+    pub queue_depth: Option<i64>,
+    /// RX queues bound per interface.
+    pub queues: Option<i64>,
+    /// Copy or zero-copy.
+    pub bind_mode: Option<AfxdpBindMode>,
+    /// Busy-poll before sleeping.
+    pub busy_poll: Option<Scalar>,
+}
+
+/// Data-plane modes as written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DataplaneModeName {
     /// XDP.
     Xdp,
-    /// AF_XDP (reserved).
+    /// AF_XDP.
     Afxdp,
     /// No packet forwarder: a proxy-only node.
     None,

@@ -111,7 +111,7 @@ pub struct Node {
     pub address_v6: Option<Ipv6Addr>,
 }
 
-/// Which data plane forwards packets (raw `"afxdp"` is reserved and rejected for now).
+/// Which data plane forwards packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DataplaneMode {
@@ -119,6 +119,53 @@ pub enum DataplaneMode {
     Xdp,
     /// No packet forwarder: a proxy-only node (listeners, no VIPs, no interfaces).
     None,
+    /// The AF_XDP forwarder (`crates/stator-afxdp`, docs/afxdp.md): stator-core in user-space
+    /// packet threads, fed by `bpf/stator_xsk.bpf.c`.
+    Afxdp,
+}
+
+/// How AF_XDP sockets bind (`dataplane.afxdp.bind_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AfxdpBindMode {
+    /// Zero-copy where the driver offers it, else copy.
+    #[default]
+    Auto,
+    /// Copy mode (what veth and generic XDP offer).
+    Copy,
+    /// Zero-copy only; binding fails where the driver has none.
+    Zerocopy,
+}
+
+/// `[dataplane.afxdp]`: the AF_XDP forwarder's threads, packet pool, rings and timers (used
+/// when `mode = "afxdp"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Afxdp {
+    /// Packet threads, each with its own connection table.
+    pub packet_threads: u32,
+    /// CPUs to pin to, the I/O thread's first; empty = the process's CPUs in order.
+    pub cpus: Vec<u32>,
+    /// Pin the threads to CPUs.
+    pub pin: bool,
+    /// Frames in the packet pool (the UMEM).
+    pub frames: u32,
+    /// Bytes per frame (2048 or 4096).
+    pub frame_size: u32,
+    /// Entries of every ring of every socket (a power of two).
+    pub ring_size: u32,
+    /// Frames per batch.
+    pub batch: u32,
+    /// A TX batch leaves at the latest this long after its first frame.
+    pub flush_timeout: Duration,
+    /// Capacity of each packet thread's queues.
+    pub queue_depth: u32,
+    /// RX queues bound per interface; `None` = all.
+    pub queues: Option<u32>,
+    /// Copy, zero-copy, or whatever the driver offers.
+    pub bind_mode: AfxdpBindMode,
+    /// How long an idle thread busy-polls before it sleeps.
+    pub busy_poll: Duration,
 }
 
 /// How the XDP program is attached.
@@ -189,6 +236,8 @@ pub struct Dataplane {
     pub icmp_echo: bool,
     /// What to do with the data plane on exit.
     pub on_exit: OnExit,
+    /// The AF_XDP forwarder's settings (defaults unless `[dataplane.afxdp]` sets them).
+    pub afxdp: Afxdp,
 }
 
 /// `[encap]`: encapsulation defaults.

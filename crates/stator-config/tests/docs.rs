@@ -10,6 +10,7 @@ use stator_config::check_str;
 const TABLES: &[(&str, &str)] = &[
     ("[node]", "[node]\nzz_unknown = 1\n"),
     ("[dataplane]", "[dataplane]\nzz_unknown = 1\n"),
+    ("[dataplane.afxdp]", "[dataplane.afxdp]\nzz_unknown = 1\n"),
     ("[encap]", "[encap]\nzz_unknown = 1\n"),
     ("[bgp]", "[bgp]\nzz_unknown = 1\n"),
     ("[[bgp.neighbor]]", "[[bgp.neighbor]]\nzz_unknown = 1\n"),

@@ -71,6 +71,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod afxdp;
 pub mod api;
 pub mod client;
 pub mod coreplane;

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::afxdp::AfxdpPlane;
 use crate::api::{self, Ctx};
 use crate::dataplane::DataPlane;
 use crate::error::ControlError;
@@ -34,6 +35,7 @@ use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedP
 use crate::view::View;
 use crate::watchdog;
 use crate::xdp::XdpPlane;
+use stator_config::DataplaneMode;
 
 /// How a node is started.
 #[derive(Debug, Default)]
@@ -101,8 +103,8 @@ impl Node {
                 Box::new(NoPlane::default())
             }
             None => {
-                let xdp_opts = XdpPlane::options(&config);
-                tokio::task::spawn_blocking(move || XdpPlane::load(&xdp_opts))
+                let config = Arc::clone(&config);
+                tokio::task::spawn_blocking(move || load_plane(&config))
                     .await
                     .map_err(|e| {
                         ControlError::io(
@@ -110,7 +112,6 @@ impl Node {
                             std::io::Error::other(e.to_string()),
                         )
                     })??
-                    .into_boxed()
             }
         };
         let plane: SharedPlane = Arc::new(Mutex::new(plane));
@@ -357,5 +358,17 @@ impl Node {
 impl XdpPlane {
     fn into_boxed(self) -> Box<dyn DataPlane> {
         Box::new(self)
+    }
+}
+
+/// The data plane `dataplane.mode` names, loaded (not attached).
+fn load_plane(config: &stator_config::Config) -> Result<Box<dyn DataPlane>, ControlError> {
+    match config.dataplane.mode {
+        DataplaneMode::Xdp => Ok(XdpPlane::load(&XdpPlane::options(config))?.into_boxed()),
+        DataplaneMode::Afxdp => {
+            let (xdp, cfg) = AfxdpPlane::options(config);
+            Ok(AfxdpPlane::load(&xdp, cfg)?.into_boxed())
+        }
+        DataplaneMode::None => Ok(Box::new(NoPlane::default())),
     }
 }

@@ -72,43 +72,52 @@ impl XdpPlane {
     }
 
     fn check_attachments(&self) -> Result<(), ControlError> {
-        if self.attached.is_empty() {
-            return Ok(());
-        }
-        let status = stator_xdp::status(&self.fwd.options().pin_path)
-            .map_err(|e| xdp_err("reading attachments", e))?;
-        for (iface, &(ifindex, prog_id)) in &self.attached {
-            let unhealthy = |reason: String| ControlError::Unhealthy {
-                reason: format!("{iface}: {reason}"),
-            };
-            let now = stator_xdp::ifindex(iface)
-                .ok_or_else(|| unhealthy("the interface is gone".into()))?;
-            let a = status
-                .attachments
-                .iter()
-                .find(|a| a.iface == *iface)
-                .ok_or_else(|| unhealthy("no pinned XDP link (detached?)".into()))?;
-            if a.ifindex != now || now != ifindex {
-                return Err(unhealthy(format!(
-                    "the link is on ifindex {}, the interface is ifindex {now}",
-                    a.ifindex
-                )));
-            }
-            if a.mode == XdpMode::None {
-                return Err(unhealthy("the link is detached from the interface".into()));
-            }
-            if a.prog_id != prog_id {
-                return Err(unhealthy(format!(
-                    "program {} is attached, not ours ({prog_id})",
-                    a.prog_id
-                )));
-            }
-        }
-        Ok(())
+        check_attachments(&self.fwd.options().pin_path, &self.attached)
     }
 }
 
-fn xdp_err(op: &'static str, e: XdpError) -> ControlError {
+/// Whether every interface of `attached` (name → ifindex and program id as attached) still
+/// carries that program through the link pinned under `pin`: the first half of a forwarder's
+/// health, shared by the XDP and AF_XDP planes.
+pub(crate) fn check_attachments(
+    pin: &std::path::Path,
+    attached: &BTreeMap<String, (u32, u32)>,
+) -> Result<(), ControlError> {
+    if attached.is_empty() {
+        return Ok(());
+    }
+    let status = stator_xdp::status(pin).map_err(|e| xdp_err("reading attachments", e))?;
+    for (iface, &(ifindex, prog_id)) in attached {
+        let unhealthy = |reason: String| ControlError::Unhealthy {
+            reason: format!("{iface}: {reason}"),
+        };
+        let now =
+            stator_xdp::ifindex(iface).ok_or_else(|| unhealthy("the interface is gone".into()))?;
+        let a = status
+            .attachments
+            .iter()
+            .find(|a| a.iface == *iface)
+            .ok_or_else(|| unhealthy("no pinned XDP link (detached?)".into()))?;
+        if a.ifindex != now || now != ifindex {
+            return Err(unhealthy(format!(
+                "the link is on ifindex {}, the interface is ifindex {now}",
+                a.ifindex
+            )));
+        }
+        if a.mode == XdpMode::None {
+            return Err(unhealthy("the link is detached from the interface".into()));
+        }
+        if a.prog_id != prog_id {
+            return Err(unhealthy(format!(
+                "program {} is attached, not ours ({prog_id})",
+                a.prog_id
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn xdp_err(op: &'static str, e: XdpError) -> ControlError {
     match e {
         XdpError::NotRoot { what } => ControlError::NotRoot { what },
         other => ControlError::data_plane(op, other),

@@ -293,6 +293,35 @@ impl Forwarder {
     }
 }
 
+/// The flow hash of the connection-table key `frame` would be decided under by
+/// [`Forwarder::process`] with `snap` — its own parse: the 5-tuple, or for an ICMP error
+/// (fragmentation needed, packet too big) the quoted flow reversed — or `None` for a frame that
+/// would not reach a connection table (not VIP traffic, malformed, a fragment, other ICMP).
+///
+/// A data plane that gives each packet thread its own table (AF_XDP, the paper's §3.1) steers
+/// with this hash, so that every packet of a connection, and every error about it, meets the
+/// same table. Changes nothing; costs a parse.
+pub fn table_hash(snap: &CompiledSnapshot, frame: &[u8]) -> Option<u32> {
+    let ip = parse_ip(frame, snap).ok()?;
+    match parse_l4(frame, &ip).ok()? {
+        L4::Ports { sport, dport, .. } => Some(
+            Tuple {
+                src: ip.src,
+                dst: ip.dst,
+                sport,
+                dport,
+                proto: ip.proto,
+                family: ip.family,
+            }
+            .flow_hash(),
+        ),
+        L4::Icmp { ty, code } => match classify(ip.family, ty, code) {
+            IcmpKind::TooBig => quoted_flow(frame, &ip).ok().map(|q| q.flow_hash()),
+            _ => None,
+        },
+    }
+}
+
 /// §§1–3 and the dispatch to §4–§6.
 #[inline]
 fn run<N, B>(cx: &mut Cx<'_, N>, frame: &mut B, v: &mut Verdict) -> End

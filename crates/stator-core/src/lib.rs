@@ -111,7 +111,7 @@ pub use conntrack::{ConnTable, CtMode};
 pub use counters::Counters;
 pub use fib::{FibError, FibQuery, NextHop, NextHops, StaticFib};
 pub use flow::Flow;
-pub use forwarder::{Forwarder, ForwarderConfig};
+pub use forwarder::{Forwarder, ForwarderConfig, table_hash};
 pub use guard::FloodGuard;
 pub use packet::{NoHeadroom, PacketBuf, SlicePacketBuf, VecPacketBuf, XDP_HEADROOM};
 pub use snapshot::{

@@ -60,6 +60,9 @@ pub struct SelfTest {
 #[derive(Debug)]
 pub struct Forwarder {
     pub(crate) ebpf: Ebpf,
+    /// The XDP program attached to interfaces: `stator_fwd`, or `stator_xsk` for the AF_XDP
+    /// plane ([`Forwarder::load_xsk`]).
+    pub(crate) program: &'static str,
     pub(crate) maps: Maps,
     pub(crate) opts: XdpOptions,
     nonce: AtomicU32,
@@ -70,6 +73,21 @@ impl Forwarder {
     /// have this build's layout (then reuses them: connection table, counters and the active
     /// generation survive a restart), loads and verifies the program, and maps the arrays.
     pub fn load(opts: &XdpOptions) -> Result<Self> {
+        let object = match opts.conntrack {
+            ConntrackMode::PerCpu => objects::FORWARDER,
+            ConntrackMode::Shared => objects::FORWARDER_SHARED,
+        };
+        Self::load_object(opts, object, PROGRAM_NAME, &[])
+    }
+
+    /// Loads XDP program `program` of `object` (and its `extra` programs) over the
+    /// forwarder's pinned maps, as [`Forwarder::load`] describes.
+    pub(crate) fn load_object(
+        opts: &XdpOptions,
+        object: &[u8],
+        program: &'static str,
+        extra: &[&str],
+    ) -> Result<Self> {
         if !sys::is_root() {
             return Err(XdpError::NotRoot {
                 what: "loading the XDP forwarder".into(),
@@ -83,10 +101,6 @@ impl Forwarder {
                 e,
             )
         })?;
-        let object = match opts.conntrack {
-            ConntrackMode::PerCpu => objects::FORWARDER,
-            ConntrackMode::Shared => objects::FORWARDER_SHARED,
-        };
         let slots = opts
             .slots_per_gen
             .checked_mul(2)
@@ -107,12 +121,16 @@ impl Forwarder {
                 object: "stator_fwd".into(),
                 source: Box::new(e),
             })?;
-        load_xdp(&mut ebpf, PROGRAM_NAME)?;
+        load_xdp(&mut ebpf, program)?;
+        for p in extra {
+            load_xdp(&mut ebpf, p)?;
+        }
         let maps = Maps::open(&opts.pin_path)?;
         maps.ctl
             .set_fib_cache_us(opts.fib_cache.map_or(0, |d| d.as_micros() as u32));
         Ok(Self {
             ebpf,
+            program,
             maps,
             opts: opts.clone(),
             nonce: AtomicU32::new(1),
@@ -131,7 +149,7 @@ impl Forwarder {
 
     /// The program's file descriptor (for BPF_PROG_TEST_RUN or a tail call).
     pub fn program(&self) -> &ProgramFd {
-        program_fd(&self.ebpf, PROGRAM_NAME).expect("the program is loaded by Forwarder::load")
+        program_fd(&self.ebpf, self.program).expect("the program is loaded by Forwarder::load")
     }
 
     /// A duplicate of the program's file descriptor, for another thread.

@@ -46,6 +46,7 @@ mod program;
 mod sys;
 pub mod testrun;
 pub mod veth_bench;
+mod xsk;
 
 pub use attach::{
     AttachStatus, Attachment, Status, XdpMode, attached_interfaces, detach, detach_all, purge,
@@ -63,6 +64,7 @@ pub use options::{
     AttachMode, ConntrackMode, DEFAULT_FIB_CACHE, DEFAULT_PIN_PATH, MAX_SLOTS_PER_GEN, XdpOptions,
 };
 pub use pass::attach_pass;
+pub use xsk::{FIBQ_PROGRAM_NAME, XSK_CT_ENTRIES, XSK_PROGRAM_NAME};
 
 /// True when the process runs as root (what loading and attaching need).
 pub fn is_root() -> bool {

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use stator_abi::{
     BenchFrame, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey, NodeCfg, Real, Traffic, Vaddr,
-    Vip, VipKey,
+    Vip, VipKey, XskCfg,
 };
 
 /// Plain data that may be copied to and from kernel memory byte for byte.
@@ -38,7 +38,7 @@ macro_rules! abi_records {
 }
 abi_records!(
     Ctl, NodeCfg, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Flood, Traffic, BenchFrame,
-    DecapAddr, DecapCfg
+    DecapAddr, DecapCfg, XskCfg
 );
 
 /// A [`Record`] as an aya map key or value (aya's `Pod` cannot be implemented for another
@@ -566,6 +566,45 @@ fn rtattrs(mut area: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
         area = area.get(len.next_multiple_of(4)..).unwrap_or(&[]);
         Some((ty, payload))
     })
+}
+
+/// `BPF_MAP_DELETE_ELEM` of a map with 4-byte keys (an XSKMAP slot: aya 0.13 has no delete
+/// for it). A missing key is not an error.
+pub(crate) fn map_delete_u32(map: BorrowedFd<'_>, key: u32) -> io::Result<()> {
+    #[repr(C)]
+    struct DeleteAttr {
+        map_fd: u32,
+        _pad0: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
+    let attr = DeleteAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad0: 0,
+        key: &key as *const u32 as u64,
+        value: 0,
+        flags: 0,
+    };
+    // SAFETY: `attr.key` points at a live u32 for the duration of the call; the kernel only
+    // reads the attribute.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_DELETE_ELEM,
+            &attr as *const DeleteAttr,
+            size_of::<DeleteAttr>(),
+        )
+    };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOENT) {
+            return Ok(());
+        }
+        return Err(e);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@ use clap::{Parser, Subcommand};
 
 mod attach_out;
 mod bench;
+mod bench_afxdp;
 mod bench_hashing;
 mod bench_veth;
 mod bench_xdp;

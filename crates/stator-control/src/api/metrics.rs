@@ -147,10 +147,40 @@ pub fn render(ctx: &Ctx) -> Result<String, ControlError> {
     let mut e = Exposition::new();
     node_metrics(&mut e, &v, &ctx.commit);
     dataplane_metrics(&mut e, ctx, &v)?;
+    plane_stat_metrics(&mut e, &ctx.reader.plane_stats());
     health_metrics(&mut e, ctx, &v);
     bgp_metrics(&mut e, ctx, &v);
     proxy_metrics(&mut e, ctx);
     Ok(e.finish())
+}
+
+/// The data plane's own figures ([`PlaneReader::plane_stats`]), one family at a time.
+///
+/// [`PlaneReader::plane_stats`]: crate::dataplane::PlaneReader::plane_stats
+fn plane_stat_metrics(e: &mut Exposition, stats: &[crate::dataplane::PlaneStat]) {
+    let mut families: Vec<&str> = Vec::new();
+    for s in stats {
+        if !families.contains(&s.family) {
+            families.push(s.family);
+        }
+    }
+    for family in families {
+        let mut first = true;
+        for s in stats.iter().filter(|s| s.family == family) {
+            if first {
+                let kind = if s.counter {
+                    Kind::Counter
+                } else {
+                    Kind::Gauge
+                };
+                e.family(family, kind, s.help);
+                first = false;
+            }
+            let labels: Vec<(&str, &str)> =
+                s.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            e.sample(&labels, s.value as f64);
+        }
+    }
 }
 
 fn node_metrics(e: &mut Exposition, v: &View, commit: &str) {

@@ -33,12 +33,13 @@ address_v4 = "{a4}"
 address_v6 = "{a6}"
 
 [dataplane]
+mode = "{mode}"
 interfaces = ["eth0"]
 pin_path = "{pins}/n{j}"
 conntrack = "shared"
 conntrack_entries = 65536
 slots_per_generation = {slots}
-
+{afxdp}
 [bgp]
 bird_socket = "{dir}/n{j}.ctl"
 bird_config = "{dir}/n{j}-stator.conf"
@@ -69,6 +70,14 @@ listen = "0.0.0.0:{api_port}"
 [log]
 format = "json"
 "#,
+            mode = if spec.is_afxdp(j) { "afxdp" } else { "xdp" },
+            // one packet thread beside the I/O thread, unpinned: the lab shares two cores
+            afxdp = if spec.is_afxdp(j) {
+                "\n[dataplane.afxdp]\npacket_threads = 1\npin = false\nframes = 4096\n\
+                 ring_size = 1024\nbusy_poll = \"0s\"\n"
+            } else {
+                ""
+            },
             a4 = host.v4[0],
             a6 = host.v6[0],
             r4 = Ipv4Addr::new(10, s, 1, 1),

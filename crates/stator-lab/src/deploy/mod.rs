@@ -109,6 +109,9 @@ pub struct DeploySpec {
     /// Run Prometheus in the router's namespace, scraping every node's `/metrics` every
     /// second and evaluating Stator's alerting rules ([`crate::prometheus`]).
     pub prometheus: bool,
+    /// How many nodes run the AF_XDP data plane (`dataplane.mode = "afxdp"`): the last ones;
+    /// the others run XDP.
+    pub afxdp_nodes: usize,
 }
 
 impl DeploySpec {
@@ -129,7 +132,13 @@ impl DeploySpec {
             health_interval_ms: 500,
             bfd_nodes: Vec::new(),
             prometheus: false,
+            afxdp_nodes: 0,
         }
+    }
+
+    /// Whether node `j` runs the AF_XDP data plane.
+    pub fn is_afxdp(&self, j: usize) -> bool {
+        j + self.afxdp_nodes >= self.nodes
     }
 
     /// Backend `k`'s configured weight (1 where [`DeploySpec::weights`] has no entry).

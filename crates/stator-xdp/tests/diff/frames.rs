@@ -25,6 +25,8 @@ use stator_abi::{STATOR_PROBE_ETHERTYPE, STATOR_PROBE_MAGIC};
 use stator_core::{Proto, RealState, VipKey};
 use stator_testkit::{Ext, L4, Packet, tcp_flags};
 
+// explicit, so the AF_XDP differential test can compile this file from its own crate
+#[path = "frames/hostile.rs"]
 mod hostile;
 
 use crate::common::{v4, v6};
