@@ -88,6 +88,7 @@ impl Config {
             flood_new_per_sec: self.dataplane.flood_new_per_sec,
             gue_port: self.encap.gue_port,
             outer_ttl: self.encap.outer_ttl,
+            ..stator_core::NodeParams::default()
         }
     }
 }

@@ -260,14 +260,8 @@ pub fn build(
         for r in &mut reals {
             r.slots = counts.get(&r.id.0).copied().unwrap_or(0);
         }
-        snap.vips.insert(
-            vip.key,
-            Vip {
-                id: vip_id,
-                flags: vip.flags,
-                table: Arc::clone(&table),
-            },
-        );
+        snap.vips
+            .insert(vip.key, Vip::new(vip_id, vip.flags, Arc::clone(&table)));
         vips.push(BuiltVip {
             key: vip.key,
             id: vip_id,

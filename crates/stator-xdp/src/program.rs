@@ -11,8 +11,9 @@ use stator_abi::{
     STATOR_MAX_REALS, STATOR_MAX_TABLE_SIZE, STATOR_MAX_VIPS, STATOR_NO_REAL,
     STATOR_NODE_F_ICMP_ECHO, STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE, STATOR_VADDR_F_INLINE,
     STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_UDP_ANY,
-    STATOR_VADDR_F_UDP_PORTS, STATOR_VADDR_INLINE, STATOR_VIP_F_NO_CT, STATOR_VTAB_PROBES,
-    STATOR_VTAB_SLOTS, Vaddr, VaddrVip, Vip as VipRec, VipKey as VipKeyRec, vtab_hash,
+    STATOR_VADDR_F_UDP_PORTS, STATOR_VADDR_INLINE, STATOR_VIP_F_FRAGMENTS, STATOR_VIP_F_NO_CT,
+    STATOR_VTAB_PROBES, STATOR_VTAB_SLOTS, Vaddr, VaddrVip, Vip as VipRec, VipKey as VipKeyRec,
+    vtab_hash,
 };
 use stator_core::{
     NodeParams, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags, VipId, VipKey,
@@ -86,7 +87,10 @@ pub(crate) fn encode_node(node: &NodeParams, config_generation: u64) -> NodeCfg 
         _pad0: 0,
         config_generation,
         vtab_seed: 0,
-        _pad1: 0,
+        trace_per_sec: node.trace_per_sec,
+        peer_table_off: 0,
+        peer_table_size: 0,
+        frag_timeout_ns: node.frag_timeout_ns,
     }
 }
 
@@ -372,6 +376,8 @@ impl Maps {
                 flood_new_per_sec: cfg.flood_new_per_sec,
                 gue_port: u16::from_be_bytes(cfg.gue_port),
                 outer_ttl: cfg.outer_ttl,
+                frag_timeout_ns: cfg.frag_timeout_ns,
+                trace_per_sec: cfg.trace_per_sec,
             },
             ..Snapshot::default()
         };
@@ -397,13 +403,14 @@ impl Maps {
                     port: u16::from_be_bytes(k.port),
                     proto,
                 },
-                Vip {
-                    id: VipId(v.vip_id),
-                    flags: VipFlags {
+                Vip::new(
+                    VipId(v.vip_id),
+                    VipFlags {
                         no_conntrack: v.flags & STATOR_VIP_F_NO_CT != 0,
+                        fragments: v.flags & STATOR_VIP_F_FRAGMENTS != 0,
                     },
-                    table: Arc::from(table),
-                },
+                    Arc::from(table),
+                ),
             );
         }
         let base = generation * STATOR_MAX_REALS;

@@ -71,7 +71,7 @@ const XDP_REDIRECT: u32 = 4;
 
 fn action_code(a: Action) -> u32 {
     match a {
-        Action::Drop(_) => XDP_DROP,
+        Action::Drop(_) | Action::Hold => XDP_DROP,
         Action::Pass => XDP_PASS,
         Action::Tx => XDP_TX,
         Action::Redirect { .. } => XDP_REDIRECT,
@@ -167,6 +167,7 @@ impl<'a> Run<'a> {
             ct_mode: opts.ct_mode,
             ct_capacity: 1 << 20,
             ct_seed: opts.seed,
+            ..ForwarderConfig::default()
         });
         let snap = cfg.snapshot(u, 1);
         let csnap = CompiledSnapshot::new_lenient(&snap).expect("representable");

@@ -436,13 +436,14 @@ impl Config {
             }
             snap.vips.insert(
                 v.key,
-                Vip {
-                    id: VipId(v.id),
-                    flags: VipFlags {
+                Vip::new(
+                    VipId(v.id),
+                    VipFlags {
                         no_conntrack: v.no_ct,
+                        ..VipFlags::default()
                     },
-                    table: Arc::from(slots),
-                },
+                    Arc::from(slots),
+                ),
             );
         }
         snap
