@@ -57,6 +57,13 @@
 /* Size of the stator_trace ring buffer (bytes; a power of two). */
 #define STATOR_TRACE_RING (1u << 18)
 
+/* stator_progs (PROG_ARRAY): the forwarder's rare paths, tail-called so that the verifier checks
+ * them apart from the path of ordinary packets. */
+#define STATOR_TAIL_FRAG 0  /* program stator_fragment: a fragment (docs/forwarding.md §9) */
+#define STATOR_TAIL_INNER 1 /* program stator_inner: a redirect's inner packet (§10.2) */
+#define STATOR_TAIL_FIRST 2 /* program stator_first: a first fragment this node decides (§9.4) */
+#define STATOR_TAIL_MAX 3
+
 /* Real id meaning "no backend" in a Maglev slot (an empty table: every backend unusable). */
 #define STATOR_NO_REAL 0xffffffffu
 
@@ -189,6 +196,8 @@ enum stator_drop_reason {
  *   stator_holdbuf   PERCPU_ARRAY[1]               struct stator_hold_buf (scratch for a copy)
  *   stator_trace     RINGBUF[STATOR_TRACE_RING]    struct stator_trace_event
  *   stator_trl       ARRAY[1]                      struct stator_flood (the report window)
+ *   stator_progs     PROG_ARRAY[STATOR_TAIL_MAX]   the tail-called programs (set by the loader)
+ *   stator_tcx       PERCPU_ARRAY[1]               struct stator_tail (what a tail call needs)
  *  The array maps user space writes (ctl, cfg, vtab, reals, slots) are BPF_F_MMAPABLE: the loader
  *  writes them as memory, and flips stator_ctl.active_gen with one atomic 32-bit store.
  *  bench wrapper (stator_bench.bpf.c; not pinned)
@@ -467,6 +476,15 @@ struct stator_flood {
 struct stator_traffic {
 	__u64 packets;
 	__u64 bytes; /* bytes of the frame as received */
+};
+
+/* stator_tcx[0] (per CPU): where the packet being tail-called to stator_fragment, stator_first or stator_inner
+ * starts, written just before the call (the callee parses it again from there). */
+struct stator_tail {
+	__u32 l3;         /* offset of its IP header */
+	__be16 ethertype; /* ETH_P_IP / ETH_P_IPV6, network order */
+	__u8 redirected;  /* it is a redirect's inner packet */
+	__u8 _pad0;
 };
 
 /* ---- packet tracer (docs/forwarding.md §11) ------------------------------------------------

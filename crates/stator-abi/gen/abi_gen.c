@@ -116,6 +116,10 @@ int main(void)
 	CONST_U32(STATOR_HOLD_FRAME_MAX);
 	CONST_U32(STATOR_DEFAULT_HOLD_RING);
 	CONST_U32(STATOR_TRACE_RING);
+	CONST_U32(STATOR_TAIL_FRAG);
+	CONST_U32(STATOR_TAIL_INNER);
+	CONST_U32(STATOR_TAIL_FIRST);
+	CONST_U32(STATOR_TAIL_MAX);
 	CONST_U32(STATOR_NO_REAL);
 	CONST_U32(STATOR_GUE_PORT);
 	CONST_U64(STATOR_CT_REFRESH_NS);
@@ -254,6 +258,11 @@ int main(void)
 	OFF(stator_hold_hdr, ingress_ifindex);
 	OFF(stator_hold_hdr, len);
 	OFF(stator_hold_hdr, now_ns);
+
+	SIZE(stator_tail);
+	OFF(stator_tail, l3);
+	OFF(stator_tail, ethertype);
+	OFF(stator_tail, redirected);
 
 	SIZE(stator_trace_mark);
 	OFF(stator_trace_mark, magic);

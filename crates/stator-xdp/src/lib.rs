@@ -35,6 +35,7 @@
 mod attach;
 pub mod bench;
 mod bpffs;
+mod cluster;
 mod decap;
 mod error;
 mod forwarder;
