@@ -10,7 +10,9 @@
 //!   traffic, connection-table lookups for the tracer, the data plane's clock. The API and
 //!   `/metrics` use these.
 //!
-//! [`crate::xdp::XdpPlane`] implements both for the XDP forwarder; the AF_XDP plane will too.
+//! [`crate::xdp::XdpPlane`] implements both for the XDP forwarder, [`crate::coreplane::CorePlane`]
+//! for stator-core alone; a user-space plane (AF_XDP) reuses the latter's reader side
+//! ([`crate::coreplane::CoreReader`] over [`crate::coreplane::Shards`]).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -101,6 +101,14 @@ pub enum ControlError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
+    /// The data plane has no room for a snapshot (more Maglev slots than it was created
+    /// with); the previous snapshot is in force.
+    #[error("data plane: commit refused: {reason}")]
+    Refused {
+        /// What does not fit.
+        reason: String,
+    },
+
     /// The forwarder is not healthy (not attached, maps not answering, self-test failed).
     #[error("forwarder unhealthy: {reason}")]
     Unhealthy {

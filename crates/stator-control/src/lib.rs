@@ -29,7 +29,9 @@
 //!   [`stator_core::Snapshot`] (unchanged Maglev tables are reused, not rebuilt).
 //! - [`dataplane::DataPlane`] is the boundary to a forwarder: commit, read back, attach and
 //!   detach, self-test; [`dataplane::PlaneReader`] reads counters and the connection table
-//!   without holding the writer. [`xdp::XdpPlane`] implements both for `stator-xdp`.
+//!   without holding the writer. [`xdp::XdpPlane`] implements both for `stator-xdp`;
+//!   [`coreplane::CorePlane`] for stator-core alone (tests without root, in simulated time;
+//!   the reader side is the seam user-space planes such as AF_XDP build on).
 //! - [`health`]: TCP connect, HTTP GET and UDP probes on a jittered schedule, rise/fall
 //!   state machines; also keeps the kernel's neighbour entries of backends resolved (which the
 //!   XDP forwarder needs and cannot do itself).
@@ -65,6 +67,7 @@
 
 pub mod api;
 pub mod client;
+pub mod coreplane;
 pub mod dataplane;
 mod error;
 pub mod health;

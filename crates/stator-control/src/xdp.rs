@@ -43,6 +43,7 @@ impl XdpPlane {
                 CfgXdpMode::Generic => AttachMode::Generic,
             },
             fib_cache: d.next_hop_cache,
+            ..XdpOptions::default()
         }
     }
 

@@ -9,7 +9,7 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use aya::programs::links::{FdLink, PinnedLink};
-use aya::programs::xdp::{XdpFlags, XdpLink};
+use aya::programs::xdp::{XdpLink, XdpMode as AyaXdpMode};
 use aya::programs::{ProgramError, Xdp};
 
 use crate::error::{Result, XdpError};
@@ -240,13 +240,10 @@ pub(crate) fn attach_pinned(
         warnings.push(format!("removed stale link pin {}", pin.display()));
         let _ = pinned.unpin();
     }
-    let tries: &[(XdpFlags, &'static str)] = match mode {
-        AttachMode::Auto => &[
-            (XdpFlags::DRV_MODE, "native"),
-            (XdpFlags::SKB_MODE, "generic"),
-        ],
-        AttachMode::Native => &[(XdpFlags::DRV_MODE, "native")],
-        AttachMode::Generic => &[(XdpFlags::SKB_MODE, "generic")],
+    let tries: &[(AyaXdpMode, &'static str)] = match mode {
+        AttachMode::Auto => &[(AyaXdpMode::Driver, "native"), (AyaXdpMode::Skb, "generic")],
+        AttachMode::Native => &[(AyaXdpMode::Driver, "native")],
+        AttachMode::Generic => &[(AyaXdpMode::Skb, "generic")],
     };
     let mut attached = None;
     for (i, (flags, name)) in tries.iter().enumerate() {

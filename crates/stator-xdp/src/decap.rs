@@ -351,7 +351,7 @@ impl Decap {
         })?;
         check_pins(objects::DECAP, &opts.pin_path, &[])?;
         let mut ebpf = EbpfLoader::new()
-            .map_pin_path(&opts.pin_path)
+            .default_map_pin_directory(&opts.pin_path)
             .load(objects::DECAP)
             .map_err(|e| XdpError::Load {
                 object: DECAP_PROGRAM_NAME.into(),

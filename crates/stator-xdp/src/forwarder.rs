@@ -112,11 +112,11 @@ impl Forwarder {
             ],
         )?;
         let mut ebpf = EbpfLoader::new()
-            .map_pin_path(&opts.pin_path)
-            .set_max_entries("stator_ct", opts.ct_entries)
-            .set_max_entries("stator_slots", slots)
-            .set_max_entries("stator_frag", opts.frag_entries)
-            .set_max_entries("stator_hold", opts.hold_ring)
+            .default_map_pin_directory(&opts.pin_path)
+            .map_max_entries("stator_ct", opts.ct_entries)
+            .map_max_entries("stator_slots", slots)
+            .map_max_entries("stator_frag", opts.frag_entries)
+            .map_max_entries("stator_hold", opts.hold_ring)
             .load(object)
             .map_err(|e| XdpError::Load {
                 object: "stator_fwd".into(),

@@ -27,7 +27,7 @@
 //! **What it must never do.** Never make a forwarding decision of its own (that is the C
 //! program's and `stator-core`'s job). Never write the active generation's half of a map.
 //! Never leave an interface without a program during an upgrade. Never use `unsafe` outside
-//! `sys.rs` and `testrun.rs` (the kernel interfaces aya 0.13 lacks: mmap of BPF arrays,
+//! `sys.rs` and `testrun.rs` (the kernel interfaces aya does not wrap: mmap of BPF arrays,
 //! membarrier, bpf_link detach/info, rtnetlink, BPF_PROG_TEST_RUN). Never log per packet:
 //! the program counts, user space reads counters.
 #![deny(unsafe_code)]

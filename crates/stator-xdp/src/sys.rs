@@ -1,4 +1,4 @@
-//! The kernel interfaces aya 0.13 does not wrap, each as small as it can be: memory-mapped BPF
+//! The kernel interfaces aya does not wrap, each as small as it can be: memory-mapped BPF
 //! arrays, `membarrier(2)`, bpf_link information and `BPF_LINK_DETACH`, an `RTM_GETLINK` query for
 //! the XDP attach mode, and interface names. Every `unsafe` block of the crate outside
 //! `testrun.rs` is here.

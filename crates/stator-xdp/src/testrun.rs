@@ -1,4 +1,4 @@
-//! `BPF_PROG_TEST_RUN` for XDP programs (aya 0.13 has no wrapper for it).
+//! `BPF_PROG_TEST_RUN` for XDP programs (a thin wrapper of our own, older than aya's).
 #![allow(unsafe_code)]
 
 use std::os::fd::{AsFd, AsRawFd};
