@@ -22,6 +22,9 @@ const TABLES: &[(&str, &str)] = &[
         "[[pool]]\n[[pool.backend]]\nzz_unknown = 1\n",
     ),
     ("[[vip]]", "[[vip]]\nzz_unknown = 1\n"),
+    ("[[vip_class]]", "[[vip_class]]\nzz_unknown = 1\n"),
+    ("[fragments]", "[fragments]\nzz_unknown = 1\n"),
+    ("[tracer]", "[tracer]\nzz_unknown = 1\n"),
 ];
 
 /// The keys the schema accepts in a table, from its "unknown key" message.

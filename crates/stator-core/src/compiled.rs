@@ -60,24 +60,6 @@ pub(crate) struct CPeer {
 /// `stator_sfx` keys: (class, bits, family, suffix in key form, port, proto).
 type SfxKey = (u16, u8, Family, u128, u16, u8);
 
-/// The low `bits` bits of `addr` (an IPv4 suffix of more than 32 bits is the whole address).
-pub(crate) fn suffix_of(addr: IpAddr, bits: u8) -> IpAddr {
-    match addr {
-        IpAddr::V4(a) => {
-            let m = u32::MAX
-                .checked_shr(32 - u32::from(bits.min(32)))
-                .unwrap_or(0);
-            IpAddr::V4((a.to_bits() & m).into())
-        }
-        IpAddr::V6(a) => {
-            let m = u128::MAX
-                .checked_shr(128 - u32::from(bits.min(128)))
-                .unwrap_or(0);
-            IpAddr::V6((a.to_bits() & m).into())
-        }
-    }
-}
-
 /// The low `bits` bits of a key-form address (IPv4 in the top 32 bits of the u128).
 #[inline]
 pub(crate) fn suffix_key(family: Family, addr: u128, bits: u8) -> u128 {

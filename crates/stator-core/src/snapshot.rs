@@ -124,6 +124,24 @@ impl fmt::Display for Prefix {
     }
 }
 
+/// The low `bits` bits of `addr` (an IPv4 suffix of more than 32 bits is the whole address).
+pub fn suffix_of(addr: IpAddr, bits: u8) -> IpAddr {
+    match addr {
+        IpAddr::V4(a) => {
+            let m = u32::MAX
+                .checked_shr(32 - u32::from(bits.min(32)))
+                .unwrap_or(0);
+            IpAddr::V4((a.to_bits() & m).into())
+        }
+        IpAddr::V6(a) => {
+            let m = u128::MAX
+                .checked_shr(128 - u32::from(bits.min(128)))
+                .unwrap_or(0);
+            IpAddr::V6((a.to_bits() & m).into())
+        }
+    }
+}
+
 /// A group VIP's membership: its class and suffix length. The VIP also matches any destination
 /// of the class whose low `bits` bits equal its address's (docs/forwarding.md §3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

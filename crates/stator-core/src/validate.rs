@@ -370,7 +370,7 @@ impl Snapshot {
                     reason: format!("class {} has no prefix group", g.class.0),
                 });
             }
-            let suffix = crate::compiled::suffix_of(key.addr, g.bits);
+            let suffix = crate::snapshot::suffix_of(key.addr, g.bits);
             if let Some(first) = seen.insert((g.class, g.bits, suffix, key.port, key.proto), *key) {
                 return Err(SnapshotError::Group {
                     vip: *key,

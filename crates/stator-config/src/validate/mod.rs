@@ -7,6 +7,7 @@
 //! rather than reported a second time in other words.
 
 mod bgp;
+mod cluster;
 mod pools;
 mod sections;
 mod vips;
@@ -30,6 +31,9 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
     let log = sections::log(&raw.log);
     let bgp = bgp::bgp(&mut ctx, raw.bgp.as_ref(), node.as_ref());
     let pools = pools::pools(&mut ctx, &raw.pool, node.as_ref());
+    let fragments = cluster::fragments(&mut ctx, &raw.fragments, node.as_ref());
+    let tracer = cluster::tracer(&mut ctx, &raw.tracer);
+    let classes = cluster::classes(&mut ctx, &raw.vip_class);
     let vips = vips::vips(
         &mut ctx,
         &raw.vip,
@@ -37,23 +41,35 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
         node.as_ref(),
         &encap,
         dataplane.as_ref(),
+        classes.as_deref(),
     );
-    match (node, dataplane, encap, api, bgp, vips) {
-        (Some(node), Some(dataplane), Some(encap), Some(api), Some(bgp), Some(vips))
-            if ctx.errors.is_empty() =>
-        {
-            Ok(Config {
-                node,
-                dataplane,
-                encap,
-                bgp,
-                api,
-                log,
-                backends: pools.backends,
-                pools: pools.pools,
-                vips,
-            })
-        }
+    match (
+        node, dataplane, encap, api, bgp, vips, fragments, tracer, classes,
+    ) {
+        (
+            Some(node),
+            Some(dataplane),
+            Some(encap),
+            Some(api),
+            Some(bgp),
+            Some(vips),
+            Some(fragments),
+            Some(tracer),
+            Some(classes),
+        ) if ctx.errors.is_empty() => Ok(Config {
+            node,
+            dataplane,
+            encap,
+            bgp,
+            api,
+            log,
+            backends: pools.backends,
+            pools: pools.pools,
+            vips,
+            fragments,
+            tracer,
+            classes,
+        }),
         _ => {
             if ctx.errors.is_empty() {
                 // Every validator records an error before returning None; this keeps the
