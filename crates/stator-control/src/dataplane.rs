@@ -124,4 +124,10 @@ pub trait PlaneReader: Send + Sync + std::fmt::Debug {
 
     /// The data plane's clock, in nanoseconds (the clock of `CtEntry::last_seen_ns`).
     fn clock_ns(&self) -> u64;
+
+    /// What the holder of early fragments has done (docs/forwarding.md §9), for a plane that
+    /// has one.
+    fn hold_stats(&self) -> Option<stator_xdp::HolderStats> {
+        None
+    }
 }

@@ -77,6 +77,7 @@ pub mod logging;
 pub mod node;
 pub mod plan;
 pub mod reconciler;
+pub mod reports;
 pub mod view;
 pub mod watchdog;
 pub mod xdp;

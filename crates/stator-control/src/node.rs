@@ -28,6 +28,7 @@ use crate::dataplane::DataPlane;
 use crate::error::ControlError;
 use crate::host;
 use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
+use crate::reports::Reporter;
 use crate::view::View;
 use crate::watchdog;
 use crate::xdp::XdpPlane;
@@ -59,6 +60,8 @@ pub struct Node {
     server: JoinHandle<()>,
     server_stop: oneshot::Sender<()>,
     startup: ApplyReport,
+    /// The tracer's reports (XDP plane).
+    reporter: Option<Reporter>,
 }
 
 impl Node {
@@ -87,19 +90,22 @@ impl Node {
             .local_addr()
             .map_err(|e| ControlError::io("reading the admin API's address", e))?;
 
+        let xdp = opts.plane.is_none();
         let plane: Box<dyn DataPlane> = match opts.plane {
             Some(p) => p,
             None => {
                 let xdp_opts = XdpPlane::options(&config);
-                tokio::task::spawn_blocking(move || XdpPlane::load(&xdp_opts))
+                let limits = XdpPlane::hold_limits(&config);
+                let mut p = tokio::task::spawn_blocking(move || XdpPlane::load(&xdp_opts))
                     .await
                     .map_err(|e| {
                         ControlError::io(
                             "loading the data plane",
                             std::io::Error::other(e.to_string()),
                         )
-                    })??
-                    .into_boxed()
+                    })??;
+                p.start_holder(limits)?;
+                p.into_boxed()
             }
         };
         let plane: SharedPlane = Arc::new(Mutex::new(plane));
@@ -160,6 +166,13 @@ impl Node {
             token,
             scan: Arc::new(Mutex::new(())),
         };
+        let reporter = if xdp {
+            let ring = stator_xdp::TraceRing::open(&config.dataplane.pin_path)
+                .map_err(|e| ControlError::data_plane("opening stator_trace", e))?;
+            Some(Reporter::start(ring, ctx.view.clone())?)
+        } else {
+            None
+        };
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
         let (server_stop, stop_rx) = oneshot::channel::<()>();
         let app = api::router(ctx.clone());
@@ -199,6 +212,7 @@ impl Node {
             server,
             server_stop,
             startup,
+            reporter,
         })
     }
 
@@ -280,6 +294,7 @@ impl Node {
         self.watchdog.abort();
         let _ = self.server_stop.send(());
         let _ = self.server.await;
+        drop(self.reporter);
         result
     }
 
