@@ -78,9 +78,18 @@ impl Config {
         self.vips.iter().map(|v| v.backends.len()).sum()
     }
 
-    /// Maglev slots all VIP tables need (per generation).
+    /// Maglev slots all VIP tables and the fragment peers' table need (per generation).
     pub fn slots(&self) -> u64 {
-        self.vips.iter().map(|v| u64::from(v.table_size)).sum()
+        let peers = if self.fragments.peers.is_empty() {
+            0
+        } else {
+            u64::from(self.fragments.table_size)
+        };
+        self.vips
+            .iter()
+            .map(|v| u64::from(v.table_size))
+            .sum::<u64>()
+            + peers
     }
 
     /// The node-wide forwarding parameters of a `stator_core::Snapshot`.

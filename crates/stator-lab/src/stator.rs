@@ -222,7 +222,7 @@ impl StatorRun {
             return Err(NetnsError::Failed {
                 cmd: format!("stator run -c {}", self.config.display()),
                 status: "exited".into(),
-                stderr: self.log_tail(30),
+                stderr: self.log_tail(30) + "\n--- head ---\n" + &self.log_head(20),
             });
         }
         result.map_err(|e| match e {
@@ -265,6 +265,16 @@ impl StatorRun {
     }
 
     /// The last `n` lines of its log.
+    /// The first `n` lines of its log (where a panic message is).
+    pub fn log_head(&self, n: usize) -> String {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .take(n)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     pub fn log_tail(&self, n: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();

@@ -11,6 +11,7 @@ mod decap_cmd;
 mod lab_cmd;
 mod run_cmd;
 mod table;
+mod trace_send;
 mod xdp_cmd;
 
 #[derive(Debug, Parser)]

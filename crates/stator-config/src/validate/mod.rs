@@ -43,6 +43,23 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
         dataplane.as_ref(),
         classes.as_deref(),
     );
+    if let (Some(v), Some(f), Some(dp)) = (&vips, &fragments, &dataplane)
+        && !f.peers.is_empty()
+    {
+        let tables: u64 = v.iter().map(|x| u64::from(x.table_size)).sum();
+        if tables + u64::from(f.table_size) > u64::from(dp.slots_per_generation) {
+            ctx.error(
+                FieldPath::root().key("fragments").key("table_size"),
+                Error::Limit {
+                    what: "Maglev slots (the VIPs' tables and the fragment peers' table)".into(),
+                    count: tables + u64::from(f.table_size),
+                    limit_name: "dataplane.slots_per_generation",
+                    limit: dp.slots_per_generation.into(),
+                    hint: "; raise dataplane.slots_per_generation or use smaller tables".into(),
+                },
+            );
+        }
+    }
     match (
         node, dataplane, encap, api, bgp, vips, fragments, tracer, classes,
     ) {
