@@ -264,7 +264,6 @@ impl StatorRun {
         }
     }
 
-    /// The last `n` lines of its log.
     /// The first `n` lines of its log (where a panic message is).
     pub fn log_head(&self, n: usize) -> String {
         std::fs::read_to_string(&self.log)
@@ -275,6 +274,7 @@ impl StatorRun {
             .join("\n")
     }
 
+    /// The last `n` lines of its log.
     pub fn log_tail(&self, n: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
