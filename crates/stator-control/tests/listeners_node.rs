@@ -251,3 +251,90 @@ fn a_proxy_only_node_serves_reports_heals_and_reloads() {
         "listeners closed at shutdown"
     );
 }
+
+#[test]
+fn a_reload_whose_listener_cannot_bind_is_refused_and_the_old_config_keeps_serving() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (a, b) = (Named::start("a"), Named::start("b"));
+    let web = free_port();
+    let node = rt
+        .block_on(Node::start(
+            config(a.addr, b.addr, web, None),
+            "t.toml".into(),
+            NodeOptions {
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                ..NodeOptions::default()
+            },
+        ))
+        .unwrap();
+    let api = ApiClient::new(&node.api_addr().to_string(), None).unwrap();
+    let web_addr: SocketAddr = format!("127.0.0.1:{web}").parse().unwrap();
+    assert_eq!(get(web_addr).0, 200);
+
+    // Another program holds a port (no SO_REUSEPORT): a reload adding a listener there, or
+    // moving the running one there, is refused with the listener's field path.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port();
+    let err = rt
+        .block_on(node.apply(
+            config(a.addr, b.addr, web, Some(taken_port)),
+            "t.toml".into(),
+            None,
+        ))
+        .expect_err("a listener on a taken port refuses the reload");
+    println!("refused: {err}");
+    assert_eq!(err.field().as_deref(), Some("listener[1].address"));
+    assert_eq!(err.http_status(), 422);
+    assert!(
+        err.to_string().starts_with("listener[1].address: ") && err.to_string().contains("in use"),
+        "{err}"
+    );
+    let err = rt
+        .block_on(node.apply(
+            config(a.addr, b.addr, taken_port, None),
+            "t.toml".into(),
+            None,
+        ))
+        .expect_err("moving a listener to a taken port refuses the reload");
+    assert_eq!(err.field().as_deref(), Some("listener[0].address"));
+
+    // Nothing changed: the running config's generation, its one listener, still serving on
+    // its address, and the API answers a PUT with the same reason.
+    assert_eq!(node.view().config.listeners.len(), 1);
+    let v = api.get_json("/v1/listeners").unwrap();
+    assert_eq!(v["listeners"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(listener(&v, "web")["address"], format!("127.0.0.1:{web}"));
+    for _ in 0..10 {
+        assert_eq!(get(web_addr).0, 200);
+    }
+    let put = api
+        .request(
+            "PUT",
+            "/v1/config",
+            &[("Content-Type", "application/toml")],
+            config(a.addr, b.addr, web, Some(taken_port)).as_bytes(),
+        )
+        .unwrap();
+    let body = String::from_utf8_lossy(&put.body).to_string();
+    assert_eq!(put.status, 422, "{body}");
+    assert!(body.contains("listener[1].address"), "{body}");
+
+    // The port freed, the same reload applies.
+    drop(taken);
+    let report = rt
+        .block_on(node.apply(
+            config(a.addr, b.addr, web, Some(taken_port)),
+            "t.toml".into(),
+            None,
+        ))
+        .unwrap();
+    assert_eq!(report.config_generation, 2);
+    let raw_addr: SocketAddr = format!("127.0.0.1:{taken_port}").parse().unwrap();
+    assert_eq!(get(raw_addr).0, 200);
+    assert_eq!(get(web_addr).0, 200);
+    rt.block_on(node.shutdown()).unwrap();
+}
