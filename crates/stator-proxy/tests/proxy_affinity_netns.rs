@@ -13,6 +13,9 @@
 //!   agrees, and every client that stayed keeps its backend (its worker's session table).
 //! - `steering = "kernel"` (the 4-tuple hash), the same traffic: how many clients reached
 //!   more than one worker and more than one backend is printed (the paper's problem).
+//! - HTTP end to end across the namespaces: 100 requests on one kept-alive client connection,
+//!   10 MB chunked each way (checksummed at the other end), upstream connections reused, the
+//!   client's address in `X-Forwarded-For`.
 
 mod common;
 
@@ -23,7 +26,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use common::Backend;
+use common::{Backend, Client, chunked_body, pattern_fnv};
 use stator_lab::netns::{self, Netns};
 use stator_proxy::{
     ListenerSpec, PersistenceSpec, Protocol, Proxy, SourceSteering, Steering, SteeringGroup,
@@ -384,5 +387,56 @@ fn kernel_steering_spreads_a_clients_connections_over_workers() {
     );
     assert!(total >= 10_000);
     assert_eq!(seen.len(), usize::from(CLIENTS));
+    proxy.shutdown(Duration::from_secs(2));
+}
+
+#[test]
+fn http_across_namespaces_keeps_alive_streams_10_mb_and_forwards_the_client_address() {
+    let lab = Lab::new("h");
+    let (proxy, backends, spec) = start(&lab, Steering::Kernel, None);
+    let to = spec.address;
+    let mut c = lab
+        .client
+        .run_in(move || Client::connect(to))
+        .expect("enter the client namespace");
+    for _ in 0..100 {
+        let (status, h, _) = c.get("/");
+        assert_eq!(status, 200);
+        assert_eq!(h["x-seen-xff"], "10.78.1.1");
+    }
+    const MB10: u64 = 10 * 1024 * 1024;
+    let (status, _, body) = c.request("POST", "/upload", chunked_body(MB10));
+    assert_eq!(status, 200);
+    assert_eq!(
+        String::from_utf8(body).unwrap(),
+        format!("{MB10} {:016x}", pattern_fnv(MB10))
+    );
+    let (status, _, body) = c.get(&format!("/bytes/{MB10}"));
+    assert_eq!(status, 200);
+    assert_eq!(body.len() as u64, MB10);
+    let mut h = common::Fnv::default();
+    h.update(&body);
+    assert_eq!(h.0, pattern_fnv(MB10));
+    let view = &proxy.listeners()[0];
+    let requests: u64 = backends
+        .iter()
+        .map(|b| b.requests.load(std::sync::atomic::Ordering::SeqCst))
+        .sum();
+    let upstream: u64 = backends
+        .iter()
+        .map(|b| b.connections.load(std::sync::atomic::Ordering::SeqCst))
+        .sum();
+    println!("one client connection, {requests} requests, {upstream} upstream connections");
+    assert_eq!(
+        view.stats
+            .connections
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    assert_eq!(requests, 102);
+    assert!(
+        upstream <= 8,
+        "upstream connections are reused: {upstream} for 102 requests"
+    );
     proxy.shutdown(Duration::from_secs(2));
 }
