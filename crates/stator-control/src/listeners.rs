@@ -8,9 +8,12 @@
 //! healthy and not drained (the same rule that puts a backend in a VIP's Maglev table), and
 //! draining (no new requests, existing connections kept) while drained before its timeout.
 //!
-//! A listener that cannot start on a reload (its port taken) is logged and counted
-//! (`stator_proxy_reload_failures_total`); the configuration itself is already committed by
-//! then, and every other listener applies.
+//! A reload binds the sockets of its new and changed listeners before it commits anything
+//! ([`ProxyTier::prepare`], called by the reconciler): a port taken refuses the reload with the
+//! listener's field path (`listener[0].address: …`) and the running configuration and
+//! listeners keep serving. After the data plane commits, the prepared listeners start
+//! ([`ProxyTier::commit`]); what can still fail there (a worker thread that cannot start) is
+//! logged and counted (`stator_proxy_reload_failures_total`).
 
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,11 +22,12 @@ use std::time::Instant;
 
 use stator_config::{Config, ListenerProtocol, Scheduler, Steering};
 use stator_proxy::{
-    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Proxy, SourceSteering,
-    SteeringGroup, Timeouts, UpstreamSpec, UpstreamState,
+    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Prepared, Protocol, Proxy, ProxyError,
+    SourceSteering, SteeringGroup, Timeouts, UpstreamSpec, UpstreamState,
 };
 use tokio::sync::watch;
 
+use crate::error::ControlError;
 use crate::plan::Health;
 use crate::view::{DrainView, View};
 
@@ -59,22 +63,44 @@ impl ProxyTier {
         result
     }
 
-    /// Follows the views: listeners on every configuration change, states on every view.
+    /// The first phase of a reload to `config`: new and changed listeners bound, schedulers
+    /// built, steering loaded — nothing running changes. The error names the listener's field.
+    pub fn prepare(&self, config: &Config) -> Result<Prepared, ControlError> {
+        self.lock().prepare(specs(config)).map_err(|e| {
+            let (listener, what) = match &e {
+                ProxyError::Bind { listener, .. } => (listener.as_str(), "address"),
+                ProxyError::Steering { listener, .. } => (listener.as_str(), "steering"),
+                ProxyError::Scheduler { listener, .. } => (listener.as_str(), "scheduler"),
+                ProxyError::Worker { listener, .. } => (listener.as_str(), "workers"),
+                _ => ("", "address"),
+            };
+            let field = match config.listeners.iter().position(|l| l.name == listener) {
+                Some(i) => format!("listener[{i}].{what}"),
+                None => "listener".to_owned(),
+            };
+            ControlError::Host {
+                field,
+                reason: e.to_string(),
+            }
+        })
+    }
+
+    /// The second phase: the prepared listeners run (states follow with the next view).
+    pub fn commit(&self, prepared: Prepared) {
+        if let Err(e) = self.lock().commit(prepared) {
+            self.reload_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "listeners: reload not fully applied");
+        }
+    }
+
+    /// Follows the views: backend states on every view (a reload's listeners are applied by
+    /// the reconciler, through [`ProxyTier::prepare`] and [`ProxyTier::commit`]).
     pub fn follow(&self, mut views: watch::Receiver<Arc<View>>) -> tokio::task::JoinHandle<()> {
         let tier = self.clone();
         tokio::spawn(async move {
-            let mut config = Arc::clone(&views.borrow().config);
             while views.changed().await.is_ok() {
                 let view = Arc::clone(&views.borrow_and_update());
-                if Arc::ptr_eq(&config, &view.config) {
-                    set_states(&tier.lock(), &view);
-                    continue;
-                }
-                config = Arc::clone(&view.config);
-                if let Err(e) = tier.apply(&view) {
-                    tier.reload_failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(error = %e, "listeners: reload not fully applied");
-                }
+                set_states(&tier.lock(), &view);
             }
         })
     }

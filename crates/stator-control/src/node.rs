@@ -154,6 +154,7 @@ impl Node {
         let (trans_tx, trans_rx) = mpsc::unbounded_channel();
         let (fwd_tx, fwd_rx) = mpsc::unbounded_channel();
         let events = EventLog::new();
+        let proxy = ProxyTier::new(&config.node.name);
         let mut reconciler = Reconciler::new(
             Parts {
                 plane: Arc::clone(&plane),
@@ -168,10 +169,10 @@ impl Node {
                 stopping: Arc::clone(&stopping),
                 events: events.clone(),
                 host_checks: !opts.no_preflight,
+                listeners: proxy.clone(),
             },
             trans_tx,
         );
-        let proxy = ProxyTier::new(&config.node.name);
         let ctx = Ctx {
             proxy: proxy.clone(),
             requests: req_tx,

@@ -2,7 +2,10 @@
 //! started by `Node::start`, upstream states from the node's own health checks, `GET
 //! /v1/listeners`, the proxy's families in `/metrics` through the strict format checker, a
 //! dead backend taken out by its health check, a reload that adds a listener and keeps the
-//! first one. Unprivileged: a proxy-only node needs no root.
+//! first one; a reload whose listener cannot bind (port taken) refused with the field path
+//! while the old configuration keeps serving; a backend whose HTTP check turns sick under load
+//! leaves the listener's usable set and gets no request after the transition, then comes back.
+//! Unprivileged: a proxy-only node needs no root.
 
 mod common;
 
@@ -61,6 +64,79 @@ impl Named {
 }
 
 impl Drop for Named {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A loopback HTTP server that counts the requests it serves and answers `GET /health` with
+/// 200, or 503 while `sick` is set (the proxied paths keep working: only the health check
+/// says it is unwell, so any request the proxy still sent it would be seen).
+struct Sickly {
+    addr: SocketAddr,
+    sick: Arc<AtomicBool>,
+    served: Arc<std::sync::atomic::AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Sickly {
+    fn start(name: &'static str) -> Self {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let sick = Arc::new(AtomicBool::new(false));
+        let served = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (st, si, se) = (Arc::clone(&stop), Arc::clone(&sick), Arc::clone(&served));
+        std::thread::spawn(move || {
+            while !st.load(Ordering::SeqCst) {
+                let Ok((mut c, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                };
+                let (si, se) = (Arc::clone(&si), Arc::clone(&se));
+                std::thread::spawn(move || {
+                    c.set_nonblocking(false).unwrap();
+                    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        let mut head = Vec::new();
+                        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match c.read(&mut buf) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => head.extend_from_slice(&buf[..n]),
+                            }
+                        }
+                        let status = if head.starts_with(b"GET /health ") {
+                            if si.load(Ordering::SeqCst) { 503 } else { 200 }
+                        } else {
+                            se.fetch_add(1, Ordering::SeqCst);
+                            200
+                        };
+                        let body = format!("{name}\n");
+                        if write!(
+                            c,
+                            "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nx-backend: {name}\r\n\r\n{body}",
+                            body.len()
+                        )
+                        .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            sick,
+            served,
+            stop,
+        }
+    }
+}
+
+impl Drop for Sickly {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
     }
@@ -250,4 +326,212 @@ fn a_proxy_only_node_serves_reports_heals_and_reloads() {
         TcpStream::connect(web_addr).is_err(),
         "listeners closed at shutdown"
     );
+}
+
+#[test]
+fn a_reload_whose_listener_cannot_bind_is_refused_and_the_old_config_keeps_serving() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (a, b) = (Named::start("a"), Named::start("b"));
+    let web = free_port();
+    let node = rt
+        .block_on(Node::start(
+            config(a.addr, b.addr, web, None),
+            "t.toml".into(),
+            NodeOptions {
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                ..NodeOptions::default()
+            },
+        ))
+        .unwrap();
+    let api = ApiClient::new(&node.api_addr().to_string(), None).unwrap();
+    let web_addr: SocketAddr = format!("127.0.0.1:{web}").parse().unwrap();
+    assert_eq!(get(web_addr).0, 200);
+
+    // Another program holds a port (no SO_REUSEPORT): a reload adding a listener there, or
+    // moving the running one there, is refused with the listener's field path.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port();
+    let err = rt
+        .block_on(node.apply(
+            config(a.addr, b.addr, web, Some(taken_port)),
+            "t.toml".into(),
+            None,
+        ))
+        .expect_err("a listener on a taken port refuses the reload");
+    println!("refused: {err}");
+    assert_eq!(err.field().as_deref(), Some("listener[1].address"));
+    assert_eq!(err.http_status(), 422);
+    assert!(
+        err.to_string().starts_with("listener[1].address: ") && err.to_string().contains("in use"),
+        "{err}"
+    );
+    let err = rt
+        .block_on(node.apply(
+            config(a.addr, b.addr, taken_port, None),
+            "t.toml".into(),
+            None,
+        ))
+        .expect_err("moving a listener to a taken port refuses the reload");
+    assert_eq!(err.field().as_deref(), Some("listener[0].address"));
+
+    // Nothing changed: the running config's generation, its one listener, still serving on
+    // its address, and the API answers a PUT with the same reason.
+    assert_eq!(node.view().config.listeners.len(), 1);
+    let v = api.get_json("/v1/listeners").unwrap();
+    assert_eq!(v["listeners"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(listener(&v, "web")["address"], format!("127.0.0.1:{web}"));
+    for _ in 0..10 {
+        assert_eq!(get(web_addr).0, 200);
+    }
+    let put = api
+        .request(
+            "PUT",
+            "/v1/config",
+            &[("Content-Type", "application/toml")],
+            config(a.addr, b.addr, web, Some(taken_port)).as_bytes(),
+        )
+        .unwrap();
+    let body = String::from_utf8_lossy(&put.body).to_string();
+    assert_eq!(put.status, 422, "{body}");
+    assert!(body.contains("listener[1].address"), "{body}");
+
+    // The port freed, the same reload applies.
+    drop(taken);
+    let report = rt
+        .block_on(node.apply(
+            config(a.addr, b.addr, web, Some(taken_port)),
+            "t.toml".into(),
+            None,
+        ))
+        .unwrap();
+    assert_eq!(report.config_generation, 2);
+    let raw_addr: SocketAddr = format!("127.0.0.1:{taken_port}").parse().unwrap();
+    assert_eq!(get(raw_addr).0, 200);
+    assert_eq!(get(web_addr).0, 200);
+    rt.block_on(node.shutdown()).unwrap();
+}
+
+#[test]
+fn health_takes_a_sick_backend_out_and_no_request_reaches_it_after() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (a, b) = (Sickly::start("a"), Sickly::start("b"));
+    let web = free_port();
+    let text = config(a.addr, b.addr, web, None).replace(
+        "[pool.health]\n",
+        "[pool.health]\nmethod = \"http\"\npath = \"/health\"\n",
+    );
+    let node = rt
+        .block_on(Node::start(
+            text,
+            "t.toml".into(),
+            NodeOptions {
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                ..NodeOptions::default()
+            },
+        ))
+        .unwrap();
+    let api = ApiClient::new(&node.api_addr().to_string(), None).unwrap();
+    let web_addr: SocketAddr = format!("127.0.0.1:{web}").parse().unwrap();
+    let state_of_b =
+        || listener(&api.get_json("/v1/listeners").unwrap(), "web")["backends"][1]["state"].clone();
+    assert_eq!(state_of_b(), "usable");
+
+    // Steady load (sequential requests on fresh connections) while b turns sick.
+    let stop = Arc::new(AtomicBool::new(false));
+    let log: Arc<std::sync::Mutex<Vec<(Instant, String)>>> = Arc::default();
+    let load = {
+        let (stop, log) = (Arc::clone(&stop), Arc::clone(&log));
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+                let sent = Instant::now();
+                let (status, backend) = get(web_addr);
+                assert_eq!(status, 200);
+                log.lock().unwrap().push((sent, backend));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let fall_at = Instant::now();
+    b.sick.store(true, Ordering::SeqCst);
+    // fall = 2 probes, 100 ms apart: out of the listener within fall x interval + 1 s (the
+    // loop allows 2 s more before it fails, for a loaded machine; the figure is printed).
+    let bound = Duration::from_millis(2 * 100) + Duration::from_secs(1);
+    let mut removed = None;
+    while fall_at.elapsed() < bound + Duration::from_secs(2) {
+        if state_of_b() == "absent" {
+            removed = Some(Instant::now());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let removed = removed.expect("the sick backend left the listener's usable set");
+    let served_at_removal = b.served.load(Ordering::SeqCst);
+    // At least 200 more requests after the transition was seen.
+    let counted = log.lock().unwrap().len();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while log.lock().unwrap().len() < counted + 200 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, Ordering::SeqCst);
+    load.join().unwrap();
+    let log = log.lock().unwrap();
+    let after: Vec<&String> = log
+        .iter()
+        .filter(|(sent, _)| *sent > removed)
+        .map(|(_, b)| b)
+        .collect();
+    let before_b = log
+        .iter()
+        .filter(|(sent, b)| *sent < fall_at && b == "b")
+        .count();
+    println!(
+        "sick backend out of the listener {:?} after its checks began failing (fall x interval \
+         + 1 s = {bound:?}); {} requests sent after that, none to it ({before_b} reached it before)",
+        removed - fall_at,
+        after.len()
+    );
+    assert!(before_b > 0, "b served before it turned sick");
+    assert!(
+        after.len() >= 200,
+        "{} requests after the transition",
+        after.len()
+    );
+    assert!(
+        after.iter().all(|b| *b == "a"),
+        "a request reached the sick backend"
+    );
+    assert_eq!(
+        b.served.load(Ordering::SeqCst),
+        served_at_removal,
+        "the sick backend served nothing after the transition"
+    );
+    let v = api.get_json("/v1/listeners").unwrap();
+    assert_eq!(listener(&v, "web")["backends"][0]["state"], "usable", "{v}");
+
+    // Well again (rise 1): back in the usable set, and it serves again.
+    b.sick.store(false, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while state_of_b() != "usable" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(state_of_b(), "usable");
+    let again = b.served.load(Ordering::SeqCst);
+    for _ in 0..10 {
+        assert_eq!(get(web_addr).0, 200);
+    }
+    assert!(
+        b.served.load(Ordering::SeqCst) > again,
+        "b serves again once healthy"
+    );
+    drop(a);
+    rt.block_on(node.shutdown()).unwrap();
 }

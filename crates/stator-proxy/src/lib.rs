@@ -43,7 +43,7 @@ pub mod tcp;
 pub mod worker;
 
 pub use error::ProxyError;
-pub use proxy::{ListenerView, Proxy, SourceSteering, SteeringGroup, UpstreamView};
+pub use proxy::{ListenerView, Prepared, Proxy, SourceSteering, SteeringGroup, UpstreamView};
 pub use spec::{
     Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Steering, Timeouts, UpstreamSpec,
     UpstreamState,

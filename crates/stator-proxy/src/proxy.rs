@@ -89,7 +89,15 @@ pub struct ListenerView {
     pub upstreams: Vec<UpstreamView>,
 }
 
-/// What a commit needs, prepared by the first phase of [`Proxy::apply`].
+/// A change to the listeners, prepared by [`Proxy::prepare`] (sockets bound, schedulers
+/// built) and not yet running: [`Proxy::commit`] runs it, dropping it releases its sockets.
+#[derive(Debug)]
+pub struct Prepared {
+    plans: Vec<(Plan, Arc<ListenerStats>)>,
+}
+
+/// What a commit needs for one listener.
+#[derive(Debug)]
 enum Plan {
     Keep {
         shared: ListenerShared,
@@ -117,12 +125,22 @@ impl Proxy {
         }
     }
 
-    /// Makes the running listeners exactly `specs` (see the module documentation). On error
-    /// nothing changed.
+    /// Makes the running listeners exactly `specs` (see the module documentation): the two
+    /// phases of [`Proxy::prepare`] and [`Proxy::commit`] at once. On error nothing changed.
     pub fn apply(&mut self, specs: Vec<ListenerSpec>) -> Result<(), ProxyError> {
+        let prepared = self.prepare(specs)?;
+        self.commit(prepared)
+    }
+
+    /// The first phase of a change to `specs`: everything that can fail — schedulers built,
+    /// new and changed listeners' sockets bound (a port taken fails here), steering set up —
+    /// without touching what runs. Dropping the result releases its sockets; committing it
+    /// ([`Proxy::commit`]) makes it run. A node calls this before it commits a reloaded
+    /// configuration, so a listener that cannot start refuses the reload.
+    pub fn prepare(&self, specs: Vec<ListenerSpec>) -> Result<Prepared, ProxyError> {
         let mut plans = Vec::with_capacity(specs.len());
         for spec in specs {
-            let stats = Arc::clone(self.stats.entry(spec.name.clone()).or_default());
+            let stats = self.stats.get(&spec.name).cloned().unwrap_or_default();
             let plan = match self.listeners.get(&spec.name) {
                 Some(r) if !r.shared.load().spec.needs_rebind(&spec) => {
                     let current = r.workers.len();
@@ -152,8 +170,15 @@ impl Proxy {
             };
             plans.push((plan, stats));
         }
-        // Commit: nothing below fails but starting threads (which leaves what started running
-        // and reports the error).
+        Ok(Prepared { plans })
+    }
+
+    /// The second phase: makes what [`Proxy::prepare`] built run. Nothing here fails but
+    /// starting threads (which leaves what started running and reports the error). Meant for
+    /// the result of the latest `prepare` on this proxy: a listener it keeps that has been
+    /// removed since is skipped.
+    pub fn commit(&mut self, prepared: Prepared) -> Result<(), ProxyError> {
+        let plans = prepared.plans;
         let names: Vec<String> = plans
             .iter()
             .map(|(p, _)| match p {
@@ -175,7 +200,11 @@ impl Proxy {
         }
         let mut first_error = None;
         for (plan, stats) in plans {
-            if let Err(e) = self.commit(plan, stats) {
+            let name = match &plan {
+                Plan::Keep { shared, .. } | Plan::Start { shared, .. } => shared.spec.name.clone(),
+            };
+            self.stats.insert(name, Arc::clone(&stats));
+            if let Err(e) = self.commit_one(plan, stats) {
                 first_error.get_or_insert(e);
             }
         }
@@ -183,7 +212,7 @@ impl Proxy {
         first_error.map_or(Ok(()), Err)
     }
 
-    fn commit(&mut self, plan: Plan, stats: Arc<ListenerStats>) -> Result<(), ProxyError> {
+    fn commit_one(&mut self, plan: Plan, stats: Arc<ListenerStats>) -> Result<(), ProxyError> {
         match plan {
             Plan::Keep {
                 shared,

@@ -61,8 +61,8 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAd
     let last = Rc::new(Cell::new(Instant::now()));
     let listener_counters: Arc<dyn CounterPair> = ctx.stats.clone();
     let upstream_counters: Arc<dyn CounterPair> = ustats.clone();
-    let mut a = Counted::new(client, listener_counters, Rc::clone(&last));
-    let mut b = Counted::new(upstream, upstream_counters, Rc::clone(&last));
+    let mut a = Counted::new(client, listener_counters, Some(Rc::clone(&last)));
+    let mut b = Counted::new(upstream, upstream_counters, Some(Rc::clone(&last)));
     let idle = spec.timeouts.idle;
     drop(shared);
     let copy = tokio::io::copy_bidirectional(&mut a, &mut b);

@@ -107,6 +107,9 @@ impl WorkerCtx {
             if sender.is_closed() || since.elapsed() > keepalive {
                 continue;
             }
+            if sender.is_ready() {
+                return Some(sender);
+            }
             // Ready once the connection has finished the previous exchange (it has: the
             // sender came back when the response body ended), unless it closed meanwhile.
             match tokio::time::timeout(Duration::from_secs(1), sender.ready()).await {

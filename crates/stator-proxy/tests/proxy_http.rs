@@ -182,3 +182,92 @@ fn a_slow_upstream_response_is_504() {
     );
     p.shutdown(Duration::from_secs(2));
 }
+
+/// Reads one whole response with a `content-length` from `s`.
+fn read_response(s: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&out).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(str::to_owned)
+                })
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if out.len() >= end + 4 + len {
+                return text;
+            }
+        }
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&out).to_string(),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[test]
+fn kept_alive_connections_time_out_idle_and_on_late_or_trickled_heads() {
+    use std::io::{Read, Write};
+    let a = Backend::start("a");
+    let mut s = spec("timers", Protocol::Http, vec![a.upstream()]);
+    s.timeouts.header_read = Duration::from_millis(300);
+    s.timeouts.idle = Duration::from_millis(400);
+    let (p, addr) = proxy(s);
+    let req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+
+    // Idle: after a request, nothing more → closed quietly (no 408) after `idle`.
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for _ in 0..3 {
+        c.write_all(req).unwrap();
+        assert!(read_response(&mut c).starts_with("HTTP/1.1 200"));
+    }
+    let mut rest = Vec::new();
+    c.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "idle close says nothing: {rest:?}");
+
+    // A later request's head, begun and not finished: 408 `header_read` after its first byte.
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(req).unwrap();
+    assert!(read_response(&mut c).starts_with("HTTP/1.1 200"));
+    std::thread::sleep(Duration::from_millis(200)); // idle, but less than `idle`
+    c.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    let text = String::from_utf8_lossy(&rest);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text:?}");
+
+    // A head trickled in a byte at a time never completes in time: 408 all the same.
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut answered = Vec::new();
+    for b in b"GET / HTTP/1.1\r\nHost: a-long-host-name.example\r\n" {
+        if c.write_all(&[*b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(40));
+        c.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 256];
+        if let Ok(n) = c.read(&mut buf) {
+            answered.extend_from_slice(&buf[..n]);
+            if n == 0 || !answered.is_empty() {
+                break;
+            }
+        }
+        c.set_nonblocking(false).unwrap();
+    }
+    let text = String::from_utf8_lossy(&answered);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text:?}");
+
+    let v = &p.listeners()[0];
+    assert_eq!(v.stats.client_errors(ClientErrorKind::IdleTimeout), 1);
+    assert_eq!(v.stats.client_errors(ClientErrorKind::HeaderTimeout), 2);
+    p.shutdown(Duration::from_secs(2));
+}

@@ -58,8 +58,12 @@ impl Reconciler {
         let next = self.generation + 1;
         let (built, build_time) =
             build_blocking(&config, &assignment, states, next, self.built.clone()).await?;
+        // The listeners' sockets are bound before anything commits: a port taken refuses the
+        // reload (with the listener's field path) and the running listeners keep serving.
+        let listeners = self.listeners.prepare(&config)?;
         let commit_time = self.commit(&built).await?;
         // Committed: the new config is the running one from here on.
+        self.listeners.commit(listeners);
         self.note_new_ids(&assignment);
         let old_bgp = self.config.bgp.clone();
         self.config = Arc::clone(&config);

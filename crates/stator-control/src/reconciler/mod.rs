@@ -150,6 +150,9 @@ pub struct Parts {
     /// Check the host (forwarding sysctls) on reloads too; off for nodes started without
     /// preflight (tests that bring their own data plane).
     pub host_checks: bool,
+    /// The proxy tier: a reload binds its new listeners before it commits (a port taken
+    /// refuses the reload) and starts them after.
+    pub listeners: crate::listeners::ProxyTier,
 }
 
 /// The reconciler's inputs besides requests.
@@ -174,6 +177,7 @@ pub struct Reconciler {
     stopping: Arc<AtomicBool>,
     events: EventLog,
     host_checks: bool,
+    listeners: crate::listeners::ProxyTier,
     view_tx: watch::Sender<Arc<View>>,
     phase: Phase,
     config: Arc<Config>,
@@ -260,6 +264,7 @@ impl Reconciler {
             stopping: parts.stopping,
             events: parts.events,
             host_checks: parts.host_checks,
+            listeners: parts.listeners,
             view_tx,
             phase: Phase::Starting,
             text,
