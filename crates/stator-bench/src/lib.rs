@@ -22,5 +22,6 @@
 pub mod error;
 pub mod pin;
 pub mod sched;
+pub mod udp;
 
 pub use error::BenchError;
