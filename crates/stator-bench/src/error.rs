@@ -39,6 +39,9 @@ pub enum BenchError {
     /// Loading or driving a BPF program failed.
     #[error(transparent)]
     Xdp(#[from] stator_xdp::XdpError),
+    /// Loading or driving the reuseport steering program failed.
+    #[error(transparent)]
+    Steer(#[from] stator_steer::SteerError),
     /// A system call of the benchmark failed.
     #[error("{what}: {source}")]
     Io {

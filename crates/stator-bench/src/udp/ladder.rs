@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use super::generator::Generator;
+use stator_steer::{HashFields, ReuseportSteering, SteeringOptions};
+
 use super::procnet::NsCounters;
 use super::recv::{self, MAX_BATCH, Method, Receiver};
 use super::rig::Rig;
@@ -27,16 +29,21 @@ pub enum Step {
     /// 5: `SO_REUSEPORT`, one socket and one pinned thread per core, `recvmmsg`; the kernel's
     /// 4-tuple hash picks the socket.
     Reuseport,
+    /// 6: step 5 with the socket picked by Stator's `SK_REUSEPORT` program (`stator-steer`): a
+    /// Maglev table over the threads keyed by the Toeplitz hash of the client's address and
+    /// port (the generator has one address and thousands of ports).
+    Steered,
 }
 
 impl Step {
     /// Every step, in order.
-    pub const ALL: [Step; 5] = [
+    pub const ALL: [Step; 6] = [
         Self::Naive,
         Self::Pinned,
         Self::Mmsg,
         Self::TwoThreads,
         Self::Reuseport,
+        Self::Steered,
     ];
 
     /// The step's number in the issue (1–6).
@@ -47,6 +54,7 @@ impl Step {
             Self::Mmsg => 3,
             Self::TwoThreads => 4,
             Self::Reuseport => 5,
+            Self::Steered => 6,
         }
     }
 
@@ -63,6 +71,7 @@ impl Step {
             Self::Mmsg => "recvmmsg",
             Self::TwoThreads => "2 threads, 1 socket",
             Self::Reuseport => "SO_REUSEPORT",
+            Self::Steered => "reuseport BPF",
         }
     }
 
@@ -76,6 +85,10 @@ impl Step {
             Self::Reuseport => {
                 "one socket (SO_REUSEPORT) and one pinned thread per core, recvmmsg; the kernel's \
                  hash picks the socket"
+            }
+            Self::Steered => {
+                "step 5 with the socket picked by Stator's SK_REUSEPORT program: Maglev table \
+                 over the threads, Toeplitz hash of the client address and port"
             }
         }
     }
@@ -187,6 +200,8 @@ pub struct StepResult {
     /// The generator thread's CPU time during the measurement, ns (its frames and the
     /// receiving kernel's softirq work done on its CPU after each batch).
     pub gen_cpu_ns: u64,
+    /// Step 6: the steering program's decisions over the whole step, by outcome.
+    pub steer_counters: Vec<(&'static str, u64)>,
 }
 
 impl StepResult {
@@ -269,7 +284,7 @@ fn layout(step: Step, plan: &Plan) -> Layout {
             method: mmsg,
             threads: vec![(0, cpu(0)), (0, cpu(1))],
         },
-        Step::Reuseport => Layout {
+        Step::Reuseport | Step::Steered => Layout {
             sockets: plan.threads,
             reuseport: true,
             method: mmsg,
@@ -331,6 +346,15 @@ pub fn run_step(
         .into_iter()
         .map(Arc::new)
         .collect();
+    let steering = if step == Step::Steered {
+        Some(steer(&socks)?)
+    } else {
+        None
+    };
+    let steer_before = steering
+        .as_ref()
+        .map(ReuseportSteering::counters)
+        .transpose()?;
     let inodes = socks
         .iter()
         .map(|s| recv::inode(&**s))
@@ -365,6 +389,15 @@ pub fn run_step(
     }
     let (start, end, lines, gen_pinned) = measured?;
     ended?;
+    let steer_counters = match (&steering, steer_before) {
+        (Some(s), Some(before)) => s
+            .counters()?
+            .since(&before)
+            .iter()
+            .map(|(c, v)| (c.label(), v))
+            .collect(),
+        _ => Vec::new(),
+    };
     let threads = layout
         .threads
         .iter()
@@ -406,7 +439,23 @@ pub fn run_step(
         lines,
         gen_pinned,
         gen_cpu_ns: end.gen_cpu.saturating_sub(start.gen_cpu),
+        steer_counters,
     })
+}
+
+/// Loads Stator's steering program for `socks` (worker `i` = socket `i`) and attaches it to
+/// their group; the group keeps it while a socket is open.
+fn steer(socks: &[Arc<UdpSocket>]) -> Result<ReuseportSteering, BenchError> {
+    let workers = u32::try_from(socks.len()).unwrap_or(u32::MAX);
+    let mut s = ReuseportSteering::load(&SteeringOptions {
+        fields: HashFields::AddrPort,
+        ..SteeringOptions::new(workers)
+    })?;
+    for (i, sock) in (0u32..).zip(socks) {
+        s.set_socket(i, &**sock)?;
+    }
+    s.attach(&*socks[0])?;
+    Ok(s)
 }
 
 type Measured = (Sample, Sample, Vec<Line>, bool);

@@ -7,7 +7,8 @@
 //! `sendmmsg` processes could not outrun even a plain `recvmmsg` receiver on this machine's
 //! two cores. The receiver climbs the article's ladder ([`ladder::Step`]): `recvfrom` per
 //! datagram, pinned, `recvmmsg` batches, two threads on one socket, `SO_REUSEPORT` with a
-//! socket and a thread per core. Every step prints one line a second in the article's format
+//! socket and a thread per core — and a sixth the article did not have: the socket picked by
+//! Stator's reuseport BPF program instead of the kernel's hash. Every step prints one line a second in the article's format
 //! beside the offered rate, then a table: received pps, its ratio to step 1, the per-thread
 //! split, the drops where they happen (the veth ring, the sockets, the namespace's UDP MIB) and
 //! the receiving threads' CPU time per datagram.
@@ -160,6 +161,19 @@ pub fn run(args: &UdpArgs) -> Result<(), BenchError> {
         print!("{text}");
     } else {
         println!("\n{}", report::table(&results));
+        for r in results.iter().filter(|r| !r.steer_counters.is_empty()) {
+            let counters: Vec<String> = r
+                .steer_counters
+                .iter()
+                .filter(|(_, v)| *v > 0)
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            println!(
+                "step {}: the steering program's decisions: {}",
+                r.step.number(),
+                counters.join(", ")
+            );
+        }
         for line in report::verdict(&results) {
             println!("{line}");
         }

@@ -172,6 +172,7 @@ pub fn json(results: &[StepResult], meta: Value) -> Value {
                     "cpu_ns": t.cpu_ns,
                 })).collect::<Vec<_>>(),
                 "split_percent": r.split(),
+                "steering": r.steer_counters.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
                 "lines": r.lines.iter().map(|l| json!({
                     "seconds": l.secs,
                     "pps": l.packets as f64 / l.secs.max(1e-9),
