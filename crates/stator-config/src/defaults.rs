@@ -89,3 +89,40 @@ pub const HTTP_PATH: &str = "/";
 pub const HTTP_STATUS: (u16, u16) = (200, 399);
 /// Largest UDP payload or expected reply, in bytes.
 pub const MAX_UDP_PAYLOAD: usize = 1024;
+
+/// `listener.timeouts.connect`.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// `listener.timeouts.header_read` (HAProxy's usual `timeout http-request`).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// `listener.timeouts.idle`.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// `listener.timeouts.response` (nginx's `proxy_read_timeout`).
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bounds of every listener timeout.
+pub const MIN_PROXY_TIMEOUT: Duration = Duration::from_millis(1);
+/// Bounds of every listener timeout.
+pub const MAX_PROXY_TIMEOUT: Duration = Duration::from_secs(86_400);
+/// `listener.retries`.
+pub const RETRIES: u8 = 2;
+/// Largest `listener.retries`.
+pub const MAX_RETRIES: u8 = 16;
+/// Largest `listener.workers`.
+pub const MAX_WORKERS: u16 = 256;
+/// `listener.max_connections` (per worker).
+pub const MAX_CONNECTIONS: u32 = 16_384;
+/// `listener.persistence_entries` (per worker).
+pub const PERSISTENCE_ENTRIES: u32 = 65_536;
+/// Largest `listener.persistence_entries`.
+pub const MAX_PERSISTENCE_ENTRIES: u32 = 1 << 24;
+/// `listener.http.max_header_size` (nginx: 4 × 8k buffers).
+pub const MAX_HEADER_SIZE: u32 = 32 * 1024;
+/// Smallest `listener.http.max_header_size` (hyper's smallest read buffer).
+pub const MIN_MAX_HEADER_SIZE: u32 = 8192;
+/// Largest `listener.http.max_header_size`.
+pub const MAX_MAX_HEADER_SIZE: u32 = 1 << 20;
+/// `listener.http.keepalive_pool` (nginx's usual `keepalive 32`).
+pub const KEEPALIVE_POOL: u32 = 32;
+/// Largest `listener.http.keepalive_pool`.
+pub const MAX_KEEPALIVE_POOL: u32 = 65_536;
+/// `listener.http.keepalive_timeout` (nginx's upstream `keepalive_timeout`).
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);

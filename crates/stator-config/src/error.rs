@@ -478,7 +478,9 @@ impl fmt::Display for WarningKind {
                 "table_size {table_size} is less than 100 x {backends} backends: Maglev keeps \
                  weight shares within 1% only when table_size >= 100 x backends"
             ),
-            Self::UnusedPool { name } => write!(f, "pool {name:?} is not used by any VIP"),
+            Self::UnusedPool { name } => {
+                write!(f, "pool {name:?} is not used by any VIP or listener")
+            }
             Self::OpenApi { listen } => write!(
                 f,
                 "the admin API listens on {listen}, which is not loopback, without a token: \

@@ -94,6 +94,9 @@ pub struct RawConfig {
     /// `[[vip]]`.
     #[serde(default)]
     pub vip: Vec<RawVip>,
+    /// `[[listener]]`.
+    #[serde(default)]
+    pub listener: Vec<RawListener>,
 }
 
 /// `[node]`.
@@ -149,6 +152,8 @@ pub enum DataplaneModeName {
     Xdp,
     /// AF_XDP (reserved).
     Afxdp,
+    /// No packet forwarder: a proxy-only node.
+    None,
 }
 
 /// Protocols as written.
@@ -286,6 +291,8 @@ pub enum MethodName {
     Tcp,
     /// HTTP GET.
     Http,
+    /// HTTP GET over TLS.
+    Https,
     /// UDP request/reply.
     Udp,
     /// No check.
@@ -316,6 +323,12 @@ pub struct RawHealth {
     pub expect_status: Option<Scalar>,
     /// HTTP Host header.
     pub host: Option<String>,
+    /// HTTPS: the server name sent in SNI and verified.
+    pub sni: Option<String>,
+    /// HTTPS: verify the certificate.
+    pub verify: Option<bool>,
+    /// HTTPS: more trust anchors (PEM).
+    pub ca_file: Option<String>,
     /// UDP payload (text).
     pub payload: Option<String>,
     /// UDP payload (hex).
@@ -378,4 +391,112 @@ pub struct RawVip {
     /// Flags.
     #[serde(default)]
     pub flags: Vec<FlagName>,
+}
+
+/// Listener protocols as written (`udp` is reserved: accepted by the schema so that the error
+/// can say "not supported yet" instead of "unknown").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenerProtocolName {
+    /// TCP proxying (bytes both ways).
+    Tcp,
+    /// HTTP/1.1 reverse proxying.
+    Http,
+    /// UDP sessions (reserved).
+    Udp,
+}
+
+/// Scheduler names as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedulerName {
+    /// Tengine's virtual-node smooth weighted round-robin.
+    Vnswrr,
+    /// nginx's smooth weighted round-robin.
+    Swrr,
+    /// Weighted least connections.
+    LeastConn,
+    /// Power of two choices.
+    P2c,
+    /// Maglev hash of the client address.
+    SourceHash,
+}
+
+/// Steering names as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SteeringName {
+    /// The kernel's own `SO_REUSEPORT` hash.
+    Kernel,
+    /// A reuseport BPF program keyed by the client address.
+    Source,
+}
+
+/// `[[listener]]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListener {
+    /// Name.
+    pub name: Option<String>,
+    /// `ip:port` to listen on.
+    pub address: Option<String>,
+    /// Protocol.
+    pub protocol: Option<ListenerProtocolName>,
+    /// The pool of upstreams.
+    pub pool: Option<String>,
+    /// Port of pool members that have none.
+    pub backend_port: Option<i64>,
+    /// Scheduler.
+    pub scheduler: Option<SchedulerName>,
+    /// Worker threads.
+    pub workers: Option<i64>,
+    /// Pin workers to cores.
+    pub pin_workers: Option<bool>,
+    /// Client to worker steering.
+    pub steering: Option<SteeringName>,
+    /// Idle timeout of client address to backend stickiness.
+    pub persistence: Option<Scalar>,
+    /// Session-table capacity per worker.
+    pub persistence_entries: Option<i64>,
+    /// Further peers tried after a connect failure.
+    pub retries: Option<i64>,
+    /// Client connections per worker.
+    pub max_connections: Option<i64>,
+    /// `[listener.timeouts]`.
+    #[serde(default)]
+    pub timeouts: RawListenerTimeouts,
+    /// `[listener.http]`.
+    pub http: Option<RawListenerHttp>,
+}
+
+/// `[listener.timeouts]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListenerTimeouts {
+    /// Upstream connect.
+    pub connect: Option<Scalar>,
+    /// Client request head.
+    pub header_read: Option<Scalar>,
+    /// Idle connection.
+    pub idle: Option<Scalar>,
+    /// Upstream response head.
+    pub response: Option<Scalar>,
+}
+
+/// `[listener.http]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListenerHttp {
+    /// Append `X-Forwarded-For`.
+    pub forwarded_for: Option<bool>,
+    /// Append an RFC 7239 `Forwarded` element.
+    pub forwarded: Option<bool>,
+    /// Largest request head, bytes.
+    pub max_header_size: Option<i64>,
+    /// Idle upstream connections kept per worker.
+    pub keepalive_pool: Option<i64>,
+    /// How long an idle upstream connection is kept.
+    pub keepalive_timeout: Option<Scalar>,
+    /// Add `X-Served-By` to responses.
+    pub served_by: Option<bool>,
 }

@@ -42,6 +42,8 @@ pub struct Config {
     pub pools: Vec<Pool>,
     /// The VIPs, in file order.
     pub vips: Vec<Vip>,
+    /// The proxy listeners, in file order.
+    pub listeners: Vec<Listener>,
 }
 
 impl Config {
@@ -115,6 +117,8 @@ pub struct Node {
 pub enum DataplaneMode {
     /// The XDP program (`bpf/stator_fwd.bpf.c`).
     Xdp,
+    /// No packet forwarder: a proxy-only node (listeners, no VIPs, no interfaces).
+    None,
 }
 
 /// How the XDP program is attached.
@@ -440,5 +444,171 @@ impl Vip {
     /// Sum of the backends' weights (positive).
     pub fn total_weight(&self) -> u64 {
         self.backends.iter().map(|m| u64::from(m.weight)).sum()
+    }
+}
+
+/// What a listener speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenerProtocol {
+    /// TCP: bytes copied both ways.
+    Tcp,
+    /// HTTP/1.1 reverse proxy.
+    Http,
+}
+
+impl ListenerProtocol {
+    /// `tcp` or `http`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tcp => "tcp",
+            Self::Http => "http",
+        }
+    }
+}
+
+/// How a listener picks an upstream for a new connection or request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scheduler {
+    /// Tengine's VNSWRR: nginx's smooth weighted order, precomputed; O(1) picks.
+    #[default]
+    Vnswrr,
+    /// nginx's smooth weighted round-robin: O(backends) per pick.
+    Swrr,
+    /// Fewest active connections relative to weight.
+    LeastConn,
+    /// Power of two choices: the less loaded of two random backends.
+    P2c,
+    /// A Maglev table keyed by the client address: stickiness without a session table.
+    SourceHash,
+}
+
+impl Scheduler {
+    /// The name as written in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Vnswrr => "vnswrr",
+            Self::Swrr => "swrr",
+            Self::LeastConn => "least_conn",
+            Self::P2c => "p2c",
+            Self::SourceHash => "source_hash",
+        }
+    }
+}
+
+/// Which worker a new client connection reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Steering {
+    /// The kernel's `SO_REUSEPORT` hash of the 4-tuple.
+    #[default]
+    Kernel,
+    /// A reuseport BPF program: a consistent table over workers keyed by the client address.
+    Source,
+}
+
+impl Steering {
+    /// The name as written in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Kernel => "kernel",
+            Self::Source => "source",
+        }
+    }
+}
+
+/// Client address → backend stickiness, per worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Persistence {
+    /// An entry unused this long is forgotten.
+    pub timeout: Duration,
+    /// Entries per worker (least recently used evicted first).
+    pub max_entries: u32,
+}
+
+/// `[listener.timeouts]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListenerTimeouts {
+    /// Connecting to an upstream.
+    pub connect: Duration,
+    /// Receiving a request head (HTTP): from accept, or from the first byte of a later
+    /// request on a kept-alive connection; then 408.
+    pub header_read: Duration,
+    /// A connection with no bytes in either direction (TCP), or a kept-alive client
+    /// connection between requests (HTTP), is closed after this long.
+    pub idle: Duration,
+    /// Waiting for an upstream's response head (HTTP); then 504.
+    pub response: Duration,
+}
+
+/// `[listener.http]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HttpOptions {
+    /// Append the client address to `X-Forwarded-For`.
+    pub forwarded_for: bool,
+    /// Append an RFC 7239 `Forwarded: for=...;proto=http` element.
+    pub forwarded: bool,
+    /// Largest request head, bytes (larger: 431).
+    pub max_header_size: u32,
+    /// Idle upstream connections kept per worker and upstream (0: no upstream keep-alive).
+    pub keepalive_pool: u32,
+    /// How long an idle upstream connection is kept.
+    pub keepalive_timeout: Duration,
+    /// Add `X-Served-By: <node>/<listener>/<worker>` to responses.
+    pub served_by: bool,
+}
+
+/// One upstream of a listener: a pool member with the port the proxy connects to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Upstream {
+    /// The backend (health state, stable name).
+    pub backend: BackendId,
+    /// The port connected to: the backend's own, else the listener's `backend_port`.
+    pub port: u16,
+    /// Its weight in the pool (0 = draining: no new connections).
+    pub weight: u32,
+}
+
+/// `[[listener]]`: a socket proxy in front of a pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Listener {
+    /// Name: configured, else `<protocol>/<address>` (e.g. `http/0.0.0.0:8080`).
+    pub name: String,
+    /// Where it listens.
+    pub address: SocketAddr,
+    /// What it speaks.
+    pub protocol: ListenerProtocol,
+    /// The pool it serves from.
+    pub pool: PoolId,
+    /// Port for pool members without one.
+    pub backend_port: Option<u16>,
+    /// The pool's backends, flattened, sorted by stable name, with the port connected to.
+    pub upstreams: Vec<Upstream>,
+    /// How upstreams are picked.
+    pub scheduler: Scheduler,
+    /// Worker threads (`None`: one per core, decided when the listener starts).
+    pub workers: Option<u16>,
+    /// Pin worker `i` to core `i mod cores`.
+    pub pin_workers: bool,
+    /// Client → worker steering.
+    pub steering: Steering,
+    /// Client address → backend stickiness (`None`: off).
+    pub persistence: Option<Persistence>,
+    /// Further upstreams tried after a connect failure.
+    pub retries: u8,
+    /// Client connections per worker; more are accepted and closed at once (counted).
+    pub max_connections: u32,
+    /// Timeouts.
+    pub timeouts: ListenerTimeouts,
+    /// HTTP options (defaults for a TCP listener, where they do not apply).
+    pub http: HttpOptions,
+}
+
+impl Listener {
+    /// The derived name of a listener without a `name`.
+    pub fn derived_name(protocol: ListenerProtocol, address: SocketAddr) -> String {
+        format!("{}/{address}", protocol.as_str())
     }
 }

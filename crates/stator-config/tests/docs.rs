@@ -22,6 +22,15 @@ const TABLES: &[(&str, &str)] = &[
         "[[pool]]\n[[pool.backend]]\nzz_unknown = 1\n",
     ),
     ("[[vip]]", "[[vip]]\nzz_unknown = 1\n"),
+    ("[[listener]]", "[[listener]]\nzz_unknown = 1\n"),
+    (
+        "[listener.timeouts]",
+        "[[listener]]\n[listener.timeouts]\nzz_unknown = 1\n",
+    ),
+    (
+        "[listener.http]",
+        "[[listener]]\n[listener.http]\nzz_unknown = 1\n",
+    ),
 ];
 
 /// The keys the schema accepts in a table, from its "unknown key" message.

@@ -26,7 +26,10 @@ use tokio::task::JoinHandle;
 use crate::api::{self, Ctx};
 use crate::dataplane::DataPlane;
 use crate::error::ControlError;
+use crate::events::EventLog;
 use crate::host;
+use crate::listeners::ProxyTier;
+use crate::noplane::NoPlane;
 use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
 use crate::view::View;
 use crate::watchdog;
@@ -42,10 +45,13 @@ pub struct NodeOptions {
     pub plane: Option<Box<dyn DataPlane>>,
     /// Skip attaching to `dataplane.interfaces` (tests of the controller alone).
     pub no_attach: bool,
-    /// Skip the host checks (tests that bring their own data plane).
+    /// Skip the host checks, at start and on reloads (tests that bring their own data plane).
     pub no_preflight: bool,
     /// Listen here instead of `api.listen` (tests: port 0).
     pub listen: Option<SocketAddr>,
+    /// The commit the binary was built from (`/v1/status`, `stator_build_info`); `unknown`
+    /// when `None`.
+    pub commit: Option<String>,
 }
 
 /// A running node.
@@ -59,6 +65,7 @@ pub struct Node {
     server: JoinHandle<()>,
     server_stop: oneshot::Sender<()>,
     startup: ApplyReport,
+    follower: JoinHandle<()>,
 }
 
 impl Node {
@@ -79,6 +86,7 @@ impl Node {
             host::preflight(&config)?;
         }
         let token = host::resolve_token(&config)?;
+        host::tls_files(&config)?;
         let listen = opts.listen.unwrap_or(config.api.listen);
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
             ControlError::io(format!("binding the admin API to {listen} (api.listen)"), e)
@@ -89,6 +97,9 @@ impl Node {
 
         let plane: Box<dyn DataPlane> = match opts.plane {
             Some(p) => p,
+            None if config.dataplane.mode == stator_config::DataplaneMode::None => {
+                Box::new(NoPlane::default())
+            }
             None => {
                 let xdp_opts = XdpPlane::options(&config);
                 tokio::task::spawn_blocking(move || XdpPlane::load(&xdp_opts))
@@ -136,6 +147,7 @@ impl Node {
         let (req_tx, req_rx) = mpsc::channel(64);
         let (trans_tx, trans_rx) = mpsc::unbounded_channel();
         let (fwd_tx, fwd_rx) = mpsc::unbounded_channel();
+        let events = EventLog::new();
         let mut reconciler = Reconciler::new(
             Parts {
                 plane: Arc::clone(&plane),
@@ -148,10 +160,14 @@ impl Node {
                 announcer: Arc::clone(&announcer),
                 token: Arc::clone(&token),
                 stopping: Arc::clone(&stopping),
+                events: events.clone(),
+                host_checks: !opts.no_preflight,
             },
             trans_tx,
         );
+        let proxy = ProxyTier::new(&config.node.name);
         let ctx = Ctx {
+            proxy: proxy.clone(),
             requests: req_tx,
             view: reconciler.subscribe(),
             reader,
@@ -159,11 +175,16 @@ impl Node {
             announcer,
             token,
             scan: Arc::new(Mutex::new(())),
+            events,
+            commit: Arc::from(opts.commit.as_deref().unwrap_or("unknown")),
         };
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
         let (server_stop, stop_rx) = oneshot::channel::<()>();
         let app = api::router(ctx.clone());
         let server = tokio::spawn(async move {
+            // The peer's address reaches the handlers: the status page without a token is
+            // served to loopback clients only.
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let serve = axum::serve(listener, app).with_graceful_shutdown(async {
                 let _ = stop_rx.await;
             });
@@ -189,8 +210,27 @@ impl Node {
                 return Err(e);
             }
         };
+        // The listeners start once the first snapshot (and so the first health states) is in:
+        // a port that cannot be bound fails the start like any other.
+        let view = reconciler.subscribe();
+        let first = Arc::clone(&view.borrow());
+        if let Err(e) = proxy.apply(&first) {
+            proxy.shutdown(std::time::Duration::ZERO);
+            watchdog.abort();
+            let _ = server_stop.send(());
+            let _ = server.await;
+            if !opts.no_attach {
+                let _ = with_plane(&plane, |p| p.detach(false)).await;
+            }
+            return Err(ControlError::io(
+                "starting the listeners",
+                std::io::Error::other(e.to_string()),
+            ));
+        }
+        let follower = proxy.follow(view);
         let reconciler = tokio::spawn(reconciler.run(inputs));
         Ok(Self {
+            follower,
             ctx,
             api_addr,
             config_path: opts.config_path,
@@ -277,6 +317,12 @@ impl Node {
             Ok(())
         };
         let _ = self.reconciler.await;
+        self.follower.abort();
+        let proxy = self.ctx.proxy.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            proxy.shutdown(std::time::Duration::from_secs(5));
+        })
+        .await;
         self.watchdog.abort();
         let _ = self.server_stop.send(());
         let _ = self.server.await;

@@ -17,6 +17,9 @@ pub enum BenchCmd {
     /// Packets per second end to end on veth: the forwarder against plain forwarding without
     /// load balancing, in the same run (needs root).
     Veth(BenchVethArgs),
+    /// The HTTP proxy against nginx and HAProxy with wrk, same backends, same run; then
+    /// Tengine's 20 vs 2,000 backends with VNSWRR and SWRR.
+    Proxy(stator_bench::proxy::BenchProxyArgs),
     /// Upstream schedulers: ns per pick at 10 to 2,000 backends (VNSWRR against nginx's SWRR,
     /// least-conn, P2C, source hash) and the weight-change burst (stator-bench).
     Sched(stator_bench::sched::SchedArgs),
@@ -34,6 +37,10 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Hashing(args) => bench_hashing::run(&args),
         BenchCmd::Xdp(args) => bench_xdp::run(args),
         BenchCmd::Veth(args) => bench_veth::run(args),
+        BenchCmd::Proxy(args) => {
+            let stator = std::env::current_exe()?;
+            Ok(stator_bench::proxy::run(&args, &stator)?)
+        }
         BenchCmd::Sched(args) => Ok(stator_bench::sched::run(&args)?),
         BenchCmd::Udp(args) => Ok(stator_bench::udp::run(&args)?),
         BenchCmd::UdpGen(args) => Ok(stator_bench::udp::generator::run_child(&args)?),

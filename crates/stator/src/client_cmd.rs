@@ -55,6 +55,9 @@ pub enum ClientCmd {
     Vips(ApiArgs),
     /// Backends: health, drain, per VIP: state, weight, table share, connections, traffic.
     Backends(ApiArgs),
+    /// Proxy listeners: address, protocol, workers, steering, scheduler; per backend: state,
+    /// weight, active, requests, errors.
+    Listeners(ApiArgs),
     /// Drain a backend: no new connections; existing ones kept until they end or the timeout.
     Drain(DrainArgs),
     /// End a drain.
@@ -141,6 +144,7 @@ fn dispatch(cmd: ClientCmd) -> Result<()> {
         ClientCmd::Status(a) => show(&a, "/v1/status", print_status),
         ClientCmd::Vips(a) => show(&a, "/v1/vips", print_vips),
         ClientCmd::Backends(a) => show(&a, "/v1/backends", print_backends),
+        ClientCmd::Listeners(a) => show(&a, "/v1/listeners", print_listeners),
         ClientCmd::Drain(d) => {
             let body = d.timeout.as_ref().map(|t| json!({ "timeout": t }));
             let v = d.api.client()?.post_json(
@@ -428,6 +432,67 @@ fn print_backends(v: &Value) {
         println!(
             "(connections counted over the first {} flows of the connection table)",
             v["conntrack"]["flows_walked"]
+        );
+    }
+}
+
+fn print_listeners(v: &Value) {
+    let mut t = Table::new(&[
+        "LISTENER",
+        "ADDRESS",
+        "PROTO",
+        "WORKERS",
+        "STEERING",
+        "SCHEDULER",
+        "BACKEND",
+        "STATE",
+        "WEIGHT",
+        "ACTIVE",
+        "REQUESTS",
+        "ERRORS",
+    ]);
+    for l in v["listeners"].as_array().into_iter().flatten() {
+        let backends: Vec<&Value> = l["backends"].as_array().into_iter().flatten().collect();
+        for (i, b) in backends.iter().enumerate() {
+            let errors: u64 = b["errors"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(_, n)| n.as_u64())
+                .sum();
+            let head = if i == 0 {
+                vec![
+                    s(&l["name"]),
+                    s(&l["address"]),
+                    s(&l["protocol"]),
+                    s(&l["workers"]),
+                    s(&l["steering"]),
+                    s(&l["scheduler"]),
+                ]
+            } else {
+                vec![String::new(); 6]
+            };
+            let mut row = head;
+            row.extend([
+                s(&b["id"]),
+                s(&b["state"]),
+                s(&b["weight"]),
+                s(&b["active"]),
+                human(b["requests"].as_u64().unwrap_or(0)),
+                human(errors),
+            ]);
+            t.row(row);
+        }
+    }
+    print!("{}", t.render());
+    for l in v["listeners"].as_array().into_iter().flatten() {
+        println!(
+            "{}: {} connections ({} open), {} requests, {} retries",
+            s(&l["name"]),
+            l["connections"]["total"],
+            l["connections"]["active"],
+            l["requests"],
+            l["retries"]
         );
     }
 }

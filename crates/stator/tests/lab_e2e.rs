@@ -6,7 +6,9 @@
 //! 1. distribution: 10,000 short TCP connections; each backend's share within ±5 points of
 //!    its weight share, every node receives traffic (ECMP);
 //! 2. node failure: 360 long-lived TCP connections survive, on their backends, an abrupt node
-//!    failure (uplink cut; BGP hold time) and a graceful stop (SIGTERM withdraws first);
+//!    failure detected by BFD (l0's sessions run it), another detected by the BGP hold time
+//!    alone (l2's do not) — the traffic stall of each is printed side by side — and a graceful
+//!    stop (SIGTERM withdraws first);
 //! 7. UDP: request/response through the same path, the same distribution check;
 //! 8. IPv6: the distribution check over the IPv6 VIP;
 //!
@@ -48,12 +50,22 @@ fn require_root() {
 
 /// A deployment with its own prefix and state directory; `check_gone` after dropping it.
 fn deployment(test: &str, weights: &[u16]) -> (Deployment, String, PathBuf) {
+    deployment_with(test, weights, &[])
+}
+
+/// [`deployment`] with BFD on the sessions of `bfd_nodes`.
+fn deployment_with(
+    test: &str,
+    weights: &[u16],
+    bfd_nodes: &[usize],
+) -> (Deployment, String, PathBuf) {
     require_root();
     let prefix = format!("le{test}-{}-", std::process::id() % 100_000);
     let dir =
         PathBuf::from("/run/stator-lab").join(format!("test-{}", prefix.trim_end_matches('-')));
     let mut spec = DeploySpec::new(&prefix, 60, &dir, Path::new(env!("CARGO_BIN_EXE_stator")));
     spec.weights = weights.to_vec();
+    spec.bfd_nodes = bfd_nodes.to_vec();
     let t = Instant::now();
     let d = Deployment::up(&spec, &peer_xdp).unwrap_or_else(|e| panic!("lab up: {e}"));
     println!(
@@ -245,9 +257,18 @@ fn e2e_8_ipv6_distribution() {
 struct Survival {
     total: usize,
     rounds: Vec<Round>,
+    /// From the failure until the router routed over the remaining nodes.
+    withdrawn: Duration,
 }
 
 impl Survival {
+    /// The traffic stall: the slowest round of exchanges (every connection sends a line and
+    /// waits for its echo); a round that met the failure waits for TCP to retransmit after the
+    /// router stopped sending to the dead node.
+    fn stall(&self) -> Duration {
+        self.rounds.iter().map(|r| r.took).max().unwrap_or_default()
+    }
+
     fn survived(&self, ll: &LongLived) -> usize {
         ll.conns.iter().filter(|c| c.alive).count().min(self.total)
     }
@@ -326,7 +347,11 @@ fn through_failure(
         withdrawn.as_secs_f64()
     );
     rounds.push(ll.round(&format!("{what}-last"), 16, Duration::from_secs(30)));
-    Survival { total, rounds }
+    Survival {
+        total,
+        rounds,
+        withdrawn,
+    }
 }
 
 fn echo_conns(d: &Deployment) -> Vec<u64> {
@@ -336,7 +361,8 @@ fn echo_conns(d: &Deployment) -> Vec<u64> {
 #[test]
 fn e2e_2_connections_survive_node_failures() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (mut d, prefix, dir) = deployment("2", &[1, 1, 1, 1]);
+    // l0's sessions with the router run BFD (100 ms x 3); l2's rely on the 3 s hold time.
+    let (mut d, prefix, dir) = deployment_with("2", &[1, 1, 1, 1], &[0]);
     const CONNS: usize = 360;
     let mut ll = LongLived::open(
         &d.client().ns,
@@ -360,8 +386,8 @@ fn e2e_2_connections_survive_node_failures() {
         "every node carries connections (ECMP): {per_node:?}"
     );
 
-    // A. Node l0 dies: its uplink is cut; the router notices when the hold time expires.
-    let a = through_failure(&mut d, &mut ll, "l0 uplink cut", &[1, 2], |d| {
+    // A. Node l0 dies: its uplink is cut; the router notices when BFD does.
+    let a = through_failure(&mut d, &mut ll, "l0 uplink cut (BFD)", &[1, 2], |d| {
         d.cut(0).unwrap()
     });
     let after = echo_conns(&d);
@@ -388,6 +414,41 @@ fn e2e_2_connections_survive_node_failures() {
         (CONNS, 0),
         "{:?}",
         r.first_error
+    );
+
+    // A2. Node l2 dies the same way; without BFD the router notices when the hold time expires.
+    let a2 = through_failure(
+        &mut d,
+        &mut ll,
+        "l2 uplink cut (hold timer)",
+        &[0, 1],
+        |d| d.cut(2).unwrap(),
+    );
+    a2.check("abrupt failure of l2", &ll);
+    d.restore(2).unwrap();
+    d.wait_routed(false, &[0, 1, 2], Duration::from_secs(30))
+        .unwrap();
+    let r = ll.round("l2 back", 16, Duration::from_secs(30));
+    assert_eq!(
+        (r.same_backend, r.failed),
+        (CONNS, 0),
+        "{:?}",
+        r.first_error
+    );
+    println!(
+        "[2] node failure, traffic stall (slowest round of exchanges): with BFD {:.2}s (router \
+         withdrew the node after {:.2}s); with the hold timer only {:.2}s (withdrawn after {:.2}s)",
+        a.stall().as_secs_f64(),
+        a.withdrawn.as_secs_f64(),
+        a2.stall().as_secs_f64(),
+        a2.withdrawn.as_secs_f64(),
+    );
+    // Not a tight bound (timings are printed): BFD must at least beat the hold timer.
+    assert!(
+        a.withdrawn < a2.withdrawn,
+        "BFD {:?} vs hold timer {:?}",
+        a.withdrawn,
+        a2.withdrawn
     );
 
     // B. Node l1 stops gracefully: SIGTERM withdraws its VIPs, then it exits.

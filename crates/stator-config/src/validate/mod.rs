@@ -7,6 +7,7 @@
 //! rather than reported a second time in other words.
 
 mod bgp;
+mod listeners;
 mod pools;
 mod sections;
 mod vips;
@@ -23,13 +24,17 @@ use crate::types::Config;
 /// Validates a raw configuration, returning every error found (never an empty list).
 pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
     let mut ctx = Ctx::default();
-    let node = sections::node(&mut ctx, raw.node.as_ref());
+    let proxy_only = raw
+        .dataplane
+        .as_ref()
+        .is_some_and(|d| d.mode == Some(crate::raw::DataplaneModeName::None));
+    let node = sections::node(&mut ctx, raw.node.as_ref(), proxy_only);
     let dataplane = sections::dataplane(&mut ctx, raw.dataplane.as_ref());
     let encap = sections::encap(&mut ctx, &raw.encap);
     let api = sections::api(&mut ctx, &raw.api);
     let log = sections::log(&raw.log);
     let bgp = bgp::bgp(&mut ctx, raw.bgp.as_ref(), node.as_ref());
-    let pools = pools::pools(&mut ctx, &raw.pool, node.as_ref());
+    let pools = pools::pools(&mut ctx, &raw.pool, node.as_ref(), proxy_only);
     let vips = vips::vips(
         &mut ctx,
         &raw.vip,
@@ -37,23 +42,36 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
         node.as_ref(),
         &encap,
         dataplane.as_ref(),
+        proxy_only,
     );
-    match (node, dataplane, encap, api, bgp, vips) {
-        (Some(node), Some(dataplane), Some(encap), Some(api), Some(bgp), Some(vips))
-            if ctx.errors.is_empty() =>
-        {
-            Ok(Config {
-                node,
-                dataplane,
-                encap,
-                bgp,
-                api,
-                log,
-                backends: pools.backends,
-                pools: pools.pools,
-                vips,
-            })
-        }
+    let listeners = listeners::listeners(
+        &mut ctx,
+        &raw.listener,
+        &pools,
+        api.as_ref(),
+        vips.as_deref(),
+    );
+    match (node, dataplane, encap, api, bgp, vips, listeners) {
+        (
+            Some(node),
+            Some(dataplane),
+            Some(encap),
+            Some(api),
+            Some(bgp),
+            Some(vips),
+            Some(listeners),
+        ) if ctx.errors.is_empty() => Ok(Config {
+            node,
+            dataplane,
+            encap,
+            bgp,
+            api,
+            log,
+            backends: pools.backends,
+            pools: pools.pools,
+            vips,
+            listeners,
+        }),
         _ => {
             if ctx.errors.is_empty() {
                 // Every validator records an error before returning None; this keeps the

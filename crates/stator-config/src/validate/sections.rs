@@ -14,7 +14,7 @@ use crate::raw::{
 };
 use crate::types::{Api, Dataplane, DataplaneMode, Encap, EncapDefaults, Log, Node, Token};
 
-pub(super) fn node(ctx: &mut Ctx, raw: Option<&RawNode>) -> Option<Node> {
+pub(super) fn node(ctx: &mut Ctx, raw: Option<&RawNode>, proxy_only: bool) -> Option<Node> {
     let at = FieldPath::root().key("node");
     let Some(raw) = raw else {
         return ctx.missing(
@@ -55,7 +55,7 @@ pub(super) fn node(ctx: &mut Ctx, raw: Option<&RawNode>) -> Option<Node> {
         Some(IpAddr::V6(a)) => Some(a),
         _ => None,
     };
-    if raw.address_v4.is_none() && raw.address_v6.is_none() {
+    if raw.address_v4.is_none() && raw.address_v6.is_none() && !proxy_only {
         ok = false;
         ctx.missing::<()>(
             at.key("address_v4"),
@@ -102,6 +102,7 @@ pub(super) fn dataplane(ctx: &mut Ctx, raw: Option<&RawDataplane>) -> Option<Dat
     };
     let mode = match raw.mode.unwrap_or(DataplaneModeName::Xdp) {
         DataplaneModeName::Xdp => Some(DataplaneMode::Xdp),
+        DataplaneModeName::None => Some(DataplaneMode::None),
         DataplaneModeName::Afxdp => {
             ctx.error(
                 at.key("mode"),
@@ -113,7 +114,24 @@ pub(super) fn dataplane(ctx: &mut Ctx, raw: Option<&RawDataplane>) -> Option<Dat
             None
         }
     };
-    let interfaces = interfaces(ctx, &at, raw.interfaces.as_deref());
+    let interfaces = if mode == Some(DataplaneMode::None) {
+        match raw.interfaces.as_deref() {
+            None | Some([]) => Some(Vec::new()),
+            Some(_) => {
+                ctx.error(
+                    at.key("interfaces"),
+                    Error::NotApplicable {
+                        reason: "dataplane.mode = \"none\" attaches no packet forwarder: remove \
+                                 interfaces, or set mode = \"xdp\""
+                            .into(),
+                    },
+                );
+                None
+            }
+        }
+    } else {
+        interfaces(ctx, &at, raw.interfaces.as_deref())
+    };
     let pin_path = ctx.absolute_path(
         at.key("pin_path"),
         raw.pin_path.as_deref().unwrap_or(d::PIN_PATH),

@@ -24,6 +24,7 @@ pub(super) fn vips(
     node: Option<&Node>,
     encap: &Option<EncapDefaults>,
     dataplane: Option<&Dataplane>,
+    proxy_only: bool,
 ) -> Option<Vec<Vip>> {
     let mut out = Vec::with_capacity(raw.len());
     let mut ok = true;
@@ -76,6 +77,17 @@ pub(super) fn vips(
             (Some(parts), Some(key), Some(name)) => out.push(parts.into_vip(key, name)),
             _ => ok = false,
         }
+    }
+    if proxy_only && !raw.is_empty() {
+        ok = false;
+        ctx.error(
+            FieldPath::root().key("vip").index(0),
+            Error::NotApplicable {
+                reason: "dataplane.mode = \"none\" forwards no packets, so it serves no VIP: \
+                         remove the [[vip]] tables or set dataplane.mode = \"xdp\""
+                    .into(),
+            },
+        );
     }
     ok &= limits(ctx, raw.len(), &out, dataplane);
     ok.then_some(out)

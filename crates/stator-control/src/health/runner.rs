@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::machine::Machine;
+use super::tls::TlsClient;
 use super::{CheckKey, probe};
 
 /// New checks start spread over this long at most (or their interval, if shorter).
@@ -245,11 +246,24 @@ async fn check_loop(
     delay: Duration,
 ) {
     let url = key.url();
+    // Built once per check: trust anchors read now (a changed ca_file is read when the
+    // check is replaced, by a reload that changes it, or at the next start).
+    let tls = match &key.probe {
+        stator_config::Probe::Https(h) => Some(TlsClient::new(&h.tls)),
+        _ => None,
+    };
     let mut next = Instant::now() + delay;
     loop {
         tokio::time::sleep_until(next).await;
         let started = Instant::now();
-        let result = probe::run(key.address, key.port, &key.probe, key.timing.timeout).await;
+        let result = probe::run(
+            key.address,
+            key.port,
+            &key.probe,
+            tls.as_ref(),
+            key.timing.timeout,
+        )
+        .await;
         let took = started.elapsed();
         let (changed, probe) = {
             let mut s = lock(&shared);

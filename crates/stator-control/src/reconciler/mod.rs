@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::dataplane::{DataPlane, PlaneReader};
 use crate::error::ControlError;
+use crate::events::{Event, EventKind, EventLog};
 use crate::health::{Runner, Transition};
 use crate::ids::{Assignment, Ids};
 use crate::plan::{Built, Drain, Health};
@@ -144,6 +145,11 @@ pub struct Parts {
     pub token: Arc<RwLock<Option<String>>>,
     /// Set when shutting down (the forwarder-health loop stops repairing).
     pub stopping: Arc<AtomicBool>,
+    /// Where events are recorded for the API.
+    pub events: EventLog,
+    /// Check the host (forwarding sysctls) on reloads too; off for nodes started without
+    /// preflight (tests that bring their own data plane).
+    pub host_checks: bool,
 }
 
 /// The reconciler's inputs besides requests.
@@ -166,6 +172,8 @@ pub struct Reconciler {
     announcer: SharedAnnouncer,
     token: Arc<RwLock<Option<String>>>,
     stopping: Arc<AtomicBool>,
+    events: EventLog,
+    host_checks: bool,
     view_tx: watch::Sender<Arc<View>>,
     phase: Phase,
     config: Arc<Config>,
@@ -250,6 +258,8 @@ impl Reconciler {
             announcer: parts.announcer,
             token: parts.token,
             stopping: parts.stopping,
+            events: parts.events,
+            host_checks: parts.host_checks,
             view_tx,
             phase: Phase::Starting,
             text,
@@ -321,6 +331,19 @@ impl Reconciler {
         self.config_generation = self.generation;
         self.phase = Phase::Running;
         self.spawn_announcer();
+        self.events.push(
+            Event::new(
+                EventKind::Start,
+                format!(
+                    "node running: snapshot generation {}, {} VIPs, {} backends, from {}",
+                    self.generation,
+                    config.vips.len(),
+                    config.backends.len(),
+                    self.source
+                ),
+            )
+            .generation(self.config_generation),
+        );
         self.announce();
         self.publish();
         tracing::info!(
@@ -381,9 +404,17 @@ impl Reconciler {
                 if_match,
                 reply,
             } => {
+                let from = source.clone();
                 let result = self.apply(text, source, if_match).await;
                 if let Err(e) = &result {
                     self.stats.reloads_failed += 1;
+                    self.events.push(
+                        Event::new(
+                            EventKind::ReloadFailed,
+                            format!("configuration from {from} refused: {e}"),
+                        )
+                        .generation(self.config_generation),
+                    );
                     self.record_error(format!("reload refused: {e}"));
                     tracing::warn!(error = %e, "reload refused; the running config stays");
                     self.publish();

@@ -11,12 +11,14 @@
 //!                                                          `stator lab serve`          10.S.2.11…
 //! ```
 //!
-//! Every node runs the same configuration (only `[node]` and the BGP files differ): the VIPs
-//! [`VIP_V4`] and [`VIP_V6`], each with HTTP on port [`HTTP_PORT`], a long-lived TCP echo on
-//! [`ECHO_PORT`] and a UDP echo on [`UDP_PORT`], over the backends with their weights
+//! Every node runs the same configuration (only `[node]`, the BGP files and BFD differ): the
+//! VIPs [`VIP_V4`] and [`VIP_V6`], each with HTTP on port [`HTTP_PORT`], a long-lived TCP echo
+//! on [`ECHO_PORT`] and a UDP echo on [`UDP_PORT`], over the backends with their weights
 //! (`pool web4` / `web6`, HTTP health checks on each backend's own address). Nodes announce
 //! the VIPs to the router with BGP hold time [`DeploySpec::hold_time`], so a node that dies is
-//! withdrawn in seconds.
+//! withdrawn in seconds — or, for the nodes in [`DeploySpec::bfd_nodes`], with BFD beside the
+//! session, in about 0.3 s. With [`DeploySpec::prometheus`], Prometheus runs in the router's
+//! namespace and scrapes every node's admin API at the node's address.
 //!
 //! State lives in one directory ([`DeploySpec::dir`]): configurations, logs, BIRD sockets and
 //! pid files, each process's pid file, the backends' served counters, and the bpffs every pin
@@ -44,10 +46,12 @@ use std::time::{Duration, Instant};
 use crate::bird::{Bird, kernel_next_hops, wait_next_hops};
 use crate::lan::{RouterBgp, node_bird_config, router_bird_config};
 use crate::netns::{ChildGuard, Netns, NetnsError, Result, is_root, run};
+use crate::prometheus::Prometheus;
 use crate::stator::{ApiAnswer, BpfFs, StatorRun, api_request};
 use crate::topo::{DsrLab, DsrSpec, Host};
 use crate::wait::wait_until;
 
+mod config;
 mod state;
 
 pub use state::{DownReport, LabState, down, read_served, read_state, served_path};
@@ -98,11 +102,18 @@ pub struct DeploySpec {
     pub table_size: u32,
     /// Interval of the backends' health checks, milliseconds (fall and rise 2).
     pub health_interval_ms: u32,
+    /// Nodes whose BGP sessions with the router run BFD (100 ms, multiplier 3, on both
+    /// sides): the router drops such a node about 0.3 s after it dies, instead of when the
+    /// hold time expires.
+    pub bfd_nodes: Vec<usize>,
+    /// Run Prometheus in the router's namespace, scraping every node's `/metrics` every
+    /// second and evaluating Stator's alerting rules ([`crate::prometheus`]).
+    pub prometheus: bool,
 }
 
 impl DeploySpec {
-    /// Three nodes, four backends of weight 1, 64 client addresses, hold time 3 s, tables of
-    /// 65537 slots, health checks every 500 ms; state in `dir`.
+    /// Three nodes, four backends of weight 1, 64 client addresses, hold time 3 s and no BFD,
+    /// tables of 65537 slots, health checks every 500 ms, no Prometheus; state in `dir`.
     pub fn new(prefix: &str, subnet: u8, dir: &Path, binary: &Path) -> Self {
         Self {
             prefix: prefix.to_owned(),
@@ -116,6 +127,8 @@ impl DeploySpec {
             hold_time: 3,
             table_size: 65537,
             health_interval_ms: 500,
+            bfd_nodes: Vec::new(),
+            prometheus: false,
         }
     }
 
@@ -174,6 +187,7 @@ pub struct Deployment {
     router: Option<Bird>,
     lab: Option<DsrLab>,
     bpffs: Option<BpfFs>,
+    prometheus: Option<Prometheus>,
     persistent: bool,
     /// Held (never read: the open file is the lock) from the start of [`Deployment::up`] until the deployment is torn down (fields
     /// drop after `Drop::drop` has run): one deployment is built and driven at a time.
@@ -242,6 +256,7 @@ impl Deployment {
             router: None,
             lab: None,
             bpffs: None,
+            prometheus: None,
             persistent: false,
             _one_at_a_time: one_at_a_time,
         };
@@ -282,7 +297,7 @@ impl Deployment {
                 node_as: NODE_AS,
                 hold_time: spec.hold_time,
                 keepalive: (spec.hold_time / 3).max(1),
-                bfd_nodes: vec![],
+                bfd_nodes: spec.bfd_nodes.clone(),
                 accept_v4: vec!["192.0.2.0/24".into()],
                 accept_v6: vec!["2001:db8:100::/48".into()],
             },
@@ -335,6 +350,22 @@ impl Deployment {
                 return Err(e);
             }
         }
+        if spec.prometheus {
+            let targets: Vec<(String, SocketAddr)> = d
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(j, n)| {
+                    (
+                        format!("n{j}"),
+                        SocketAddr::new(IpAddr::V4(n.host.v4[0]), NODE_API.port()),
+                    )
+                })
+                .collect();
+            let p = Prometheus::start(d.router(), &spec.dir, &targets)?;
+            write_pid(&spec.dir, "prometheus", p.pid())?;
+            d.prometheus = Some(p);
+        }
         Ok(d)
     }
 
@@ -361,6 +392,11 @@ impl Deployment {
             ));
         }
         NetnsError::Timeout { what, waited }
+    }
+
+    /// The lab's Prometheus, when the spec asked for one.
+    pub fn prometheus(&self) -> Option<&Prometheus> {
+        self.prometheus.as_ref()
     }
 
     /// The spec it was built from.
@@ -399,99 +435,6 @@ impl Deployment {
     }
 
     // ---- nodes ----
-
-    /// The configuration node `j` runs: identical on every node but for `[node]` and the
-    /// node's own BIRD files.
-    fn node_config(&self, j: usize, host: &Host) -> String {
-        let spec = &self.spec;
-        let dir = spec.dir.display();
-        let s = spec.subnet;
-        let mut c = format!(
-            r#"# stator lab node n{j} (generated; every node has the same VIPs and pools)
-[node]
-name = "n{j}"
-address_v4 = "{a4}"
-address_v6 = "{a6}"
-
-[dataplane]
-interfaces = ["eth0"]
-pin_path = "{pins}/n{j}"
-conntrack = "shared"
-conntrack_entries = 65536
-slots_per_generation = {slots}
-
-[bgp]
-bird_socket = "{dir}/n{j}.ctl"
-bird_config = "{dir}/n{j}-stator.conf"
-local_as = {nas}
-
-[[bgp.neighbor]]
-name = "router_v4"
-address = "{r4}"
-remote_as = {ras}
-hold_time = "{hold}s"
-keepalive = "{ka}s"
-connect_retry = "1s"
-error_wait = "1s"
-
-[[bgp.neighbor]]
-name = "router_v6"
-address = "{r6}"
-remote_as = {ras}
-hold_time = "{hold}s"
-keepalive = "{ka}s"
-connect_retry = "1s"
-error_wait = "1s"
-
-[log]
-format = "json"
-"#,
-            a4 = host.v4[0],
-            a6 = host.v6[0],
-            r4 = Ipv4Addr::new(10, s, 1, 1),
-            r6 = Ipv6Addr::new(0xfd00, u16::from(s), 1, 0, 0, 0, 0, 1),
-            pins = self.pins().display(),
-            slots = u64::from(spec.table_size) * 6,
-            nas = NODE_AS,
-            ras = ROUTER_AS,
-            hold = spec.hold_time,
-            ka = (spec.hold_time / 3).max(1),
-        );
-        for (pool, v6) in [("web4", false), ("web6", true)] {
-            c.push_str(&format!(
-                "\n[[pool]]\nname = \"{pool}\"\n[pool.health]\nmethod = \"http\"\nport = {HTTP_PORT}\n\
-                 interval = \"{i}ms\"\ntimeout = \"{t}ms\"\nrise = 2\nfall = 2\n",
-                i = spec.health_interval_ms,
-                t = spec.health_interval_ms * 3 / 5,
-            ));
-            for (k, b) in self.backends.iter().enumerate() {
-                if b.in_config {
-                    let fam = if v6 { "v6" } else { "v4" };
-                    c.push_str(&format!(
-                        "[[pool.backend]]\nid = \"b{k}-{fam}\"\naddress = \"{a}\"\nport = {HTTP_PORT}\n\
-                         weight = {w}\n",
-                        a = b.host.addr(v6),
-                        w = b.weight,
-                    ));
-                }
-            }
-        }
-        for (v6, fam, pool) in [(false, "4", "web4"), (true, "6", "web6")] {
-            let vip = Self::vip(v6);
-            for (name, port, proto) in [
-                ("http", HTTP_PORT, "tcp"),
-                ("echo", ECHO_PORT, "tcp"),
-                ("udp", UDP_PORT, "udp"),
-            ] {
-                c.push_str(&format!(
-                    "\n[[vip]]\nname = \"{name}{fam}\"\naddress = \"{vip}\"\nport = {port}\n\
-                     protocol = \"{proto}\"\npools = [\"{pool}\"]\ntable_size = {ts}\n",
-                    ts = spec.table_size,
-                ));
-            }
-        }
-        c
-    }
 
     fn pins(&self) -> PathBuf {
         self.spec.dir.join("bpffs")
@@ -722,6 +665,7 @@ format = "json"
     }
 
     fn teardown(&mut self) {
+        self.prometheus = None;
         for n in &mut self.nodes {
             n.run.kill();
             n.bird.kill();
@@ -748,6 +692,7 @@ impl Drop for Deployment {
             std::mem::forget(self.router.take());
             std::mem::forget(self.lab.take());
             std::mem::forget(self.bpffs.take());
+            std::mem::forget(self.prometheus.take());
         } else {
             self.teardown();
         }
