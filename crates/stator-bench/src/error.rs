@@ -57,15 +57,6 @@ pub enum BenchError {
     /// Loading or driving the reuseport steering program failed.
     #[error(transparent)]
     Steer(#[from] stator_steer::SteerError),
-    /// A system call of the benchmark failed.
-    #[error("{what}: {source}")]
-    Io {
-        /// What was being done.
-        what: String,
-        /// Why it failed.
-        #[source]
-        source: std::io::Error,
-    },
     /// Options that cannot be run.
     #[error("invalid options: {reason}")]
     Options {
