@@ -31,6 +31,10 @@ const TABLES: &[(&str, &str)] = &[
         "[listener.http]",
         "[[listener]]\n[listener.http]\nzz_unknown = 1\n",
     ),
+    (
+        "[listener.udp]",
+        "[[listener]]\n[listener.udp]\nzz_unknown = 1\n",
+    ),
 ];
 
 /// The keys the schema accepts in a table, from its "unknown key" message.

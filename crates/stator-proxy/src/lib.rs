@@ -28,7 +28,7 @@
 //! What it must never do: read the configuration file or health-check anything (the
 //! controller tells it), share a scheduler's mutable state between workers, buffer a whole
 //! body, block a worker's thread.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod error;
@@ -40,12 +40,15 @@ mod shared;
 pub mod spec;
 pub mod stats;
 pub mod tcp;
+pub mod udp;
 pub mod worker;
 
 pub use error::ProxyError;
 pub use proxy::{ListenerView, Proxy, SourceSteering, SteeringGroup, UpstreamView};
 pub use spec::{
-    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Steering, Timeouts, UpstreamSpec,
-    UpstreamState,
+    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Steering, Timeouts, UdpSpec,
+    UpstreamSpec, UpstreamState,
 };
-pub use stats::{ClientErrorKind, DURATION_BUCKETS, ErrorKind, ListenerStats, UpstreamStats};
+pub use stats::{
+    ClientErrorKind, DURATION_BUCKETS, ErrorKind, ListenerStats, UdpDrop, UdpStats, UpstreamStats,
+};
