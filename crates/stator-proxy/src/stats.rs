@@ -131,9 +131,6 @@ pub enum UdpDrop {
     ReplyQueueFull,
     /// A reply the kernel refused on the listening socket (send buffer full, or an error).
     ClientSend,
-    /// A datagram of a session already closed (its reply arrived after the `responses` hint
-    /// ended it, or it was evicted).
-    Closed,
     /// A client datagram the kernel dropped because the listening socket's receive buffer was
     /// full: the worker did not keep up (read from the socket, `SO_MEMINFO`).
     SocketOverflow,
@@ -141,13 +138,12 @@ pub enum UdpDrop {
 
 impl UdpDrop {
     /// Every reason, in metric order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 6] = [
         Self::NoUpstream,
         Self::SessionSocket,
         Self::UpstreamSend,
         Self::ReplyQueueFull,
         Self::ClientSend,
-        Self::Closed,
         Self::SocketOverflow,
     ];
 
@@ -159,7 +155,6 @@ impl UdpDrop {
             Self::UpstreamSend => "upstream_send",
             Self::ReplyQueueFull => "reply_queue_full",
             Self::ClientSend => "client_send",
-            Self::Closed => "closed",
             Self::SocketOverflow => "socket_overflow",
         }
     }
@@ -187,7 +182,7 @@ pub struct UdpStats {
     pub sendmmsg_calls: AtomicU64,
     /// Bursts sent as one GSO buffer (either direction).
     pub gso_sends: AtomicU64,
-    drops: [AtomicU64; 7],
+    drops: [AtomicU64; UdpDrop::ALL.len()],
 }
 
 impl UdpStats {
