@@ -12,10 +12,14 @@
 //! beside the offered rate, then a table: received pps, its ratio to step 1, the per-thread
 //! split, the drops where they happen (the veth ring, the sockets, the namespace's UDP MIB) and
 //! the receiving threads' CPU time per datagram.
+//!
+//! With `--proxy` it measures the UDP proxy tier instead ([`proxy`]): Stator's `protocol =
+//! "udp"` listener beside nginx's `stream` UDP proxy, same backend, same CPUs, same run.
 
 pub mod generator;
 pub mod ladder;
 pub mod procnet;
+pub mod proxy;
 pub mod recv;
 pub mod report;
 pub mod rig;
@@ -58,6 +62,10 @@ pub struct UdpArgs {
     /// as in the article; the kernel caps a larger one at `net.core.rmem_max`).
     #[arg(long)]
     pub rcvbuf: Option<usize>,
+    /// Instead of the ladder: request/response and one-way datagrams per second through
+    /// Stator's UDP listener and nginx's `stream` UDP proxy to the same echo backend.
+    #[arg(long)]
+    pub proxy: bool,
     /// Steps to run, e.g. `1,3,5` (default: all).
     #[arg(long, value_delimiter = ',')]
     pub steps: Vec<u8>,
@@ -69,6 +77,9 @@ pub struct UdpArgs {
 /// [`BenchError`] when it cannot run (not root, namespaces, BPF, sockets) or cannot write its
 /// report; never for a figure.
 pub fn run(args: &UdpArgs) -> Result<(), BenchError> {
+    if args.proxy {
+        return proxy::run(args);
+    }
     if !stator_xdp::is_root() {
         return Err(BenchError::NotRoot {
             what: "stator bench udp",
