@@ -195,6 +195,7 @@ impl Summary {
             dataplane: match config.dataplane.mode {
                 crate::types::DataplaneMode::Xdp => "xdp",
                 crate::types::DataplaneMode::None => "none",
+                crate::types::DataplaneMode::Afxdp => "afxdp",
             },
             listeners: config
                 .listeners

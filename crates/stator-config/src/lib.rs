@@ -53,10 +53,10 @@ pub use health::{
 };
 pub use raw::RawConfig;
 pub use types::{
-    Api, Backend, BackendId, Bgp, Config, ConntrackMode, Dataplane, DataplaneMode, Encap,
-    EncapDefaults, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Log, LogFormat,
-    LogLevel, Member, Neighbor, Node, OnExit, Persistence, Pool, PoolId, Proto, Scheduler, Secret,
-    Steering, Token, UdpOptions, Upstream, Vip, VipFlags, VipKey, XdpMode,
+    Afxdp, AfxdpBindMode, Api, Backend, BackendId, Bgp, Config, ConntrackMode, Dataplane,
+    DataplaneMode, Encap, EncapDefaults, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts,
+    Log, LogFormat, LogLevel, Member, Neighbor, Node, OnExit, Persistence, Pool, PoolId, Proto,
+    Scheduler, Secret, Steering, Token, UdpOptions, Upstream, Vip, VipFlags, VipKey, XdpMode,
 };
 pub use validate::validate;
 

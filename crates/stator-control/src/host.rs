@@ -184,6 +184,12 @@ pub fn reloadable(old: &Config, new: &Config) -> Result<(), ControlError> {
             "the size of the Maglev slot map",
         );
     }
+    if a.afxdp != b.afxdp {
+        return restart(
+            "dataplane.afxdp",
+            "the AF_XDP forwarder's threads, packet pool and rings",
+        );
+    }
     if old.api.listen != new.api.listen {
         return restart("api.listen", "the admin API's address");
     }

@@ -71,6 +71,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod afxdp;
 pub mod api;
 pub mod client;
 pub mod coreplane;
@@ -86,6 +87,7 @@ pub mod node;
 pub mod noplane;
 pub mod plan;
 pub mod reconciler;
+pub mod reports;
 pub mod view;
 pub mod watchdog;
 pub mod xdp;

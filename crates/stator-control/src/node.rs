@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::afxdp::AfxdpPlane;
 use crate::api::{self, Ctx};
 use crate::dataplane::DataPlane;
 use crate::error::ControlError;
@@ -31,9 +32,11 @@ use crate::host;
 use crate::listeners::ProxyTier;
 use crate::noplane::NoPlane;
 use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
+use crate::reports::Reporter;
 use crate::view::View;
 use crate::watchdog;
 use crate::xdp::XdpPlane;
+use stator_config::DataplaneMode;
 
 /// How a node is started.
 #[derive(Debug, Default)]
@@ -66,6 +69,8 @@ pub struct Node {
     server_stop: oneshot::Sender<()>,
     startup: ApplyReport,
     follower: JoinHandle<()>,
+    /// The tracer's reports (XDP plane).
+    reporter: Option<Reporter>,
 }
 
 impl Node {
@@ -95,14 +100,16 @@ impl Node {
             .local_addr()
             .map_err(|e| ControlError::io("reading the admin API's address", e))?;
 
+        let xdp =
+            opts.plane.is_none() && config.dataplane.mode == stator_config::DataplaneMode::Xdp;
         let plane: Box<dyn DataPlane> = match opts.plane {
             Some(p) => p,
             None if config.dataplane.mode == stator_config::DataplaneMode::None => {
                 Box::new(NoPlane::default())
             }
             None => {
-                let xdp_opts = XdpPlane::options(&config);
-                tokio::task::spawn_blocking(move || XdpPlane::load(&xdp_opts))
+                let config = Arc::clone(&config);
+                tokio::task::spawn_blocking(move || load_plane(&config))
                     .await
                     .map_err(|e| {
                         ControlError::io(
@@ -110,7 +117,6 @@ impl Node {
                             std::io::Error::other(e.to_string()),
                         )
                     })??
-                    .into_boxed()
             }
         };
         let plane: SharedPlane = Arc::new(Mutex::new(plane));
@@ -178,6 +184,13 @@ impl Node {
             events,
             commit: Arc::from(opts.commit.as_deref().unwrap_or("unknown")),
         };
+        let reporter = if xdp {
+            let ring = stator_xdp::TraceRing::open(&config.dataplane.pin_path)
+                .map_err(|e| ControlError::data_plane("opening stator_trace", e))?;
+            Some(Reporter::start(ring, ctx.view.clone())?)
+        } else {
+            None
+        };
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
         let (server_stop, stop_rx) = oneshot::channel::<()>();
         let app = api::router(ctx.clone());
@@ -239,6 +252,7 @@ impl Node {
             server,
             server_stop,
             startup,
+            reporter,
         })
     }
 
@@ -326,6 +340,7 @@ impl Node {
         self.watchdog.abort();
         let _ = self.server_stop.send(());
         let _ = self.server.await;
+        drop(self.reporter);
         result
     }
 
@@ -357,5 +372,21 @@ impl Node {
 impl XdpPlane {
     fn into_boxed(self) -> Box<dyn DataPlane> {
         Box::new(self)
+    }
+}
+
+/// The data plane `dataplane.mode` names, loaded (not attached).
+fn load_plane(config: &stator_config::Config) -> Result<Box<dyn DataPlane>, ControlError> {
+    match config.dataplane.mode {
+        DataplaneMode::Xdp => {
+            let mut p = XdpPlane::load(&XdpPlane::options(config))?;
+            p.start_holder(XdpPlane::hold_limits(config))?;
+            Ok(p.into_boxed())
+        }
+        DataplaneMode::Afxdp => {
+            let (xdp, cfg) = AfxdpPlane::options(config);
+            Ok(AfxdpPlane::load(&xdp, cfg)?.into_boxed())
+        }
+        DataplaneMode::None => Ok(Box::new(NoPlane::default())),
     }
 }

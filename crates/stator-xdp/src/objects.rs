@@ -20,3 +20,6 @@ pub static DECAP: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "
 /// The end-to-end veth benchmark's generator, sink and plain-forwarding baseline.
 pub static VETH_BENCH: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stator_veth.o"));
+
+/// The AF_XDP plane's redirect program (`stator_xsk`) and FIB query program (`stator_fibq`).
+pub static XSK: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stator_xsk.o"));

@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 
+use crate::bench_afxdp::{self, BenchAfxdpArgs};
 use crate::bench_hashing::{self, HashingArgs};
 use crate::bench_veth::{self, BenchVethArgs};
 use crate::bench_xdp::{self, BenchXdpArgs};
@@ -20,6 +21,9 @@ pub enum BenchCmd {
     /// The HTTP proxy against nginx and HAProxy with wrk, same backends, same run; then
     /// Tengine's 20 vs 2,000 backends with VNSWRR and SWRR.
     Proxy(stator_bench::proxy::BenchProxyArgs),
+    /// The AF_XDP forwarder on veth: the paper's Figures 8 (kernel bypass against the kernel
+    /// stack and XDP) and 9 (SYN, non-SYN, constant 5-tuple) (needs root).
+    Afxdp(BenchAfxdpArgs),
     /// Upstream schedulers: ns per pick at 10 to 2,000 backends (VNSWRR against nginx's SWRR,
     /// least-conn, P2C, source hash) and the weight-change burst (stator-bench).
     Sched(stator_bench::sched::SchedArgs),
@@ -41,6 +45,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
             let stator = std::env::current_exe()?;
             Ok(stator_bench::proxy::run(&args, &stator)?)
         }
+        BenchCmd::Afxdp(args) => bench_afxdp::run(args),
         BenchCmd::Sched(args) => Ok(stator_bench::sched::run(&args)?),
         BenchCmd::Udp(args) => Ok(stator_bench::udp::run(&args)?),
         BenchCmd::UdpGen(args) => Ok(stator_bench::udp::generator::run_child(&args)?),

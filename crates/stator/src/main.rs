@@ -3,6 +3,7 @@ use clap::{Parser, Subcommand};
 
 mod attach_out;
 mod bench;
+mod bench_afxdp;
 mod bench_hashing;
 mod bench_veth;
 mod bench_xdp;
@@ -12,6 +13,7 @@ mod generate_cmd;
 mod lab_cmd;
 mod run_cmd;
 mod table;
+mod trace_send;
 mod xdp_cmd;
 
 #[derive(Debug, Parser)]

@@ -50,14 +50,16 @@ fn require_root() {
 
 /// A deployment with its own prefix and state directory; `check_gone` after dropping it.
 fn deployment(test: &str, weights: &[u16]) -> (Deployment, String, PathBuf) {
-    deployment_with(test, weights, &[])
+    deployment_with(test, weights, &[], 0)
 }
 
-/// [`deployment`] with BFD on the sessions of `bfd_nodes`.
+/// [`deployment`] with BFD on the sessions of `bfd_nodes` and its last `afxdp_nodes` nodes on
+/// the AF_XDP data plane.
 fn deployment_with(
     test: &str,
     weights: &[u16],
     bfd_nodes: &[usize],
+    afxdp_nodes: usize,
 ) -> (Deployment, String, PathBuf) {
     require_root();
     let prefix = format!("le{test}-{}-", std::process::id() % 100_000);
@@ -66,6 +68,7 @@ fn deployment_with(
     let mut spec = DeploySpec::new(&prefix, 60, &dir, Path::new(env!("CARGO_BIN_EXE_stator")));
     spec.weights = weights.to_vec();
     spec.bfd_nodes = bfd_nodes.to_vec();
+    spec.afxdp_nodes = afxdp_nodes;
     let t = Instant::now();
     let d = Deployment::up(&spec, &peer_xdp).unwrap_or_else(|e| panic!("lab up: {e}"));
     println!(
@@ -280,7 +283,7 @@ impl Survival {
         let slowest = self.rounds.iter().map(|r| r.took).max().unwrap_or_default();
         let first = self.rounds.iter().find_map(|r| r.first_error.clone());
         println!(
-            "[2]   {what}: {} rounds, {exchanges} exchanges on the same backend, {other} on another, \
+            "[2/9]   {what}: {} rounds, {exchanges} exchanges on the same backend, {other} on another, \
              {failed} failed; slowest round {:.2}s{}",
             self.rounds.len(),
             slowest.as_secs_f64(),
@@ -362,7 +365,7 @@ fn echo_conns(d: &Deployment) -> Vec<u64> {
 fn e2e_2_connections_survive_node_failures() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // l0's sessions with the router run BFD (100 ms x 3); l2's rely on the 3 s hold time.
-    let (mut d, prefix, dir) = deployment_with("2", &[1, 1, 1, 1], &[0]);
+    let (mut d, prefix, dir) = deployment_with("2", &[1, 1, 1, 1], &[0], 0);
     const CONNS: usize = 360;
     let mut ll = LongLived::open(
         &d.client().ns,
@@ -483,6 +486,93 @@ fn e2e_2_connections_survive_node_failures() {
     );
     println!(
         "[2] summary: abrupt {}/{CONNS}, graceful {}/{CONNS} connections survived on their backend",
+        a.survived(&ll),
+        b.survived(&ll)
+    );
+    drop(ll);
+    drop(d);
+    check_gone(&prefix, &dir);
+}
+
+/// The proof that both data planes decide alike: with node l2 on AF_XDP beside two XDP nodes,
+/// long-lived connections that ECMP moves from an XDP node to the others — some onto the
+/// AF_XDP node — and then from the AF_XDP node to the XDP nodes all keep their backend.
+#[test]
+fn e2e_9_mixed_planes_keep_connections_when_ecmp_moves_them() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut d, prefix, dir) = deployment_with("9", &[1, 1, 1, 1], &[], 1);
+    let kinds: Vec<String> = (0..3)
+        .map(|j| {
+            json(&d, j, "/v1/status")["forwarder"]["kind"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    println!("[9] data planes of l0, l1, l2: {kinds:?}");
+    assert_eq!(kinds, ["xdp", "xdp", "afxdp"]);
+    let metrics = d.api(2, "GET", "/metrics").expect("l2's /metrics").body;
+    for family in [
+        "stator_afxdp_xsk_total",
+        "stator_afxdp_io_total",
+        "stator_afxdp_thread_total",
+    ] {
+        assert!(metrics.contains(family), "l2 exports {family}");
+    }
+    const CONNS: usize = 240;
+    let mut ll = LongLived::open(
+        &d.client().ns,
+        &d.client().addrs(false),
+        SocketAddr::new(Deployment::vip(false), ECHO_PORT),
+        CONNS,
+        8,
+        Duration::from_secs(5),
+    )
+    .unwrap()
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ll.alive(), CONNS);
+    let per_node = echo_conns(&d);
+    println!("[9] {CONNS} long-lived connections; connection-table entries per node {per_node:?}");
+    assert!(
+        per_node.iter().all(|&n| n > 0),
+        "every node, the AF_XDP one too, carries connections: {per_node:?}"
+    );
+
+    // A. XDP node l0 fails: its flows move to l1 (XDP) and l2 (AF_XDP)
+    let a = through_failure(&mut d, &mut ll, "l0 (XDP) uplink cut", &[1, 2], |d| {
+        d.cut(0).unwrap()
+    });
+    let after = echo_conns(&d);
+    println!("[9]   entries per node before {per_node:?}, after {after:?}");
+    a.check("XDP node l0 failed, flows onto XDP and AF_XDP", &ll);
+    assert!(
+        after[2] > per_node[2],
+        "some of l0's flows arrived on the AF_XDP node: {after:?}"
+    );
+    d.restore(0).unwrap();
+    d.wait_routed(false, &[0, 1, 2], Duration::from_secs(30))
+        .unwrap();
+    let r = ll.round("l0 back", 16, Duration::from_secs(30));
+    assert_eq!(
+        (r.same_backend, r.failed),
+        (CONNS, 0),
+        "{:?}",
+        r.first_error
+    );
+
+    // B. The AF_XDP node l2 fails: its flows move to the XDP nodes
+    let before = echo_conns(&d);
+    let b = through_failure(&mut d, &mut ll, "l2 (AF_XDP) uplink cut", &[0, 1], |d| {
+        d.cut(2).unwrap()
+    });
+    let after = echo_conns(&d);
+    println!("[9]   entries per node before {before:?}, after {after:?}");
+    b.check("AF_XDP node l2 failed, flows onto the XDP nodes", &ll);
+    d.restore(2).unwrap();
+    d.wait_routed(false, &[0, 1, 2], Duration::from_secs(30))
+        .unwrap();
+    println!(
+        "[9] summary: XDP→mixed {}/{CONNS}, AF_XDP→XDP {}/{CONNS} connections kept their backend",
         a.survived(&ll),
         b.survived(&ll)
     );

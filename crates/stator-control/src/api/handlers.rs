@@ -90,6 +90,7 @@ pub async fn status(State(ctx): State<Ctx>) -> Json<Value> {
             "reason": v.forwarder.reason,
             "since": unix_seconds(v.forwarder.since),
             "interfaces": v.interfaces,
+            "stats": plane_stats_json(&ctx.reader.plane_stats()),
         },
         "health": {
             "checks": checks.len(),
@@ -100,6 +101,22 @@ pub async fn status(State(ctx): State<Ctx>) -> Json<Value> {
         "bgp": bgp,
         "last_error": v.last_error,
     }))
+}
+
+/// The data plane's own figures by family: `{family: [{labels…, "value": n}]}` (empty for a
+/// plane without any).
+fn plane_stats_json(stats: &[crate::dataplane::PlaneStat]) -> Value {
+    let mut out: std::collections::BTreeMap<&str, Vec<Value>> = Default::default();
+    for s in stats {
+        let mut sample: serde_json::Map<String, Value> = s
+            .labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .collect();
+        sample.insert("value".into(), json!(s.value));
+        out.entry(s.family).or_default().push(Value::Object(sample));
+    }
+    json!(out)
 }
 
 #[derive(Debug, Deserialize)]

@@ -69,6 +69,9 @@ pub struct UpArgs {
     /// Backends (1–16).
     #[arg(long, default_value_t = 4)]
     backends: usize,
+    /// How many of the nodes (the last ones) run the AF_XDP data plane instead of XDP.
+    #[arg(long, default_value_t = 0)]
+    afxdp_nodes: usize,
     #[command(flatten)]
     extras: Extras,
 }
@@ -187,17 +190,22 @@ pub fn peer_xdp(router: &Netns, port: &str, pin: &Path) -> std::result::Result<(
 }
 
 fn up(args: &UpArgs) -> Result<()> {
-    let spec = spec(
+    let mut spec = spec(
         &args.lab,
         args.subnet,
         args.nodes,
         args.backends,
         &args.extras,
     )?;
+    if args.afxdp_nodes > spec.nodes {
+        bail!("--afxdp-nodes must be at most --nodes");
+    }
+    spec.afxdp_nodes = args.afxdp_nodes;
     println!(
-        "building lab {} ({} nodes, {} backends, {}{}) in {} …",
+        "building lab {} ({} nodes, {} of them AF_XDP, {} backends, {}{}) in {} …",
         spec.prefix,
         spec.nodes,
+        spec.afxdp_nodes,
         spec.backends,
         if spec.bfd_nodes.is_empty() {
             "BGP hold timers only"
