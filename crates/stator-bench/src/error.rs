@@ -42,4 +42,35 @@ pub enum BenchError {
     /// Encoding the JSON report failed.
     #[error("encoding the JSON report: {0}")]
     Json(#[from] serde_json::Error),
+    /// The benchmark needs root (namespaces, BPF).
+    #[error("{what} needs root (network namespaces, BPF programs): run it as root")]
+    NotRoot {
+        /// The benchmark.
+        what: &'static str,
+    },
+    /// Setting up or reading a namespace failed.
+    #[error(transparent)]
+    Netns(#[from] stator_lab::netns::NetnsError),
+    /// Loading or driving a BPF program failed.
+    #[error(transparent)]
+    Xdp(#[from] stator_xdp::XdpError),
+    /// Loading or driving the reuseport steering program failed.
+    #[error(transparent)]
+    Steer(#[from] stator_steer::SteerError),
+    /// Options that cannot be run.
+    #[error("invalid options: {reason}")]
+    Options {
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl BenchError {
+    /// An [`BenchError::Io`] saying what was being done.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            what: what.into(),
+            source,
+        }
+    }
 }

@@ -23,5 +23,6 @@ pub mod error;
 pub mod pin;
 pub mod proxy;
 pub mod sched;
+pub mod udp;
 
 pub use error::BenchError;

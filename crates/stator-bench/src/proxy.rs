@@ -20,12 +20,12 @@ use crate::error::BenchError;
 
 type Result<T> = std::result::Result<T, BenchError>;
 
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
+pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
     let what = what.into();
     move |source| BenchError::Io { what, source }
 }
 
-fn failed(what: impl Into<String>) -> BenchError {
+pub(crate) fn failed(what: impl Into<String>) -> BenchError {
     BenchError::Failed { what: what.into() }
 }
 
@@ -191,10 +191,13 @@ fn report(runs: &[Run], scale: &[Run], secs: u64, conns: u32, json: bool) {
 }
 
 /// A child process (named for messages) killed and reaped on drop.
-struct Proc(Child, #[allow(dead_code)] &'static str);
+pub(crate) struct Proc(
+    pub(crate) Child,
+    #[allow(dead_code)] pub(crate) &'static str,
+);
 
 impl Proc {
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         // SIGTERM first so the proxies close their sockets; then make sure.
         let _ = Command::new("kill").arg(self.0.id().to_string()).status();
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -218,7 +221,7 @@ impl Drop for Proc {
     }
 }
 
-fn pinned(cpu: &str, program: &Path) -> Command {
+pub(crate) fn pinned(cpu: &str, program: &Path) -> Command {
     let mut c = Command::new("taskset");
     c.arg("-c").arg(cpu).arg(program);
     c.stdin(Stdio::null())
@@ -471,7 +474,7 @@ async fn serve_backend(mut c: tokio::net::TcpStream) {
     }
 }
 
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(io("finding a free port"))?;
     Ok(l.local_addr().map_err(io("finding a free port"))?.port())
 }
@@ -491,7 +494,7 @@ fn wait_port(port: u16) -> Result<()> {
     )))
 }
 
-fn which(tool: &str) -> Option<PathBuf> {
+pub(crate) fn which(tool: &str) -> Option<PathBuf> {
     let out = Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
         .output()
@@ -500,7 +503,7 @@ fn which(tool: &str) -> Option<PathBuf> {
     (!path.is_empty()).then(|| PathBuf::from(path))
 }
 
-fn tempdir() -> Result<PathBuf> {
+pub(crate) fn tempdir() -> Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("stator-bench-proxy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(io("creating a temporary directory"))?;
     let mut f = std::fs::File::create(dir.join("README")).map_err(io("writing README"))?;

@@ -131,6 +131,12 @@ pub const MAX_RETRIES: u8 = 16;
 pub const MAX_WORKERS: u16 = 256;
 /// `listener.max_connections` (per worker).
 pub const MAX_CONNECTIONS: u32 = 16_384;
+/// `listener.udp.max_sessions` (per worker).
+pub const UDP_MAX_SESSIONS: u32 = 16_384;
+/// Largest `listener.udp.max_sessions`.
+pub const MAX_UDP_SESSIONS: u32 = 1 << 22;
+/// Largest `listener.udp.responses`.
+pub const MAX_UDP_RESPONSES: u32 = 65_535;
 /// `listener.persistence_entries` (per worker).
 pub const PERSISTENCE_ENTRIES: u32 = 65_536;
 /// Largest `listener.persistence_entries`.

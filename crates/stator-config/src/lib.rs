@@ -56,7 +56,7 @@ pub use types::{
     Afxdp, AfxdpBindMode, Api, Backend, BackendId, Bgp, Config, ConntrackMode, Dataplane,
     DataplaneMode, Encap, EncapDefaults, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts,
     Log, LogFormat, LogLevel, Member, Neighbor, Node, OnExit, Persistence, Pool, PoolId, Proto,
-    Scheduler, Secret, Steering, Token, Upstream, Vip, VipFlags, VipKey, XdpMode,
+    Scheduler, Secret, Steering, Token, UdpOptions, Upstream, Vip, VipFlags, VipKey, XdpMode,
 };
 pub use validate::validate;
 

@@ -481,8 +481,7 @@ pub struct RawVip {
     pub suffix_bits: Option<i64>,
 }
 
-/// Listener protocols as written (`udp` is reserved: accepted by the schema so that the error
-/// can say "not supported yet" instead of "unknown").
+/// Listener protocols as written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ListenerProtocolName {
@@ -490,7 +489,7 @@ pub enum ListenerProtocolName {
     Tcp,
     /// HTTP/1.1 reverse proxying.
     Http,
-    /// UDP sessions (reserved).
+    /// UDP sessions.
     Udp,
 }
 
@@ -555,6 +554,24 @@ pub struct RawListener {
     pub timeouts: RawListenerTimeouts,
     /// `[listener.http]`.
     pub http: Option<RawListenerHttp>,
+    /// `[listener.udp]`.
+    pub udp: Option<RawListenerUdp>,
+}
+
+/// `[listener.udp]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListenerUdp {
+    /// Replies expected per client datagram; the session ends when they all arrived.
+    pub responses: Option<i64>,
+    /// Sessions per worker.
+    pub max_sessions: Option<i64>,
+    /// PROXY protocol v2 header on the first datagram of a session.
+    pub proxy_protocol: Option<bool>,
+    /// UDP GRO on the sockets.
+    pub gro: Option<bool>,
+    /// UDP GSO for bursts to one peer.
+    pub gso: Option<bool>,
 }
 
 /// `[listener.timeouts]`.

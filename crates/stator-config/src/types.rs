@@ -578,14 +578,17 @@ pub enum ListenerProtocol {
     Tcp,
     /// HTTP/1.1 reverse proxy.
     Http,
+    /// UDP sessions: datagrams both ways, one upstream socket per client address and port.
+    Udp,
 }
 
 impl ListenerProtocol {
-    /// `tcp` or `http`.
+    /// `tcp`, `http` or `udp`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Tcp => "tcp",
             Self::Http => "http",
+            Self::Udp => "udp",
         }
     }
 }
@@ -665,6 +668,21 @@ pub struct ListenerTimeouts {
     pub response: Duration,
 }
 
+/// `[listener.udp]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdpOptions {
+    /// Replies expected per client datagram (`None`: sessions end by idle timeout only).
+    pub responses: Option<u32>,
+    /// Sessions per worker; the least recently used is evicted (counted) beyond it.
+    pub max_sessions: u32,
+    /// A PROXY protocol v2 header before the first datagram of each session.
+    pub proxy_protocol: bool,
+    /// UDP GRO on the listening and upstream sockets.
+    pub gro: bool,
+    /// UDP GSO for bursts to one peer.
+    pub gso: bool,
+}
+
 /// `[listener.http]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct HttpOptions {
@@ -727,6 +745,8 @@ pub struct Listener {
     pub timeouts: ListenerTimeouts,
     /// HTTP options (defaults for a TCP listener, where they do not apply).
     pub http: HttpOptions,
+    /// UDP options (defaults for a TCP or HTTP listener, where they do not apply).
+    pub udp: UdpOptions,
 }
 
 impl Listener {

@@ -32,6 +32,10 @@ const TABLES: &[(&str, &str)] = &[
         "[listener.http]",
         "[[listener]]\n[listener.http]\nzz_unknown = 1\n",
     ),
+    (
+        "[listener.udp]",
+        "[[listener]]\n[listener.udp]\nzz_unknown = 1\n",
+    ),
     ("[[vip_class]]", "[[vip_class]]\nzz_unknown = 1\n"),
     ("[fragments]", "[fragments]\nzz_unknown = 1\n"),
     ("[tracer]", "[tracer]\nzz_unknown = 1\n"),

@@ -23,7 +23,7 @@ use std::time::Instant;
 use stator_config::{Config, ListenerProtocol, Scheduler, Steering};
 use stator_proxy::{
     Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Prepared, Protocol, Proxy, ProxyError,
-    SourceSteering, SteeringGroup, Timeouts, UpstreamSpec, UpstreamState,
+    SourceSteering, SteeringGroup, Timeouts, UdpSpec, UpstreamSpec, UpstreamState,
 };
 use tokio::sync::watch;
 
@@ -187,6 +187,7 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
             protocol: match l.protocol {
                 ListenerProtocol::Tcp => Protocol::Tcp,
                 ListenerProtocol::Http => Protocol::Http,
+                ListenerProtocol::Udp => Protocol::Udp,
             },
             pool: config.pool(l.pool).name.clone(),
             upstreams: l
@@ -233,6 +234,13 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
                 keepalive_pool: l.http.keepalive_pool as usize,
                 keepalive_timeout: l.http.keepalive_timeout,
                 served_by: l.http.served_by,
+            },
+            udp: UdpSpec {
+                responses: l.udp.responses,
+                max_sessions: l.udp.max_sessions as usize,
+                proxy_protocol: l.udp.proxy_protocol,
+                gro: l.udp.gro,
+                gso: l.udp.gso,
             },
         })
         .collect()

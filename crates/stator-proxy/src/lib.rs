@@ -1,4 +1,4 @@
-//! # stator-proxy — the proxy tier: TCP and HTTP/1.1 listeners in front of pools
+//! # stator-proxy — the proxy tier: TCP, HTTP/1.1 and UDP listeners in front of pools
 //!
 //! Layer: an I/O adapter beside the packet forwarder. The controller (`stator-control`) turns
 //! `[[listener]]` tables into [`ListenerSpec`]s and health states into [`UpstreamState`]s; this
@@ -17,18 +17,24 @@
 //! - **HTTP/1.1** ([`http`]): hyper's connection-level API both ways; keep-alive with a
 //!   per-worker upstream pool; streamed bodies; retries of connect failures on the next
 //!   upstream; 400/408/431 from the client side, 502/503/504 of our own.
+//! - **UDP** ([`udp`]): a session per client address and port with its own connected upstream
+//!   socket, idle timeout and `responses` hint, in a bounded LRU table per worker; batched
+//!   receive with GRO and GSO bursts through quinn-udp, replies to many clients in one
+//!   `sendmmsg`. The only `unsafe` of the crate is there (`udp::sys`: `sendmmsg`,
+//!   `setsockopt`, `getsockopt`), each block with its `SAFETY` comment.
 //! - **Reload** ([`Proxy::apply`]): new schedulers and upstreams are swapped (`ArcSwap`) under
 //!   running workers; listeners added or removed open and close; a changed address re-binds;
 //!   no socket or connection of an unchanged listener is closed.
 //!
 //! Contract: bad input from the network never panics a worker — a malformed request gets 400
-//! and its connection closes; floods are bounded (`max_connections` per worker, a bounded
-//! session table) and counted ([`stats`]). A reload that fails changes nothing.
+//! and its connection closes, a datagram that cannot be forwarded is dropped and counted under
+//! its reason; floods are bounded (`max_connections` per worker, bounded session tables) and
+//! counted ([`stats`]). A reload that fails changes nothing.
 //!
 //! What it must never do: read the configuration file or health-check anything (the
 //! controller tells it), share a scheduler's mutable state between workers, buffer a whole
 //! body, block a worker's thread.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod error;
@@ -40,12 +46,15 @@ mod shared;
 pub mod spec;
 pub mod stats;
 pub mod tcp;
+pub mod udp;
 pub mod worker;
 
 pub use error::ProxyError;
 pub use proxy::{ListenerView, Prepared, Proxy, SourceSteering, SteeringGroup, UpstreamView};
 pub use spec::{
-    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Steering, Timeouts, UpstreamSpec,
-    UpstreamState,
+    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Steering, Timeouts, UdpSpec,
+    UpstreamSpec, UpstreamState,
 };
-pub use stats::{ClientErrorKind, DURATION_BUCKETS, ErrorKind, ListenerStats, UpstreamStats};
+pub use stats::{
+    ClientErrorKind, DURATION_BUCKETS, ErrorKind, ListenerStats, UdpDrop, UdpStats, UpstreamStats,
+};

@@ -20,9 +20,10 @@ use socket2::{Domain, Protocol as SockProtocol, Socket, Type};
 
 use crate::error::ProxyError;
 use crate::shared::ListenerShared;
+use crate::spec::Protocol;
 use crate::spec::{ListenerSpec, Steering, UpstreamSpec, UpstreamState};
 use crate::stats::{ListenerStats, UpstreamStats};
-use crate::worker::{self, WorkerHandle, WorkerSetup};
+use crate::worker::{self, ListenSocket, WorkerHandle, WorkerSetup};
 
 /// Listen backlog of every worker socket.
 const BACKLOG: i32 = 4096;
@@ -101,12 +102,12 @@ pub struct Prepared {
 enum Plan {
     Keep {
         shared: ListenerShared,
-        add: Vec<(usize, std::net::TcpListener)>,
+        add: Vec<(usize, ListenSocket)>,
         remove: usize,
     },
     Start {
         shared: ListenerShared,
-        sockets: Vec<std::net::TcpListener>,
+        sockets: Vec<ListenSocket>,
         address: SocketAddr,
         group: Option<Box<dyn SteeringGroup>>,
     },
@@ -295,7 +296,7 @@ impl Proxy {
     fn steer(
         &self,
         spec: &ListenerSpec,
-        sockets: &[std::net::TcpListener],
+        sockets: &[ListenSocket],
     ) -> Result<Option<Box<dyn SteeringGroup>>, ProxyError> {
         if spec.steering != Steering::Source {
             return Ok(None);
@@ -392,7 +393,7 @@ fn start_worker(
     node: &Arc<str>,
     name: &str,
     i: usize,
-    socket: std::net::TcpListener,
+    socket: ListenSocket,
     r: &Running,
     pin: bool,
 ) -> Result<WorkerHandle, ProxyError> {
@@ -414,7 +415,7 @@ fn start_worker(
 }
 
 /// One socket per worker, all on the spec's address (the first decides the port when it is 0).
-fn bind_all(spec: &ListenerSpec) -> Result<(Vec<std::net::TcpListener>, SocketAddr), ProxyError> {
+fn bind_all(spec: &ListenerSpec) -> Result<(Vec<ListenSocket>, SocketAddr), ProxyError> {
     let first = bind(spec, spec.address)?;
     let address = first.local_addr().map_err(|source| ProxyError::Bind {
         listener: spec.name.clone(),
@@ -428,23 +429,36 @@ fn bind_all(spec: &ListenerSpec) -> Result<(Vec<std::net::TcpListener>, SocketAd
     Ok((sockets, address))
 }
 
-/// A non-blocking listening socket on `address` with `SO_REUSEPORT`.
-fn bind(spec: &ListenerSpec, address: SocketAddr) -> Result<std::net::TcpListener, ProxyError> {
+/// A non-blocking socket on `address` with `SO_REUSEPORT`: listening (TCP, HTTP) or bound
+/// (UDP).
+fn bind(spec: &ListenerSpec, address: SocketAddr) -> Result<ListenSocket, ProxyError> {
     let fail = |source| ProxyError::Bind {
         listener: spec.name.clone(),
         address,
         source,
     };
-    let socket = Socket::new(
-        Domain::for_address(address),
-        Type::STREAM,
-        Some(SockProtocol::TCP),
-    )
+    let udp = spec.protocol == Protocol::Udp;
+    let socket = if udp {
+        Socket::new(
+            Domain::for_address(address),
+            Type::DGRAM,
+            Some(SockProtocol::UDP),
+        )
+    } else {
+        Socket::new(
+            Domain::for_address(address),
+            Type::STREAM,
+            Some(SockProtocol::TCP),
+        )
+    }
     .map_err(fail)?;
     socket.set_reuse_address(true).map_err(fail)?;
     socket.set_reuse_port(true).map_err(fail)?;
     socket.set_nonblocking(true).map_err(fail)?;
     socket.bind(&address.into()).map_err(fail)?;
+    if udp {
+        return Ok(ListenSocket::Udp(socket.into()));
+    }
     socket.listen(BACKLOG).map_err(fail)?;
-    Ok(socket.into())
+    Ok(ListenSocket::Tcp(socket.into()))
 }

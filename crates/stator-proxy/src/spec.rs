@@ -15,6 +15,9 @@ pub enum Protocol {
     Tcp,
     /// HTTP/1.1 reverse proxy.
     Http,
+    /// UDP sessions: datagrams both ways, one connected upstream socket per client address
+    /// and port.
+    Udp,
 }
 
 impl Protocol {
@@ -23,6 +26,7 @@ impl Protocol {
         match self {
             Self::Tcp => "tcp",
             Self::Http => "http",
+            Self::Udp => "udp",
         }
     }
 }
@@ -135,6 +139,34 @@ impl Default for HttpSpec {
     }
 }
 
+/// UDP options of a listener (the session idle timeout is `timeouts.idle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdpSpec {
+    /// Datagrams expected from the upstream per client datagram; once all arrived the session
+    /// ends (nginx's `proxy_responses`; DNS: 1). `None`: sessions end by idle timeout only.
+    pub responses: Option<u32>,
+    /// Sessions per worker (least recently used evicted first).
+    pub max_sessions: usize,
+    /// Put a PROXY protocol v2 header before the first datagram of each session.
+    pub proxy_protocol: bool,
+    /// Ask for UDP GRO on the listening and upstream sockets (the kernel may refuse).
+    pub gro: bool,
+    /// Send bursts to one peer as one GSO buffer (falls back when the kernel refuses).
+    pub gso: bool,
+}
+
+impl Default for UdpSpec {
+    fn default() -> Self {
+        Self {
+            responses: None,
+            max_sessions: 16_384,
+            proxy_protocol: false,
+            gro: true,
+            gso: true,
+        }
+    }
+}
+
 /// One listener.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ListenerSpec {
@@ -166,6 +198,8 @@ pub struct ListenerSpec {
     pub timeouts: Timeouts,
     /// HTTP options.
     pub http: HttpSpec,
+    /// UDP options.
+    pub udp: UdpSpec,
 }
 
 impl ListenerSpec {
@@ -192,6 +226,7 @@ impl ListenerSpec {
             max_connections: 16_384,
             timeouts: Timeouts::default(),
             http: HttpSpec::default(),
+            udp: UdpSpec::default(),
         }
     }
 
@@ -202,5 +237,6 @@ impl ListenerSpec {
             || self.protocol != other.protocol
             || self.steering != other.steering
             || self.pin_workers != other.pin_workers
+            || (self.protocol == Protocol::Udp && self.udp.gro != other.udp.gro)
     }
 }

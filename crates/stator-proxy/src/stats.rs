@@ -117,6 +117,86 @@ impl ClientErrorKind {
     }
 }
 
+/// Why a UDP listener dropped a datagram (each one counted under its reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UdpDrop {
+    /// A client datagram that needed a new session while no upstream was usable.
+    NoUpstream,
+    /// A new session whose upstream socket could not be opened (out of descriptors).
+    SessionSocket,
+    /// Sending a client's datagram to its upstream failed (send buffer full, or an error).
+    UpstreamSend,
+    /// A reply that did not fit in the worker's reply queue.
+    ReplyQueueFull,
+    /// A reply the kernel refused on the listening socket (send buffer full, or an error).
+    ClientSend,
+    /// A client datagram the kernel dropped because the listening socket's receive buffer was
+    /// full: the worker did not keep up (read from the socket, `SO_MEMINFO`).
+    SocketOverflow,
+}
+
+impl UdpDrop {
+    /// Every reason, in metric order.
+    pub const ALL: [Self; 6] = [
+        Self::NoUpstream,
+        Self::SessionSocket,
+        Self::UpstreamSend,
+        Self::ReplyQueueFull,
+        Self::ClientSend,
+        Self::SocketOverflow,
+    ];
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::NoUpstream => "no_upstream",
+            Self::SessionSocket => "session_socket",
+            Self::UpstreamSend => "upstream_send",
+            Self::ReplyQueueFull => "reply_queue_full",
+            Self::ClientSend => "client_send",
+            Self::SocketOverflow => "socket_overflow",
+        }
+    }
+}
+
+/// Counters of a UDP listener (sessions opened are `ListenerStats::connections`, sessions open
+/// `ListenerStats::active`, bytes `bytes_in`/`bytes_out`).
+#[derive(Debug, Default)]
+pub struct UdpStats {
+    /// Datagrams received from clients.
+    pub datagrams_in: AtomicU64,
+    /// Datagrams sent to clients.
+    pub datagrams_out: AtomicU64,
+    /// Datagrams sent to upstreams.
+    pub upstream_datagrams_out: AtomicU64,
+    /// Datagrams received from upstreams.
+    pub upstream_datagrams_in: AtomicU64,
+    /// Sessions ended by the idle timeout.
+    pub sessions_expired: AtomicU64,
+    /// Sessions ended because every expected response arrived (`udp.responses`).
+    pub sessions_completed: AtomicU64,
+    /// Receive system calls on the listening socket that returned datagrams (`recvmmsg`).
+    pub recv_calls: AtomicU64,
+    /// Reply `sendmmsg` calls.
+    pub sendmmsg_calls: AtomicU64,
+    /// Bursts sent as one GSO buffer (either direction).
+    pub gso_sends: AtomicU64,
+    drops: [AtomicU64; UdpDrop::ALL.len()],
+}
+
+impl UdpStats {
+    /// Counts `n` dropped datagrams.
+    pub fn count_drop(&self, why: UdpDrop, n: u64) {
+        self.drops[why as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Datagrams dropped for `why` so far.
+    pub fn drops(&self, why: UdpDrop) -> u64 {
+        self.drops[why as usize].load(Ordering::Relaxed)
+    }
+}
+
 /// Counters of one upstream of one listener.
 #[derive(Debug, Default)]
 pub struct UpstreamStats {
@@ -124,10 +204,10 @@ pub struct UpstreamStats {
     pub connects: AtomicU64,
     /// Connections to it open now (kept-alive idle ones included).
     pub open: AtomicU32,
-    /// Requests (HTTP) or client connections (TCP) it is serving now; least-connections and
-    /// P2C read this.
+    /// Requests (HTTP), client connections (TCP) or sessions (UDP) it is serving now;
+    /// least-connections and P2C read this.
     pub active: AtomicU32,
-    /// Requests (HTTP) or client connections (TCP) sent to it.
+    /// Requests (HTTP), client connections (TCP) or sessions (UDP) sent to it.
     pub requests: AtomicU64,
     /// Requests sent over a kept-alive connection.
     pub reused: AtomicU64,
@@ -208,6 +288,8 @@ pub struct ListenerStats {
     pub session_evictions: AtomicU64,
     /// Request (HTTP) or connection (TCP) durations.
     pub duration: Histogram,
+    /// UDP listeners' datagram counters.
+    pub udp: UdpStats,
     client_errors: [AtomicU64; 7],
     upstreams: Mutex<HashMap<String, Arc<UpstreamStats>>>,
 }

@@ -188,13 +188,39 @@ impl WorkerHandle {
     }
 }
 
+/// A worker's own socket: listening (TCP, HTTP) or bound (UDP), with `SO_REUSEPORT`.
+#[derive(Debug)]
+pub(crate) enum ListenSocket {
+    Tcp(std::net::TcpListener),
+    Udp(std::net::UdpSocket),
+}
+
+impl std::os::fd::AsFd for ListenSocket {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Self::Tcp(s) => s.as_fd(),
+            Self::Udp(s) => s.as_fd(),
+        }
+    }
+}
+
+impl ListenSocket {
+    /// The address it is bound to.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        match self {
+            Self::Tcp(s) => s.local_addr(),
+            Self::Udp(s) => s.local_addr(),
+        }
+    }
+}
+
 /// What a new worker needs.
 #[derive(Debug)]
 pub(crate) struct WorkerSetup {
     pub id: usize,
     pub node: Arc<str>,
     pub name: String,
-    pub socket: std::net::TcpListener,
+    pub socket: ListenSocket,
     pub listener: Arc<ArcSwap<ListenerShared>>,
     pub stats: Arc<ListenerStats>,
     pub core: Option<usize>,
@@ -238,12 +264,16 @@ fn run(setup: WorkerSetup, stop: watch::Receiver<bool>) {
 }
 
 async fn serve(setup: WorkerSetup, stop: watch::Receiver<bool>) {
-    let listener = match TcpListener::from_std(setup.socket) {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!(listener = %setup.name, worker = setup.id, error = %e, "worker socket");
-            return;
-        }
+    let (name, id) = (setup.name.clone(), setup.id);
+    let listener = match setup.socket {
+        ListenSocket::Tcp(s) => match TcpListener::from_std(s) {
+            Ok(l) => Ok(l),
+            Err(e) => {
+                tracing::error!(listener = %name, worker = id, error = %e, "worker socket");
+                return;
+            }
+        },
+        ListenSocket::Udp(s) => Err(s),
     };
     let shared = setup.listener.load_full();
     let ctx = Rc::new(WorkerCtx {
@@ -262,6 +292,15 @@ async fn serve(setup: WorkerSetup, stop: watch::Receiver<bool>) {
         drained: Notify::new(),
     });
     drop(shared);
+    let listener = match listener {
+        Err(udp) => {
+            if let Err(e) = crate::udp::serve(Rc::clone(&ctx), udp, stop).await {
+                tracing::error!(listener = %name, worker = id, error = %e, "udp worker");
+            }
+            return;
+        }
+        Ok(l) => l,
+    };
     let sweeper = tokio::task::spawn_local(sweep(Rc::clone(&ctx)));
     accept_loop(&ctx, listener, stop).await;
     // Stopped: the socket is closed; connections finish (bounded).
@@ -305,6 +344,7 @@ async fn accept_loop(ctx: &Rc<WorkerCtx>, listener: TcpListener, mut stop: watch
             match protocol {
                 Protocol::Tcp => crate::tcp::serve(&conn_ctx, stream, peer).await,
                 Protocol::Http => crate::http::serve(&conn_ctx, stream, peer).await,
+                Protocol::Udp => {} // served by crate::udp, never accepted here
             }
             conn_ctx
                 .stats

@@ -27,6 +27,12 @@ pub enum BenchCmd {
     /// Upstream schedulers: ns per pick at 10 to 2,000 backends (VNSWRR against nginx's SWRR,
     /// least-conn, P2C, source hash) and the weight-change burst (stator-bench).
     Sched(stator_bench::sched::SchedArgs),
+    /// Receiving UDP at a million packets per second: Cloudflare's ladder (recvfrom, pinning,
+    /// recvmmsg, threads, SO_REUSEPORT) against an XDP generator on veth (needs root).
+    Udp(stator_bench::udp::UdpArgs),
+    /// The generator process of `stator bench udp` (started by it, not by hand).
+    #[command(name = "udp-gen", hide = true)]
+    UdpGen(stator_bench::udp::generator::GenArgs),
 }
 
 /// Runs a benchmark.
@@ -41,5 +47,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         }
         BenchCmd::Afxdp(args) => bench_afxdp::run(args),
         BenchCmd::Sched(args) => Ok(stator_bench::sched::run(&args)?),
+        BenchCmd::Udp(args) => Ok(stator_bench::udp::run(&args)?),
+        BenchCmd::UdpGen(args) => Ok(stator_bench::udp::generator::run_child(&args)?),
     }
 }

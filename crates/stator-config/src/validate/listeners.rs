@@ -1,4 +1,5 @@
-//! `[[listener]]`, `[listener.timeouts]`, `[listener.http]`: the socket proxy tier.
+//! `[[listener]]`, `[listener.timeouts]`, `[listener.http]`, `[listener.udp]`: the socket proxy
+//! tier.
 //!
 //! A listener serves from one pool; its upstreams are the pool's flattened backends, each at
 //! its own `port` or, when it has none, at the listener's `backend_port`. Addresses must be
@@ -15,12 +16,12 @@ use crate::defaults as d;
 use crate::error::{Error, FieldPath};
 use crate::flatten::{flatten, sorted_members};
 use crate::raw::{
-    ListenerProtocolName, RawListener, RawListenerHttp, RawListenerTimeouts, SchedulerName,
-    SteeringName,
+    ListenerProtocolName, RawListener, RawListenerHttp, RawListenerTimeouts, RawListenerUdp,
+    SchedulerName, SteeringName,
 };
 use crate::types::{
     Api, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Persistence, PoolId, Scheduler,
-    Steering, Upstream, Vip,
+    Steering, UdpOptions, Upstream, Vip,
 };
 
 pub(super) fn listeners(
@@ -32,14 +33,16 @@ pub(super) fn listeners(
 ) -> Option<Vec<Listener>> {
     let mut out = Vec::with_capacity(raw.len());
     let mut ok = true;
-    let mut addresses: HashMap<SocketAddr, usize> = HashMap::new();
+    // a TCP and a UDP listener may share an address and port
+    let mut addresses: HashMap<(SocketAddr, bool), usize> = HashMap::new();
     let mut names: HashMap<String, usize> = HashMap::new();
     for (i, l) in raw.iter().enumerate() {
         let at = FieldPath::root().key("listener").index(i);
         let errors_before = ctx.errors.len();
         let address = address(ctx, &at, l, api, vips);
+        let is_udp = l.protocol == Some(ListenerProtocolName::Udp);
         if let Some(a) = address {
-            if let Some(&first) = addresses.get(&a) {
+            if let Some(&first) = addresses.get(&(a, is_udp)) {
                 ctx.error(
                     at.key("address"),
                     Error::Duplicate {
@@ -52,23 +55,14 @@ pub(super) fn listeners(
                     },
                 );
             } else {
-                addresses.insert(a, i);
+                addresses.insert((a, is_udp), i);
             }
         }
         let protocol = match l.protocol {
             Some(ListenerProtocolName::Tcp) => Some(ListenerProtocol::Tcp),
             Some(ListenerProtocolName::Http) => Some(ListenerProtocol::Http),
-            Some(ListenerProtocolName::Udp) => {
-                ctx.error(
-                    at.key("protocol"),
-                    Error::Unsupported {
-                        what: "\"udp\"".into(),
-                        hint: "; use \"tcp\" or \"http\"".into(),
-                    },
-                );
-                None
-            }
-            None => ctx.missing(at.key("protocol"), "\"tcp\" or \"http\""),
+            Some(ListenerProtocolName::Udp) => Some(ListenerProtocol::Udp),
+            None => ctx.missing(at.key("protocol"), "\"tcp\", \"http\" or \"udp\""),
         };
         let name = match (&l.name, protocol, address) {
             (Some(n), _, _) => ctx.name(at.key("name"), n),
@@ -115,6 +109,7 @@ pub(super) fn listeners(
         };
         let timeouts = timeouts(ctx, &at.key("timeouts"), &l.timeouts, protocol);
         let http = http(ctx, &at.key("http"), l.http.as_ref(), protocol);
+        let udp = udp(ctx, &at.key("udp"), l.udp.as_ref(), protocol);
         if ctx.errors.len() != errors_before {
             ok = false;
             continue;
@@ -132,6 +127,7 @@ pub(super) fn listeners(
             Some(max_connections),
             Some(timeouts),
             Some(http),
+            Some(udp),
         ) = (
             name,
             address,
@@ -145,6 +141,7 @@ pub(super) fn listeners(
             max_connections,
             timeouts,
             http,
+            udp,
         )
         else {
             ok = false;
@@ -169,6 +166,7 @@ pub(super) fn listeners(
             max_connections,
             timeouts,
             http,
+            udp,
         });
     }
     ok.then_some(out)
@@ -238,9 +236,14 @@ fn address(
         );
         return None;
     }
+    let proto = if raw.protocol == Some(ListenerProtocolName::Udp) {
+        crate::types::Proto::Udp
+    } else {
+        crate::types::Proto::Tcp
+    };
     let vip = vips.into_iter().flatten().position(|v| {
         v.key.addr == addr.ip()
-            && v.key.proto == crate::types::Proto::Tcp
+            && v.key.proto == proto
             && (v.key.port == 0 || v.key.port == addr.port())
     });
     if let Some(v) = vip {
@@ -393,6 +396,18 @@ fn timeouts(
                 );
                 None
             }
+            Some(_) if key != "idle" && protocol == Some(ListenerProtocol::Udp) => {
+                ctx.error(
+                    at.key(key),
+                    Error::NotApplicable {
+                        reason: format!(
+                            "timeouts.{key} does not apply to protocol = \"udp\" (a UDP session \
+                             has no connection and no request head; it ends after timeouts.idle)"
+                        ),
+                    },
+                );
+                None
+            }
             Some(v) => ctx.duration_in(at.key(key), v, d::MIN_PROXY_TIMEOUT, d::MAX_PROXY_TIMEOUT),
         };
     let connect = one("connect", raw.connect.as_ref(), d::CONNECT_TIMEOUT, false);
@@ -429,7 +444,10 @@ fn http(
     let Some(raw) = raw else {
         return Some(defaults);
     };
-    if protocol == Some(ListenerProtocol::Tcp) {
+    if matches!(
+        protocol,
+        Some(ListenerProtocol::Tcp | ListenerProtocol::Udp)
+    ) {
         ctx.error(
             at.clone(),
             Error::NotApplicable {
@@ -467,5 +485,52 @@ fn http(
         keepalive_pool: keepalive_pool?,
         keepalive_timeout: keepalive_timeout?,
         served_by: raw.served_by.unwrap_or(defaults.served_by),
+    })
+}
+
+fn udp(
+    ctx: &mut Ctx,
+    at: &FieldPath,
+    raw: Option<&RawListenerUdp>,
+    protocol: Option<ListenerProtocol>,
+) -> Option<UdpOptions> {
+    let defaults = UdpOptions {
+        responses: None,
+        max_sessions: d::UDP_MAX_SESSIONS,
+        proxy_protocol: false,
+        gro: true,
+        gso: true,
+    };
+    let Some(raw) = raw else {
+        return Some(defaults);
+    };
+    if matches!(
+        protocol,
+        Some(ListenerProtocol::Tcp | ListenerProtocol::Http)
+    ) {
+        ctx.error(
+            at.clone(),
+            Error::NotApplicable {
+                reason: "[listener.udp] applies to protocol = \"udp\" only".into(),
+            },
+        );
+        return None;
+    }
+    let responses = match raw.responses {
+        None => Some(None),
+        Some(n) => ctx
+            .int(at.key("responses"), n, 1, d::MAX_UDP_RESPONSES.into())
+            .map(Some),
+    };
+    let max_sessions = match raw.max_sessions {
+        None => Some(defaults.max_sessions),
+        Some(n) => ctx.int(at.key("max_sessions"), n, 1, d::MAX_UDP_SESSIONS.into()),
+    };
+    Some(UdpOptions {
+        responses: responses?,
+        max_sessions: max_sessions?,
+        proxy_protocol: raw.proxy_protocol.unwrap_or(defaults.proxy_protocol),
+        gro: raw.gro.unwrap_or(defaults.gro),
+        gso: raw.gso.unwrap_or(defaults.gso),
     })
 }

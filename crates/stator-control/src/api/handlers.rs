@@ -564,6 +564,29 @@ fn listeners_json(ctx: &Ctx) -> Value {
                 .iter()
                 .map(|k| (k.label().to_owned(), json!(s.client_errors(*k))))
                 .collect();
+            let udp = (l.spec.protocol == stator_proxy::Protocol::Udp).then(|| {
+                let u = &s.udp;
+                let drops: serde_json::Map<String, Value> = stator_proxy::UdpDrop::ALL
+                    .iter()
+                    .map(|k| (k.label().to_owned(), json!(u.drops(*k))))
+                    .collect();
+                json!({
+                    "datagrams": {
+                        "client_in": u.datagrams_in.load(Relaxed),
+                        "client_out": u.datagrams_out.load(Relaxed),
+                        "upstream_in": u.upstream_datagrams_in.load(Relaxed),
+                        "upstream_out": u.upstream_datagrams_out.load(Relaxed),
+                    },
+                    "sessions_ended": {
+                        "idle": u.sessions_expired.load(Relaxed),
+                        "responses": u.sessions_completed.load(Relaxed),
+                    },
+                    "max_sessions": l.spec.udp.max_sessions,
+                    "responses": l.spec.udp.responses,
+                    "proxy_protocol": l.spec.udp.proxy_protocol,
+                    "drops": drops,
+                })
+            });
             json!({
                 "name": l.spec.name,
                 "address": l.address,
@@ -580,6 +603,7 @@ fn listeners_json(ctx: &Ctx) -> Value {
                 "bytes": { "in": s.bytes_in.load(Relaxed), "out": s.bytes_out.load(Relaxed) },
                 "sessions": { "hits": s.session_hits.load(Relaxed), "evictions": s.session_evictions.load(Relaxed) },
                 "client_errors": client_errors,
+                "udp": udp,
                 "backends": upstreams,
             })
         })

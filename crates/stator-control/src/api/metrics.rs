@@ -646,6 +646,7 @@ fn proxy_metrics(e: &mut Exposition, ctx: &Ctx) {
     if listeners.is_empty() {
         return;
     }
+    super::udp_metrics::udp_metrics(e, &listeners);
     e.family(
         "stator_proxy_workers",
         Kind::Gauge,

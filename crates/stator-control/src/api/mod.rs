@@ -22,6 +22,7 @@ pub mod feeds;
 mod handlers;
 pub mod metrics;
 pub mod trace;
+mod udp_metrics;
 pub mod ui;
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};

@@ -1,0 +1,558 @@
+//! UDP listeners: a session per client address and port, one connected upstream socket per
+//! session, datagrams both ways in batches.
+//!
+//! A UDP worker (one thread, one current-thread runtime, one `SO_REUSEPORT` socket, as every
+//! worker) runs three kinds of task:
+//! - the **client loop** reads the listening socket with quinn-udp (`recvmmsg`, 32 buffers a
+//!   call, each holding up to 64 datagrams of one flow when the kernel coalesced them with
+//!   GRO), finds or opens each client's session ([`table::SessionTable`], bounded, LRU, idle
+//!   timeout) and sends the datagrams on the session's connected socket — a GRO buffer leaves
+//!   as one GSO send, segment boundaries kept;
+//! - one **session task** per session reads its upstream socket the same way and queues the
+//!   replies, addressed to the client, in the worker's outbox; a GSO buffer of several replies
+//!   goes straight to the client as one GSO send;
+//! - the **flusher** empties the outbox with `sendmmsg` ([`sys::Outbox`]) once the tasks
+//!   that were ready have run, so the replies of many sessions leave in one system call; and a
+//!   sweeper ends idle sessions.
+//!
+//! Which worker sees a client is the kernel's choice (`steering = "kernel"`: a hash of the
+//! 4-tuple, so one client address and port always reaches the same socket) or the reuseport
+//! program's (`"source"`: a hash of the client's address), so the worker holding a session
+//! keeps receiving its datagrams. An upstream that is down gets no new session, and a session
+//! whose upstream went down is opened again on another; a draining one keeps its sessions.
+//! Every datagram dropped is counted under its reason ([`crate::UdpDrop`]).
+
+pub mod ppv2;
+pub mod sys;
+pub mod table;
+
+use std::cell::{Cell, RefCell};
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd as _;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quinn_udp::{BATCH_SIZE, RecvMeta, Transmit, UdpSocketState};
+use stator_sched::Tried;
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+use tokio::sync::{Notify, watch};
+
+use crate::shared::ListenerShared;
+use crate::spec::{UdpSpec, UpstreamState};
+use crate::stats::{ErrorKind, Gauge32, GaugeField, UdpDrop, UpstreamStats, add};
+use crate::worker::WorkerCtx;
+
+use self::sys::Outbox;
+use self::table::SessionTable;
+
+/// Bytes of one receive buffer: the largest UDP payload.
+const SLOT: usize = 65_536;
+/// Replies queued for one flush, at most (datagrams, bytes).
+const OUTBOX_MSGS: usize = 4096;
+const OUTBOX_BYTES: usize = 4 << 20;
+/// Receive batches handled before the client loop lets the other tasks run.
+const TURN: usize = 8;
+/// Expired sessions removed per sweep, at most.
+const SWEEP_MAX: usize = 4096;
+
+/// One client's session.
+#[derive(Debug)]
+struct Session {
+    id: u64,
+    upstream: SocketAddr,
+    sock: Rc<UdpSocket>,
+    state: Rc<UdpSocketState>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    stats: Arc<UpstreamStats>,
+    /// Client datagrams sent upstream, and replies received (for `udp.responses`).
+    requests: u64,
+    replies: u64,
+    _active: Gauge32,
+    open: Rc<Cell<u64>>,
+    listener_active: Arc<crate::ListenerStats>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+        self.open.set(self.open.get().saturating_sub(1));
+        self.listener_active
+            .active
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A UDP worker's state.
+struct Worker {
+    ctx: Rc<WorkerCtx>,
+    listen: UdpSocket,
+    state: UdpSocketState,
+    local: SocketAddr,
+    table: RefCell<SessionTable<Session>>,
+    outbox: RefCell<Outbox>,
+    flush: Notify,
+    /// Receive buffers shared by the session tasks (borrowed only between two awaits).
+    rx: RefCell<Vec<u8>>,
+    next_id: Cell<u64>,
+    open: Rc<Cell<u64>>,
+    /// The listening socket's kernel drop count at the last look.
+    overflow_seen: Cell<u32>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpWorker")
+            .field("local", &self.local)
+            .field("sessions", &self.table.borrow().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `now` as the session table sees it (tokio's clock, so a paused test clock applies).
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Serves `socket` (bound, non-blocking, `SO_REUSEPORT`) until `stop`.
+pub(crate) async fn serve(
+    ctx: Rc<WorkerCtx>,
+    socket: std::net::UdpSocket,
+    mut stop: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let listen = UdpSocket::from_std(socket)?;
+    let state = UdpSocketState::new((&listen).into())?;
+    let spec = ctx.shared().spec.udp;
+    if !spec.gro {
+        sys::set_gro(listen.as_fd(), false)?;
+    }
+    let local = listen.local_addr()?;
+    let timeout = ctx.shared().spec.timeouts.idle;
+    let w = Rc::new(Worker {
+        table: RefCell::new(SessionTable::new(spec.max_sessions, timeout)),
+        outbox: RefCell::new(Outbox::new(OUTBOX_MSGS, OUTBOX_BYTES)),
+        flush: Notify::new(),
+        rx: RefCell::new(vec![0u8; SLOT * BATCH_SIZE]),
+        next_id: Cell::new(0),
+        open: Rc::new(Cell::new(0)),
+        overflow_seen: Cell::new(0),
+        listen,
+        state,
+        local,
+        ctx,
+    });
+    let flusher = tokio::task::spawn_local(flusher(Rc::clone(&w)));
+    let sweeper = tokio::task::spawn_local(sweeper(Rc::clone(&w)));
+    let result = tokio::select! {
+        _ = stop.wait_for(|s| *s) => Ok(()),
+        r = client_loop(&w) => r,
+    };
+    flusher.abort();
+    sweeper.abort();
+    count_overflow(&w);
+    // Sessions end with the worker (their tasks hold the worker: abort them first).
+    let sessions = w.table.borrow_mut().drain();
+    drop(sessions);
+    result
+}
+
+/// Reads client datagrams and sends them upstream, for ever.
+async fn client_loop(w: &Rc<Worker>) -> io::Result<()> {
+    let mut bufs = vec![0u8; SLOT * BATCH_SIZE];
+    let mut meta = [RecvMeta::default(); BATCH_SIZE];
+    loop {
+        w.listen.readable().await?;
+        for _ in 0..TURN {
+            let mut slices: Vec<IoSliceMut<'_>> =
+                bufs.chunks_mut(SLOT).map(IoSliceMut::new).collect();
+            let r = w.listen.try_io(Interest::READABLE, || {
+                w.state.recv((&w.listen).into(), &mut slices, &mut meta)
+            });
+            drop(slices);
+            let n = match r {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // An ICMP error for an earlier reply, or the like: nothing to do but go on.
+                Err(_) => continue,
+            };
+            add(&w.ctx.stats.udp.recv_calls, 1);
+            let now = now();
+            for (m, buf) in meta[..n].iter().zip(bufs.chunks(SLOT)) {
+                let len = m.len.min(SLOT);
+                let stride = if m.stride == 0 { len } else { m.stride };
+                from_client(w, m.addr, m.dst_ip, &buf[..len], stride, now);
+            }
+        }
+        // let the session tasks and the flusher run
+        tokio::task::yield_now().await;
+    }
+}
+
+/// One receive buffer from `client`: one datagram, or several of `stride` bytes (GRO).
+fn from_client(
+    w: &Rc<Worker>,
+    client: SocketAddr,
+    dst_ip: Option<IpAddr>,
+    data: &[u8],
+    stride: usize,
+    now: Instant,
+) {
+    let stats = &w.ctx.stats;
+    let count = data.len().div_ceil(stride.max(1)).max(1) as u64;
+    add(&stats.udp.datagrams_in, count);
+    add(&stats.bytes_in, data.len() as u64);
+    let shared = w.ctx.shared();
+    let spec = shared.spec.udp;
+    let Some((sock, state, upstream, ustats, first)) = session_for(w, &shared, client, now) else {
+        return;
+    };
+    let mut rest = data;
+    let mut sent = 0u64;
+    if first && spec.proxy_protocol {
+        // the header goes before the first datagram only
+        let dst = SocketAddr::new(dst_ip.unwrap_or(w.local.ip()), w.local.port());
+        let mut head = [0u8; ppv2::MAX_LEN];
+        let n = ppv2::encode(client, dst, &mut head);
+        let one = stride.min(rest.len());
+        let mut dgram = Vec::with_capacity(n + one);
+        dgram.extend_from_slice(&head[..n]);
+        dgram.extend_from_slice(&rest[..one]);
+        if send_upstream(w, &sock, &state, upstream, &dgram, dgram.len(), &spec) {
+            sent += 1;
+            add(&ustats.bytes_out, dgram.len() as u64);
+        }
+        rest = &rest[one..];
+    }
+    if !rest.is_empty() && send_upstream(w, &sock, &state, upstream, rest, stride, &spec) {
+        sent += rest.len().div_ceil(stride) as u64;
+        add(&ustats.bytes_out, rest.len() as u64);
+    }
+    add(&stats.udp.upstream_datagrams_out, sent);
+    if sent < count {
+        stats.udp.count_drop(UdpDrop::UpstreamSend, count - sent);
+    }
+    if let Some(s) = w.table.borrow_mut().peek_mut(client) {
+        s.requests += count;
+    }
+}
+
+/// Sends `data` (datagrams of `stride` bytes) on a session's socket: one GSO send when there
+/// are several and the listener allows it, else one send each. Whether all of it left.
+fn send_upstream(
+    w: &Worker,
+    sock: &UdpSocket,
+    state: &UdpSocketState,
+    upstream: SocketAddr,
+    data: &[u8],
+    stride: usize,
+    spec: &UdpSpec,
+) -> bool {
+    if data.len() > stride && spec.gso && state.max_gso_segments() > 1 {
+        let t = Transmit {
+            destination: upstream,
+            ecn: None,
+            contents: data,
+            segment_size: Some(stride),
+            src_ip: None,
+        };
+        let segments = data.len().div_ceil(stride);
+        // Writes go straight to the (non-blocking) socket: tokio's write readiness is not
+        // known for a socket that has never waited, and a full UDP send buffer is a drop.
+        if segments <= state.max_gso_segments() && state.try_send(sock.into(), &t).is_ok() {
+            add(&w.ctx.stats.udp.gso_sends, 1);
+            return true;
+        }
+    }
+    let raw = socket2::SockRef::from(sock);
+    data.chunks(stride.max(1))
+        .all(|d| raw.send(d).is_ok_and(|n| n == d.len()))
+}
+
+type SessionRef = (
+    Rc<UdpSocket>,
+    Rc<UdpSocketState>,
+    SocketAddr,
+    Arc<UpstreamStats>,
+    bool,
+);
+
+/// The client's session — refreshed, or opened on an upstream the scheduler picks (a session
+/// whose upstream is now down or gone is closed and opened again). `None`: the datagram is
+/// dropped (counted).
+fn session_for(
+    w: &Rc<Worker>,
+    shared: &ListenerShared,
+    client: SocketAddr,
+    now: Instant,
+) -> Option<SessionRef> {
+    let stats = &w.ctx.stats;
+    {
+        let mut table = w.table.borrow_mut();
+        table.reconfigure(shared.spec.udp.max_sessions, shared.spec.timeouts.idle);
+        let found = table.touch(client, now);
+        match found {
+            Ok(Some(s)) => {
+                let alive = shared
+                    .by_addr
+                    .get(&s.upstream)
+                    .is_some_and(|&i| shared.state(i) != UpstreamState::Absent);
+                if alive {
+                    return Some((
+                        Rc::clone(&s.sock),
+                        Rc::clone(&s.state),
+                        s.upstream,
+                        Arc::clone(&s.stats),
+                        false,
+                    ));
+                }
+                // its upstream is down or gone: a new session elsewhere
+                let old = table.remove(client);
+                drop(table);
+                drop(old);
+            }
+            Err(expired) => {
+                add(&stats.udp.sessions_expired, 1);
+                drop(table);
+                drop(expired);
+            }
+            Ok(None) => {}
+        }
+    }
+    let Some(i) = w.ctx.pick(shared, client.ip(), &Tried::default()) else {
+        stats.udp.count_drop(UdpDrop::NoUpstream, 1);
+        return None;
+    };
+    let upstream = shared.spec.upstreams[i].addr;
+    let (sock, state) = match connect(upstream, shared.spec.udp.gro) {
+        Ok(s) => s,
+        Err(_) => {
+            stats.udp.count_drop(UdpDrop::SessionSocket, 1);
+            shared.stats[i].error(ErrorKind::ConnectOther);
+            return None;
+        }
+    };
+    w.ctx.remember(shared, client.ip(), i);
+    let ustats = Arc::clone(&shared.stats[i]);
+    add(&ustats.connects, 1);
+    add(&ustats.requests, 1);
+    add(&stats.connections, 1);
+    let id = w.next_id.get();
+    w.next_id.set(id + 1);
+    w.open.set(w.open.get() + 1);
+    let (sock, state) = (Rc::new(sock), Rc::new(state));
+    let task = tokio::task::spawn_local(session_task(
+        Rc::clone(w),
+        client,
+        id,
+        Rc::clone(&sock),
+        Rc::clone(&state),
+    ));
+    let session = Session {
+        id,
+        upstream,
+        sock: Rc::clone(&sock),
+        state: Rc::clone(&state),
+        task: Some(task),
+        stats: Arc::clone(&ustats),
+        requests: 0,
+        replies: 0,
+        _active: Gauge32::new(Arc::clone(&ustats), GaugeField::Active),
+        open: Rc::clone(&w.open),
+        listener_active: Arc::clone(&w.ctx.stats),
+    };
+    let inserted = w.table.borrow_mut().insert(client, session, now);
+    if inserted.evicted.is_some() {
+        add(&stats.session_evictions, 1);
+    }
+    // the evicted session's gauge goes down before the new one's goes up
+    drop(inserted);
+    add(&stats.active, 1);
+    Some((sock, state, upstream, ustats, true))
+}
+
+/// A socket connected to `upstream`, from an ephemeral port.
+fn connect(upstream: SocketAddr, gro: bool) -> io::Result<(UdpSocket, UdpSocketState)> {
+    let any: SocketAddr = if upstream.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let std = std::net::UdpSocket::bind(any)?;
+    std.connect(upstream)?;
+    std.set_nonblocking(true)?;
+    let sock = UdpSocket::from_std(std)?;
+    let state = UdpSocketState::new((&sock).into())?;
+    if !gro {
+        sys::set_gro(sock.as_fd(), false)?;
+    }
+    Ok((sock, state))
+}
+
+/// Reads one session's upstream socket and queues the replies for its client; ends the session
+/// when every expected reply has arrived (`udp.responses`).
+async fn session_task(
+    w: Rc<Worker>,
+    client: SocketAddr,
+    id: u64,
+    sock: Rc<UdpSocket>,
+    state: Rc<UdpSocketState>,
+) {
+    let mut meta = [RecvMeta::default(); BATCH_SIZE];
+    loop {
+        if sock.readable().await.is_err() {
+            return;
+        }
+        let (mut got, mut bytes) = (0u64, 0u64);
+        let mut queued_any = false;
+        loop {
+            let mut rx = w.rx.borrow_mut();
+            let mut slices: Vec<IoSliceMut<'_>> =
+                rx.chunks_mut(SLOT).map(IoSliceMut::new).collect();
+            let r = sock.try_io(Interest::READABLE, || {
+                state.recv((&*sock).into(), &mut slices, &mut meta)
+            });
+            drop(slices);
+            let n = match r {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // ICMP port unreachable and the like, reported on the connected socket
+                    if let Some(s) = w.table.borrow_mut().peek_mut(client)
+                        && s.id == id
+                    {
+                        let kind = if e.kind() == io::ErrorKind::ConnectionRefused {
+                            ErrorKind::ConnectRefused
+                        } else {
+                            ErrorKind::ConnectOther
+                        };
+                        s.stats.error(kind);
+                    }
+                    continue;
+                }
+            };
+            for (m, buf) in meta[..n].iter().zip(rx.chunks(SLOT)) {
+                let len = m.len.min(SLOT);
+                let stride = if m.stride == 0 { len } else { m.stride };
+                let (k, queued) = to_client(&w, client, &buf[..len], stride);
+                got += k;
+                bytes += len as u64;
+                queued_any |= queued;
+            }
+        }
+        if queued_any {
+            w.flush.notify_one();
+        }
+        if got == 0 {
+            continue;
+        }
+        // count the replies; the `responses` hint may end the session
+        let shared = w.ctx.shared();
+        let done = {
+            let mut table = w.table.borrow_mut();
+            match table.touch(client, now()) {
+                Ok(Some(s)) if s.id == id => {
+                    s.replies += got;
+                    add(&s.stats.bytes_in, bytes);
+                    shared
+                        .spec
+                        .udp
+                        .responses
+                        .is_some_and(|r| s.replies >= s.requests.saturating_mul(u64::from(r)))
+                }
+                _ => false,
+            }
+        };
+        if done {
+            add(&w.ctx.stats.udp.sessions_completed, 1);
+            let s = w.table.borrow_mut().remove(client);
+            // dropping the session aborts this task: it ends at its next await
+            drop(s);
+            return;
+        }
+    }
+}
+
+/// Sends or queues `data` (replies of `stride` bytes) to `client`: several replies in one GSO
+/// send, one through the outbox. Returns the replies handled and whether any was queued.
+fn to_client(w: &Worker, client: SocketAddr, data: &[u8], stride: usize) -> (u64, bool) {
+    let stats = &w.ctx.stats;
+    let count = data.len().div_ceil(stride.max(1)).max(1) as u64;
+    add(&stats.udp.upstream_datagrams_in, count);
+    let spec = w.ctx.shared().spec.udp;
+    if count > 1 && spec.gso && w.state.max_gso_segments() as u64 >= count {
+        let t = Transmit {
+            destination: client,
+            ecn: None,
+            contents: data,
+            segment_size: Some(stride),
+            src_ip: None,
+        };
+        if w.state.try_send((&w.listen).into(), &t).is_ok() {
+            add(&stats.udp.gso_sends, 1);
+            add(&stats.udp.datagrams_out, count);
+            add(&stats.bytes_out, data.len() as u64);
+            return (count, false);
+        }
+    }
+    let mut outbox = w.outbox.borrow_mut();
+    let mut queued = false;
+    for d in data.chunks(stride.max(1)) {
+        if outbox.push(client, d) {
+            queued = true;
+        } else {
+            stats.udp.count_drop(UdpDrop::ReplyQueueFull, 1);
+        }
+    }
+    (count, queued)
+}
+
+/// Sends the queued replies, once the tasks that were ready have queued theirs.
+async fn flusher(w: Rc<Worker>) {
+    loop {
+        w.flush.notified().await;
+        // let the other ready session tasks queue theirs first
+        tokio::task::yield_now().await;
+        let f = w.outbox.borrow_mut().flush(w.listen.as_fd());
+        let stats = &w.ctx.stats;
+        add(&stats.udp.datagrams_out, f.sent);
+        add(&stats.bytes_out, f.bytes);
+        add(&stats.udp.sendmmsg_calls, f.calls);
+        if f.dropped > 0 {
+            stats.udp.count_drop(UdpDrop::ClientSend, f.dropped);
+        }
+    }
+}
+
+/// Ends idle sessions, a few times per timeout, and counts what the kernel dropped at the
+/// listening socket since the last look.
+async fn sweeper(w: Rc<Worker>) {
+    loop {
+        let timeout = w.table.borrow().timeout();
+        let every = (timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        tokio::time::sleep(every).await;
+        let gone = w.table.borrow_mut().expire(now(), SWEEP_MAX);
+        add(&w.ctx.stats.udp.sessions_expired, gone.len() as u64);
+        drop(gone);
+        count_overflow(&w);
+    }
+}
+
+/// Adds the listening socket's new kernel drops to the listener's count.
+fn count_overflow(w: &Worker) {
+    if let Ok(total) = sys::socket_drops(w.listen.as_fd()) {
+        let new = total.wrapping_sub(w.overflow_seen.get());
+        w.overflow_seen.set(total);
+        if new > 0 {
+            w.ctx
+                .stats
+                .udp
+                .count_drop(UdpDrop::SocketOverflow, u64::from(new));
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! `stator bench udp --proxy --quick` runs end to end — Stator's UDP listener and nginx's
+//! `stream` UDP proxy on loopback, request/response and one-way — and reports every row.
+//! Asserts the rows and that datagrams went through each proxy, never how many a second
+//! (benchmarks do not pass or fail on timing). Unprivileged; needs the packages `make deps`
+//! installs (nginx-light, libnginx-mod-stream).
+
+use std::process::Command;
+
+#[test]
+fn bench_udp_proxy_quick_reports_every_row() {
+    let out = Command::new(env!("CARGO_BIN_EXE_stator"))
+        .args(["bench", "udp", "--proxy", "--quick", "--json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    for case in ["request/response", "one-way"] {
+        for proxy in ["stator", "nginx"] {
+            let r = runs
+                .iter()
+                .find(|r| r["case"] == case && r["proxy"] == proxy)
+                .unwrap_or_else(|| panic!("no row {case} / {proxy}: {stdout}"));
+            assert!(r["sent"].as_u64().unwrap() > 0, "{r}");
+            assert!(r["delivered"].as_u64().unwrap() > 0, "{r}");
+            let loss = r["loss"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&loss), "{r}");
+        }
+    }
+    assert_eq!(v["ratios"].as_array().unwrap().len(), 2);
+}

@@ -1,0 +1,88 @@
+//! `stator bench udp --quick` runs every step of the ladder and reports figures for each (a
+//! smoke test: it asserts that the figures exist and that datagrams flowed, never their size —
+//! benchmarks never fail on a timing). Needs root.
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
+
+use std::process::Command;
+
+#[test]
+fn bench_udp_quick_reports_every_step() {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    assert!(
+        root,
+        "this test loads BPF programs and creates network namespaces: run as root"
+    );
+    let out = std::env::temp_dir().join(format!("stator-bench-udp-{}.json", std::process::id()));
+    let status = Command::new(env!("CARGO_BIN_EXE_stator"))
+        .args(["bench", "udp", "--quick", "--out"])
+        .arg(&out)
+        .status()
+        .expect("run stator bench udp --quick");
+    assert!(status.success(), "stator bench udp --quick failed");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).expect("the JSON report")).unwrap();
+    let _ = std::fs::remove_file(&out);
+    let steps = report["steps"].as_array().expect("steps");
+    let numbers: Vec<u64> = steps.iter().map(|s| s["step"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, [1, 2, 3, 4, 5, 6], "every step of the ladder");
+    for s in steps {
+        let name = s["name"].as_str().unwrap_or("?");
+        for k in [
+            "pps",
+            "offered_pps",
+            "cpu_ns_per_datagram",
+            "ratio_to_step1",
+            "receivers_cpu_percent",
+        ] {
+            let v = s[k].as_f64().unwrap_or(-1.0);
+            assert!(v.is_finite() && v >= 0.0, "step {name}: {k} = {v}");
+        }
+        assert!(
+            s["offered"].as_u64().unwrap() > 0,
+            "step {name}: nothing offered"
+        );
+        assert!(
+            s["received"].as_u64().unwrap() > 0,
+            "step {name}: nothing received"
+        );
+        assert!(
+            !s["lines"].as_array().unwrap().is_empty(),
+            "step {name}: no line"
+        );
+        let threads = s["threads"].as_array().unwrap();
+        let expected = match s["step"].as_u64().unwrap() {
+            1..=3 => Some(1),
+            4 => Some(2),
+            _ => None,
+        };
+        if let Some(n) = expected {
+            assert_eq!(threads.len(), n, "step {name}: threads");
+        }
+        let split: f64 = s["split_percent"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_f64().unwrap())
+            .sum();
+        assert!(
+            (split - 100.0).abs() < 0.5,
+            "step {name}: split sums to {split}"
+        );
+        for k in ["veth_ring", "rcvbuf_errors", "in_errors"] {
+            assert!(s["drops"][k].is_u64(), "step {name}: drops.{k}");
+        }
+    }
+    assert!(
+        report["goal"]["verdict"]
+            .as_array()
+            .is_some_and(|v| !v.is_empty())
+    );
+}
