@@ -31,6 +31,7 @@ use crate::io::IoStats;
 use crate::runtime::{Iface, Runtime, Shard, Start, new_shards};
 use crate::socket::{XskSocket, XskStats};
 use crate::sys;
+use crate::trace::{TraceSink, TraceTap};
 use crate::worker::WorkerShared;
 
 /// What a commit did.
@@ -60,6 +61,7 @@ pub struct AfxdpPlane {
     snap: Arc<CompiledSnapshot>,
     shards: Vec<Shard>,
     view: Arc<Mutex<Option<View>>>,
+    trace: TraceSink,
 }
 
 impl AfxdpPlane {
@@ -85,7 +87,14 @@ impl AfxdpPlane {
             ifaces: Vec::new(),
             snap,
             view: Arc::new(Mutex::new(None)),
+            trace: TraceSink::default(),
         })
+    }
+
+    /// The tracer's reports from every packet thread (docs/forwarding.md §11): what the XDP
+    /// plane's `stator_trace` ring carries, in process. The queue outlives runtime restarts.
+    pub fn trace_tap(&self) -> TraceTap {
+        self.trace.tap()
     }
 
     /// The kernel half (self-test, status, counters).
@@ -140,6 +149,7 @@ impl AfxdpPlane {
                     cfg: &self.cfg,
                     snap: Arc::clone(&self.snap),
                     shards: self.shards.clone(),
+                    trace: self.trace.clone(),
                 },
             )?;
             *self.view.lock().unwrap_or_else(|p| p.into_inner()) = Some(View {
@@ -309,6 +319,24 @@ impl AfxdpReader {
         sys::monotonic_coarse_ns()
     }
 
+    /// What the packet threads' holders of early fragments have done, summed (the XDP plane's
+    /// holder's figures; `rerun_errors` and `malformed` cannot happen in process: 0). `None`
+    /// while not attached.
+    pub fn hold_stats(&self) -> Option<stator_xdp::HolderStats> {
+        let v = self.view()?;
+        let r = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        let mut h = stator_xdp::HolderStats::default();
+        for w in &v.workers {
+            let s = &w.stats;
+            h.queue.held += r(&s.hold_held);
+            h.queue.released += r(&s.hold_released);
+            h.queue.expired += r(&s.hold_expired);
+            h.queue.full += r(&s.hold_full);
+            h.holding += r(&s.holding) as usize;
+        }
+        Some(h)
+    }
+
     /// AF_XDP's own statistics (empty while not attached).
     pub fn stats(&self) -> PlaneStats {
         let Some(v) = self.view() else {
@@ -354,6 +382,10 @@ impl AfxdpReader {
                         ("fib_hits", r(&s.fib_hits)),
                         ("fib_lookups", r(&s.fib_lookups)),
                         ("fib_errors", r(&s.fib_errors)),
+                        ("hold_held", r(&s.hold_held)),
+                        ("hold_released", r(&s.hold_released)),
+                        ("hold_expired", r(&s.hold_expired)),
+                        ("hold_full", r(&s.hold_full)),
                     ]
                 })
                 .collect(),
