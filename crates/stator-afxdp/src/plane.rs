@@ -34,6 +34,19 @@ use crate::sys;
 use crate::trace::{TraceSink, TraceTap};
 use crate::worker::WorkerShared;
 
+/// The snapshot as the packet threads run it: `snap` with the tracer's report limit
+/// (`tracer.reports_per_sec`, per node: one window in XDP) shared among the `threads`
+/// forwarders, each of which keeps its own window — so the node sends at most the limit (or
+/// one report per thread per second, when the limit is lower than the thread count).
+fn for_threads(snap: &Snapshot, threads: usize) -> Snapshot {
+    let mut s = snap.clone();
+    let limit = s.node.trace_per_sec;
+    if limit != 0 {
+        s.node.trace_per_sec = (limit / threads.max(1) as u32).max(1);
+    }
+    s
+}
+
 /// What a commit did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AfxdpCommit {
@@ -78,7 +91,10 @@ impl AfxdpPlane {
         let mut kernel = stator_xdp::Forwarder::load_xsk(xdp, cfg.umem.max_packet())?;
         kernel.ensure_programmed()?;
         let active = kernel.active_snapshot()?.unwrap_or_default();
-        let snap = Arc::new(CompiledSnapshot::new_lenient(&active)?);
+        let snap = Arc::new(CompiledSnapshot::new_lenient(&for_threads(
+            &active,
+            cfg.packet_threads,
+        ))?);
         Ok(Self {
             shards: new_shards(&cfg),
             kernel,
@@ -189,7 +205,10 @@ impl AfxdpPlane {
     /// dropped `no_source`, as in XDP) — so both halves always hold the same snapshot: if the
     /// kernel half refuses it, the packet threads go back to the previous one.
     pub fn commit(&mut self, snap: &Snapshot) -> Result<AfxdpCommit, AfxdpError> {
-        let compiled = Arc::new(CompiledSnapshot::new_lenient(snap)?);
+        let compiled = Arc::new(CompiledSnapshot::new_lenient(&for_threads(
+            snap,
+            self.cfg.packet_threads,
+        ))?);
         let t = std::time::Instant::now();
         if let Some(rt) = &self.runtime {
             rt.publish(Arc::clone(&compiled))?;
@@ -390,5 +409,23 @@ impl AfxdpReader {
                 })
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_limit_is_shared_among_the_packet_threads() {
+        let mut s = Snapshot::default();
+        let per = |s: &Snapshot, n| for_threads(s, n).node.trace_per_sec;
+        s.node.trace_per_sec = 100;
+        assert_eq!((per(&s, 1), per(&s, 2), per(&s, 3)), (100, 50, 33));
+        s.node.trace_per_sec = 1;
+        assert_eq!(per(&s, 4), 1, "at least one per thread");
+        s.node.trace_per_sec = 0;
+        assert_eq!(per(&s, 2), 0, "off stays off");
+        assert_eq!(for_threads(&s, 2).generation, s.generation);
     }
 }
