@@ -46,6 +46,56 @@ static __always_inline int stator_xsk_icmp(struct xdp_md *ctx, struct stator_pkt
 	return stator_xsk_redirect(ctx, pkt);
 }
 
+/* §9 steps 1–2 of frag.h's stator_frag_decide, which stator-core runs again in user space: a
+ * fragment for an address that does not opt in is dropped `fragment`, one of another protocol
+ * passed, the rest (owner, record, hold) decided up there. A first fragment for a VIP address
+ * on a port it does not serve is handed up too (only the owner's VIP match would pass it; the
+ * owner is user space's question): user space recycles it, counted `user_pass`. */
+static __always_inline int stator_xsk_frag(struct xdp_md *ctx, struct stator_pkt *pkt)
+{
+	const struct stator_node_cfg *cfg = pkt->cfg;
+	int rc;
+
+	if (!cfg)
+		return stator_drop(STATOR_DROP_BAD_CONFIG);
+	if (!(pkt->vaddr && (pkt->vaddr->flags & STATOR_VADDR_F_FRAGS))) {
+		const struct stator_class *c = NULL;
+
+		if (cfg->flags & STATOR_NODE_F_GROUPS)
+			c = stator_dst_class(pkt);
+		if (!c || !(c->flags & STATOR_CLASS_F_FRAGS))
+			return stator_drop(STATOR_DROP_FRAGMENT);
+	}
+	if (pkt->frag_first) {
+		if (pkt->flow.proto != IPPROTO_TCP && pkt->flow.proto != IPPROTO_UDP)
+			return stator_pass(STATOR_CNT_NON_VIP);
+		rc = stator_parse_ports(ctx, pkt);
+		if (rc != STATOR_CONTINUE)
+			return rc;
+	} else if (pkt->frag_proto != IPPROTO_TCP && pkt->frag_proto != IPPROTO_UDP) {
+		return stator_pass(STATOR_CNT_NON_VIP);
+	}
+	return stator_xsk_redirect(ctx, pkt);
+}
+
+/* §10.2: GRE to an address of ours. A Stator redirect (01 00 + an IP protocol type) is handed
+ * up — stator-core decapsulates it and decides its inner packet once; any other GRE is the
+ * kernel's, as in stator_fwd's stator_redirect_rx. */
+static __always_inline int stator_xsk_gre(struct xdp_md *ctx, struct stator_pkt *pkt)
+{
+	__be16 *g;
+
+	if (pkt->l4 + 4 > pkt->ip_end)
+		return stator_pass(STATOR_CNT_NON_VIP);
+	g = stator_ptr(ctx, pkt->l4, 4);
+	if (!g)
+		return stator_pass(STATOR_CNT_NON_VIP);
+	if (g[0] != bpf_htons(STATOR_GRE_REDIRECT) ||
+	    (g[1] != bpf_htons(ETH_P_IP) && g[1] != bpf_htons(ETH_P_IPV6)))
+		return stator_pass(STATOR_CNT_NON_VIP);
+	return stator_xsk_redirect(ctx, pkt);
+}
+
 SEC("xdp")
 int stator_xsk(struct xdp_md *ctx)
 {
@@ -70,6 +120,8 @@ int stator_xsk(struct xdp_md *ctx)
 	} else {
 		return stator_pass(STATOR_CNT_NON_IP);
 	}
+	if (pkt.is_frag)
+		return stator_xsk_frag(ctx, &pkt);
 
 	switch (pkt.flow.proto) {
 	case IPPROTO_TCP:
@@ -88,6 +140,8 @@ int stator_xsk(struct xdp_md *ctx)
 		if (pkt.family == STATOR_FAMILY_V6)
 			return stator_xsk_icmp(ctx, &pkt);
 		break;
+	case IPPROTO_GRE:
+		return stator_xsk_gre(ctx, &pkt);
 	}
 	return stator_pass(STATOR_CNT_NON_VIP);
 }

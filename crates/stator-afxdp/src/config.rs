@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use stator_core::HoldLimits;
+
 use crate::error::AfxdpError;
 use crate::socket::{BindMode, RingSizes};
 use crate::sys;
@@ -42,6 +44,9 @@ pub struct AfxdpConfig {
     pub ct_seed: u64,
     /// Next-hop cache lifetime (`None`: ask the kernel for every packet).
     pub fib_cache: Option<Duration>,
+    /// The holder of early fragments (`fragments.hold_frames`, `hold_bytes`, `timeout`), for the
+    /// whole plane: see [`hold_limits_per_thread`](Self::hold_limits_per_thread).
+    pub hold: HoldLimits,
 }
 
 impl Default for AfxdpConfig {
@@ -61,6 +66,7 @@ impl Default for AfxdpConfig {
             ct_capacity: stator_abi::STATOR_DEFAULT_CT_ENTRIES as usize,
             ct_seed: 0,
             fib_cache: Some(Duration::from_secs(1)),
+            hold: HoldLimits::default(),
         }
     }
 }
@@ -119,6 +125,19 @@ impl AfxdpConfig {
         (0..n)
             .map(|i| allowed.get(i % allowed.len().max(1)).copied())
             .collect()
+    }
+
+    /// Each packet thread's share of the hold (docs/afxdp.md "Fragments"): `hold`'s frames and
+    /// bytes split evenly over the threads, and at most a quarter of the pool in all — a held
+    /// fragment keeps its UMEM frame, and the fill rings must not run dry because of holds.
+    pub fn hold_limits_per_thread(&self) -> HoldLimits {
+        let n = self.packet_threads.max(1);
+        let pool = (self.umem.frames as usize / 4) / n;
+        HoldLimits {
+            max_frames: (self.hold.max_frames / n).min(pool),
+            max_bytes: self.hold.max_bytes / n,
+            timeout_ns: self.hold.timeout_ns,
+        }
     }
 
     /// The next-hop cache lifetime in ns (0 = off).

@@ -42,6 +42,7 @@
 pub mod config;
 mod error;
 pub mod fib;
+mod hold;
 mod io;
 pub mod packet_socket;
 pub mod plane;
@@ -51,6 +52,7 @@ pub mod socket;
 pub mod spsc;
 pub mod steer;
 mod sys;
+pub mod trace;
 pub mod umem;
 mod worker;
 
@@ -60,6 +62,7 @@ pub use io::IoStats;
 pub use plane::{AfxdpCommit, AfxdpPlane, AfxdpReader, PlaneStats};
 pub use runtime::Shard;
 pub use socket::{BindMode, RingSizes, XskSocket, XskStats};
+pub use trace::{TraceSink, TraceTap};
 pub use umem::{Frame, FrameState, Umem, UmemConfig};
 pub use worker::WorkerStats;
 

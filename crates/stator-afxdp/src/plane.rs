@@ -31,7 +31,21 @@ use crate::io::IoStats;
 use crate::runtime::{Iface, Runtime, Shard, Start, new_shards};
 use crate::socket::{XskSocket, XskStats};
 use crate::sys;
+use crate::trace::{TraceSink, TraceTap};
 use crate::worker::WorkerShared;
+
+/// The snapshot as the packet threads run it: `snap` with the tracer's report limit
+/// (`tracer.reports_per_sec`, per node: one window in XDP) shared among the `threads`
+/// forwarders, each of which keeps its own window — so the node sends at most the limit (or
+/// one report per thread per second, when the limit is lower than the thread count).
+fn for_threads(snap: &Snapshot, threads: usize) -> Snapshot {
+    let mut s = snap.clone();
+    let limit = s.node.trace_per_sec;
+    if limit != 0 {
+        s.node.trace_per_sec = (limit / threads.max(1) as u32).max(1);
+    }
+    s
+}
 
 /// What a commit did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +74,7 @@ pub struct AfxdpPlane {
     snap: Arc<CompiledSnapshot>,
     shards: Vec<Shard>,
     view: Arc<Mutex<Option<View>>>,
+    trace: TraceSink,
 }
 
 impl AfxdpPlane {
@@ -76,7 +91,10 @@ impl AfxdpPlane {
         let mut kernel = stator_xdp::Forwarder::load_xsk(xdp, cfg.umem.max_packet())?;
         kernel.ensure_programmed()?;
         let active = kernel.active_snapshot()?.unwrap_or_default();
-        let snap = Arc::new(CompiledSnapshot::new_lenient(&active)?);
+        let snap = Arc::new(CompiledSnapshot::new_lenient(&for_threads(
+            &active,
+            cfg.packet_threads,
+        ))?);
         Ok(Self {
             shards: new_shards(&cfg),
             kernel,
@@ -85,7 +103,14 @@ impl AfxdpPlane {
             ifaces: Vec::new(),
             snap,
             view: Arc::new(Mutex::new(None)),
+            trace: TraceSink::default(),
         })
+    }
+
+    /// The tracer's reports from every packet thread (docs/forwarding.md §11): what the XDP
+    /// plane's `stator_trace` ring carries, in process. The queue outlives runtime restarts.
+    pub fn trace_tap(&self) -> TraceTap {
+        self.trace.tap()
     }
 
     /// The kernel half (self-test, status, counters).
@@ -140,6 +165,7 @@ impl AfxdpPlane {
                     cfg: &self.cfg,
                     snap: Arc::clone(&self.snap),
                     shards: self.shards.clone(),
+                    trace: self.trace.clone(),
                 },
             )?;
             *self.view.lock().unwrap_or_else(|p| p.into_inner()) = Some(View {
@@ -179,7 +205,10 @@ impl AfxdpPlane {
     /// dropped `no_source`, as in XDP) — so both halves always hold the same snapshot: if the
     /// kernel half refuses it, the packet threads go back to the previous one.
     pub fn commit(&mut self, snap: &Snapshot) -> Result<AfxdpCommit, AfxdpError> {
-        let compiled = Arc::new(CompiledSnapshot::new_lenient(snap)?);
+        let compiled = Arc::new(CompiledSnapshot::new_lenient(&for_threads(
+            snap,
+            self.cfg.packet_threads,
+        ))?);
         let t = std::time::Instant::now();
         if let Some(rt) = &self.runtime {
             rt.publish(Arc::clone(&compiled))?;
@@ -309,6 +338,24 @@ impl AfxdpReader {
         sys::monotonic_coarse_ns()
     }
 
+    /// What the packet threads' holders of early fragments have done, summed (the XDP plane's
+    /// holder's figures; `rerun_errors` and `malformed` cannot happen in process: 0). `None`
+    /// while not attached.
+    pub fn hold_stats(&self) -> Option<stator_xdp::HolderStats> {
+        let v = self.view()?;
+        let r = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        let mut h = stator_xdp::HolderStats::default();
+        for w in &v.workers {
+            let s = &w.stats;
+            h.queue.held += r(&s.hold_held);
+            h.queue.released += r(&s.hold_released);
+            h.queue.expired += r(&s.hold_expired);
+            h.queue.full += r(&s.hold_full);
+            h.holding += r(&s.holding) as usize;
+        }
+        Some(h)
+    }
+
     /// AF_XDP's own statistics (empty while not attached).
     pub fn stats(&self) -> PlaneStats {
         let Some(v) = self.view() else {
@@ -354,9 +401,31 @@ impl AfxdpReader {
                         ("fib_hits", r(&s.fib_hits)),
                         ("fib_lookups", r(&s.fib_lookups)),
                         ("fib_errors", r(&s.fib_errors)),
+                        ("hold_held", r(&s.hold_held)),
+                        ("hold_released", r(&s.hold_released)),
+                        ("hold_expired", r(&s.hold_expired)),
+                        ("hold_full", r(&s.hold_full)),
                     ]
                 })
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_limit_is_shared_among_the_packet_threads() {
+        let mut s = Snapshot::default();
+        let per = |s: &Snapshot, n| for_threads(s, n).node.trace_per_sec;
+        s.node.trace_per_sec = 100;
+        assert_eq!((per(&s, 1), per(&s, 2), per(&s, 3)), (100, 50, 33));
+        s.node.trace_per_sec = 1;
+        assert_eq!(per(&s, 4), 1, "at least one per thread");
+        s.node.trace_per_sec = 0;
+        assert_eq!(per(&s, 2), 0, "off stays off");
+        assert_eq!(for_threads(&s, 2).generation, s.generation);
     }
 }

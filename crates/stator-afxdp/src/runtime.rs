@@ -14,10 +14,12 @@ pub use crate::worker::Shard;
 use crate::config::AfxdpConfig;
 use crate::error::AfxdpError;
 use crate::fib::KernelFib;
+use crate::hold::FrameHold;
 use crate::io::{Io, IoStats, IoWake, SockIo};
 use crate::socket::XskSocket;
 use crate::spsc;
 use crate::sys;
+use crate::trace::TraceSink;
 use crate::umem::Umem;
 use crate::worker::{Published, SocketMap, Worker, WorkerShared};
 
@@ -72,6 +74,8 @@ pub struct Start<'a> {
     /// The packet threads' forwarders (connection tables, counters), one per thread: they
     /// outlive a runtime, so a restart keeps them and readers keep reading them.
     pub shards: Vec<Shard>,
+    /// Where the packet threads put the tracer's reports.
+    pub trace: TraceSink,
 }
 
 impl Runtime {
@@ -165,6 +169,8 @@ impl Runtime {
                 batch: cfg.batch as usize,
                 spin: cfg.spin,
                 cpu: cpus.get(1 + i).copied().flatten(),
+                hold: FrameHold::new(cfg.hold_limits_per_thread()),
+                trace: s.trace.clone(),
             });
         }
         let mut handles = Vec::new();

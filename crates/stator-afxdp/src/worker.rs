@@ -10,6 +10,10 @@
 //! the kernel — the XDP program passes what the forwarder would pass, so this happens only for
 //! a packet caught between two generations, counted `user_pass`).
 //!
+//! An early fragment (`Action::Hold`) stays with the thread, in its UMEM frame, until the
+//! thread's fragment table has its first fragment's record, then is processed again
+//! (`hold`); a traced packet's report goes to the plane's tracer queue (`trace`).
+//!
 //! Its `Forwarder` sits behind a mutex that the thread takes once per batch; readers (counters,
 //! the tracer's connection-table lookups) take it between batches. Uncontended, that is one
 //! atomic exchange per batch.
@@ -21,8 +25,10 @@ use std::time::Duration;
 use stator_core::{Action, CompiledSnapshot, Forwarder};
 
 use crate::fib::KernelFib;
+use crate::hold::{FrameHold, HeldFrame};
 use crate::spsc::{Consumer, Producer};
 use crate::sys;
+use crate::trace::TraceSink;
 use crate::umem::{Frame, FrameState, Umem};
 
 /// A received frame on its way to a packet thread: the frame and the socket it came in on.
@@ -91,6 +97,16 @@ pub struct WorkerStats {
     pub fib_lookups: AtomicU64,
     /// See `fib_hits`.
     pub fib_errors: AtomicU64,
+    /// Early fragments held (docs/forwarding.md §9): taken.
+    pub hold_held: AtomicU64,
+    /// Held fragments processed again once their record appeared.
+    pub hold_released: AtomicU64,
+    /// Held fragments dropped because they waited longer than `fragments.timeout`.
+    pub hold_expired: AtomicU64,
+    /// Early fragments dropped because the hold was full (frames or bytes).
+    pub hold_full: AtomicU64,
+    /// Fragments held now.
+    pub holding: AtomicU64,
 }
 
 /// One packet thread's forwarder behind the lock the thread takes once per batch — the same
@@ -157,6 +173,8 @@ pub(crate) struct Worker {
     pub batch: usize,
     pub spin: Duration,
     pub cpu: Option<usize>,
+    pub hold: FrameHold,
+    pub trace: TraceSink,
 }
 
 impl std::fmt::Debug for Worker {
@@ -195,6 +213,9 @@ impl Worker {
                     None => break,
                 }
             }
+            if batch.is_empty() && !self.hold.is_empty() {
+                self.service_hold(&snap);
+            }
             if batch.is_empty() {
                 let now = sys::monotonic_ns();
                 let since = *idle_since.get_or_insert(now);
@@ -205,7 +226,9 @@ impl Worker {
                 self.shared.sleeping.store(true, Ordering::SeqCst);
                 if self.rx.is_empty() && !self.published.stop.load(Ordering::SeqCst) {
                     self.shared.stats.parks.fetch_add(1, Ordering::Relaxed);
-                    std::thread::park_timeout(Duration::from_millis(10));
+                    // holding fragments: wake often enough to expire them on time
+                    let nap = if self.hold.is_empty() { 10 } else { 1 };
+                    std::thread::park_timeout(Duration::from_millis(nap));
                 }
                 self.shared.sleeping.store(false, Ordering::SeqCst);
                 idle_since = None;
@@ -221,6 +244,11 @@ impl Worker {
         for item in batch.drain(..) {
             self.emit(item.frame, RECYCLE);
         }
+        let held: Vec<HeldFrame> = self.hold.drain().collect();
+        for h in held {
+            self.emit(h.frame, RECYCLE);
+        }
+        self.publish_hold();
     }
 
     fn process(&mut self, snap: &CompiledSnapshot, batch: &mut Vec<RxItem>) {
@@ -232,30 +260,11 @@ impl Worker {
         {
             let shared = Arc::clone(&self.shared);
             let mut fwd = shared.forwarder();
-            for RxItem { mut frame, sock } in batch.drain(..) {
-                let ingress = self.socks.ifindex(sock);
-                let mut buf = self.umem.packet(&mut frame);
-                let v = fwd.process(snap, now, 0, ingress, &self.fib, &mut buf);
-                let (head, len) = (buf.head(), buf.len());
-                let out = match v.action {
-                    Action::Tx => Some(sock),
-                    Action::Redirect { ifindex } => self.socks.egress(sock, ifindex),
-                    Action::Pass => {
-                        user_pass += 1;
-                        None
-                    }
-                    // An early fragment (forwarding.md §9): this plane does not hold frames yet
-                    // (docs/afxdp.md); it is dropped, counted `act_hold` by the forwarder.
-                    Action::Drop(_) | Action::Hold => None,
-                };
-                let out = match out {
-                    Some(s) => {
-                        self.umem.set_packet(&mut frame, head, len);
-                        s
-                    }
-                    None => RECYCLE,
-                };
-                self.emit(frame, out);
+            for RxItem { frame, sock } in batch.drain(..) {
+                user_pass += self.decide(&mut fwd, snap, now, frame, sock);
+            }
+            if !self.hold.is_empty() {
+                user_pass += self.release(&mut fwd, snap, now);
             }
         }
         self.io_wake.wake();
@@ -267,10 +276,116 @@ impl Worker {
         if user_pass != 0 {
             st.user_pass.fetch_add(user_pass, Ordering::Relaxed);
         }
+        self.publish_hold();
         let f = self.fib.stats();
         st.fib_hits.store(f.hits, Ordering::Relaxed);
         st.fib_lookups.store(f.lookups, Ordering::Relaxed);
         st.fib_errors.store(f.errors, Ordering::Relaxed);
+    }
+
+    /// Runs the forwarder over one frame and sends it on its way: out, recycled, or held.
+    /// Returns 1 for a pass (which user space cannot hand back), else 0.
+    fn decide(
+        &mut self,
+        fwd: &mut Forwarder,
+        snap: &CompiledSnapshot,
+        now: u64,
+        mut frame: Frame,
+        sock: u16,
+    ) -> u64 {
+        let ingress = self.socks.ifindex(sock);
+        let mut buf = self.umem.packet(&mut frame);
+        let v = fwd.process(snap, now, 0, ingress, &self.fib, &mut buf);
+        let (head, len) = (buf.head(), buf.len());
+        if let Some(e) = fwd.take_trace() {
+            self.trace.push(e);
+        }
+        let mut passed = 0;
+        let out = match v.action {
+            Action::Tx => Some(sock),
+            Action::Redirect { ifindex } => self.socks.egress(sock, ifindex),
+            Action::Pass => {
+                passed = 1;
+                None
+            }
+            Action::Hold => {
+                // An early fragment (forwarding.md §9), as received: the forwarder wrote
+                // nothing before deciding to hold it (counted `act_hold`).
+                let Some(key) = fwd.held() else {
+                    self.emit(frame, RECYCLE);
+                    return 0;
+                };
+                match self.hold.push(now, key, sock, frame) {
+                    Ok(()) => {}
+                    Err(frame) => self.emit(frame, RECYCLE),
+                }
+                return 0;
+            }
+            Action::Drop(_) => None,
+        };
+        let out = match out {
+            Some(s) => {
+                self.umem.set_packet(&mut frame, head, len);
+                s
+            }
+            None => RECYCLE,
+        };
+        self.emit(frame, out);
+        passed
+    }
+
+    /// Processes again the held fragments whose first fragment's record is in the table now,
+    /// and recycles those that waited too long. Returns the passes among them.
+    fn release(&mut self, fwd: &mut Forwarder, snap: &CompiledSnapshot, now: u64) -> u64 {
+        let timeout = snap.node().frag_timeout_ns;
+        let (mut released, mut expired) = (Vec::new(), Vec::new());
+        {
+            let table = fwd.frag_table();
+            self.hold.release(
+                now,
+                |k| table.is_fresh(k, now, timeout),
+                &mut released,
+                &mut expired,
+            );
+        }
+        for f in expired {
+            self.emit(f, RECYCLE);
+        }
+        let mut passed = 0;
+        for h in released {
+            passed += self.decide(fwd, snap, now, h.frame, h.sock);
+        }
+        self.publish_hold();
+        passed
+    }
+
+    /// The hold's work while no packet arrives: expiry, and records that a batch left behind.
+    fn service_hold(&mut self, snap: &CompiledSnapshot) {
+        let now = sys::monotonic_coarse_ns();
+        self.fib.set_now(now);
+        let passed = {
+            let shared = Arc::clone(&self.shared);
+            let mut fwd = shared.forwarder();
+            self.release(&mut fwd, snap, now)
+        };
+        if passed != 0 {
+            self.shared
+                .stats
+                .user_pass
+                .fetch_add(passed, Ordering::Relaxed);
+        }
+        self.io_wake.wake();
+    }
+
+    /// Copies the hold's counts to the shared statistics.
+    fn publish_hold(&self) {
+        let h = self.hold.stats();
+        let st = &self.shared.stats;
+        st.hold_held.store(h.held, Ordering::Relaxed);
+        st.hold_released.store(h.released, Ordering::Relaxed);
+        st.hold_expired.store(h.expired, Ordering::Relaxed);
+        st.hold_full.store(h.full, Ordering::Relaxed);
+        st.holding.store(self.hold.len() as u64, Ordering::Relaxed);
     }
 
     /// Pushes a processed frame to the muxing step, waiting (and waking it) while the queue is

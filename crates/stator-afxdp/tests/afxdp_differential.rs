@@ -16,6 +16,12 @@
 //! generator's clock moves, CPU switches and next-hop-cache toggles are therefore skipped.
 //! Commits are applied when every frame sent before them has been decided, in both runs.
 //!
+//! Fragments that arrive before their first (docs/forwarding.md §9) are held by both planes and
+//! decided again once the first fragment's record exists: XDP's holder thread (`stator_hold`,
+//! re-run with `BPF_PROG_TEST_RUN`) runs during the XDP run, the packet threads' own hold during
+//! the AF_XDP run; a held frame counts as decided (`act_hold`) and again when it is released.
+//! Traced packets are forwarded alike; the reports themselves are `afxdp_sec4.rs`'s business.
+//!
 //! `STATOR_AFXDP_DIFF_SEED` and `STATOR_AFXDP_DIFF_FRAMES` replay another seed or length.
 
 #[path = "common/mod.rs"]
@@ -64,19 +70,32 @@ fn env_u64(name: &str) -> Option<u64> {
 
 /// The plane under test.
 enum Plane {
-    Xdp(Box<stator_xdp::Forwarder>),
+    Xdp(Box<stator_xdp::Forwarder>, Box<stator_xdp::Holder>),
     Afxdp(Box<AfxdpPlane>),
 }
 
 impl Plane {
     fn commit(&mut self, s: &Snapshot) {
         match self {
-            Plane::Xdp(f) => drop(f.commit(s).expect("XDP commit")),
+            Plane::Xdp(f, _) => drop(f.commit(s).expect("XDP commit")),
             Plane::Afxdp(p) => drop(p.commit(s).expect("AF_XDP commit")),
         }
     }
 
-    /// Packets decided so far (every packet ends in one action counter).
+    /// Early fragments held now.
+    fn holding(&self) -> usize {
+        match self {
+            Plane::Xdp(_, h) => h.stats().holding,
+            Plane::Afxdp(p) => p
+                .reader()
+                .ok()
+                .and_then(|r| r.hold_stats())
+                .map_or(0, |h| h.holding),
+        }
+    }
+
+    /// Packets decided so far (every packet ends in one action counter; a held fragment in
+    /// `act_hold`, and once more when it is released).
     fn decided(&self) -> u64 {
         let acts = [
             Counter::ActAborted,
@@ -84,9 +103,10 @@ impl Plane {
             Counter::ActPass,
             Counter::ActTx,
             Counter::ActRedirect,
+            Counter::ActHold,
         ];
         match self {
-            Plane::Xdp(f) => {
+            Plane::Xdp(f, _) => {
                 let c = f.maps().counters().expect("counters");
                 acts.iter().map(|&a| c.get(a)).sum()
             }
@@ -95,7 +115,10 @@ impl Plane {
                 let u: u64 = p
                     .shards()
                     .iter()
-                    .map(|s| s.lock().expect("shard").totals().packets())
+                    .map(|s| {
+                        let t = s.lock().expect("shard").totals();
+                        t.packets() + t.get(Counter::ActHold)
+                    })
                     .sum();
                 acts.iter().map(|&a| k.get(a)).sum::<u64>() + u
             }
@@ -187,6 +210,12 @@ fn drive(ns: &Netns, mut plane: Plane, u: &Universe, seed: u64, frames: usize) -
         loop {
             let now = plane.decided();
             if now - base >= sent as u64 {
+                // XDP's holder polls `stator_frag` every millisecond while it holds frames: let
+                // it release what the frames just sent made ready before anything else changes
+                // (the packet threads release in the batch that brings the first fragment)
+                if plane.holding() > 0 {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 return;
             }
             if now != last.0 {
@@ -313,13 +342,31 @@ fn afxdp_and_xdp_send_the_same_bytes_for_the_same_frames() {
                     f.attach(i).expect("attach XDP");
                 }
                 f.commit(&first).expect("commit");
-                f
+                let holder = stator_xdp::Holder::start(
+                    opts.pin_path.clone(),
+                    f.program_fd_owned().expect("program fd"),
+                    stator_core::HoldLimits::default(),
+                )
+                .expect("start XDP's holder");
+                (f, holder)
             }
         })
         .expect("enter the lab");
+    let (xdp, holder) = xdp;
     // the sender's CPU is the one veth runs XDP on: one CPU, one per-CPU table
     afx_pin(0);
-    let (x, xdp) = drive(&ns, Plane::Xdp(Box::new(xdp)), &u, seed, frames);
+    let (x, xdp) = drive(
+        &ns,
+        Plane::Xdp(Box::new(xdp), Box::new(holder)),
+        &u,
+        seed,
+        frames,
+    );
+    let Plane::Xdp(xdp, holder) = xdp else {
+        unreachable!("the XDP run")
+    };
+    let xhold = holder.stats();
+    holder.stop();
     drop(xdp);
     let _ = stator_xdp::detach_all(&xdp_opts.pin_path);
     let _ = stator_xdp::purge(&xdp_opts.pin_path);
@@ -355,9 +402,12 @@ fn afxdp_and_xdp_send_the_same_bytes_for_the_same_frames() {
         })
         .expect("enter the lab");
     let (a, plane) = drive(&ns, Plane::Afxdp(Box::new(plane)), &u, seed, frames);
-    let stats = match &plane {
-        Plane::Afxdp(p) => p.reader().expect("reader").stats(),
-        Plane::Xdp(_) => unreachable!("the AF_XDP run"),
+    let (stats, ahold) = match &plane {
+        Plane::Afxdp(p) => {
+            let r = p.reader().expect("reader");
+            (r.stats(), r.hold_stats().expect("attached"))
+        }
+        Plane::Xdp(..) => unreachable!("the AF_XDP run"),
     };
     drop(plane);
     let _ = stator_xdp::detach_all(&af_opts.pin_path);
@@ -391,6 +441,17 @@ fn afxdp_and_xdp_send_the_same_bytes_for_the_same_frames() {
         stats.io("tx"),
         stats.io("recycled"),
         stats.threads_total("user_pass")
+    );
+    println!(
+        "  early fragments (held/released/expired/full): XDP {}/{}/{}/{}, AF_XDP {}/{}/{}/{}",
+        xhold.queue.held,
+        xhold.queue.released,
+        xhold.queue.expired,
+        xhold.queue.full,
+        ahold.queue.held,
+        ahold.queue.released,
+        ahold.queue.expired,
+        ahold.queue.full
     );
     println!("  frame kinds sent: {:?}", x.kinds);
     assert_eq!((x.sent, x.commits), (a.sent, a.commits), "the same stream");
@@ -429,6 +490,11 @@ fn afxdp_and_xdp_send_the_same_bytes_for_the_same_frames() {
         ao.join("\n    ")
     );
     assert!(total(&x) > 1000, "the stream produced forwarder output");
+    assert_eq!(
+        (xhold.queue.held, xhold.queue.released),
+        (ahold.queue.held, ahold.queue.released),
+        "both planes held and released the same early fragments"
+    );
 }
 
 fn afx_pin(cpu: usize) {

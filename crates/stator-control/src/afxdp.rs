@@ -26,6 +26,7 @@ use stator_xdp::XdpOptions;
 use crate::coreplane::{Clock, CoreReader, Shards};
 use crate::dataplane::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneReader, PlaneStat};
 use crate::error::ControlError;
+use crate::reports::TraceSource;
 use crate::xdp::{XdpPlane, check_attachments};
 
 /// The AF_XDP forwarder, loaded, with the interfaces it should be attached to.
@@ -71,6 +72,7 @@ impl AfxdpPlane {
             ct_capacity: d.conntrack_entries as usize,
             ct_seed: rand::random(),
             fib_cache: d.next_hop_cache,
+            hold: XdpPlane::hold_limits(config),
         };
         (XdpPlane::options(config), cfg)
     }
@@ -172,6 +174,10 @@ impl DataPlane for AfxdpPlane {
             core: CoreReader::new(shards, Arc::new(CoarseClock)),
         }))
     }
+
+    fn trace_source(&self) -> Option<Box<dyn TraceSource>> {
+        Some(Box::new(self.plane.trace_tap()))
+    }
 }
 
 /// `CLOCK_MONOTONIC_COARSE`: the clock the packet threads decide with (and the XDP program's
@@ -246,6 +252,10 @@ impl PlaneReader for AfxdpReader {
         self.core.clock_ns()
     }
 
+    fn hold_stats(&self) -> Option<stator_xdp::HolderStats> {
+        self.kernel.hold_stats()
+    }
+
     fn plane_stats(&self) -> Vec<PlaneStat> {
         let st = self.kernel.stats();
         let mut out = Vec::new();
@@ -285,7 +295,8 @@ impl PlaneReader for AfxdpReader {
                     counter: true,
                     help: "Each AF_XDP packet thread: frames and batches processed, \
                            nanoseconds busy, frames passed that user space could not hand \
-                           back (user_pass), sleeps, next-hop cache hits and kernel lookups.",
+                           back (user_pass), sleeps, next-hop cache hits and kernel lookups, \
+                           early fragments held, released, expired and refused (hold_*).",
                     labels: vec![("thread", i.to_string()), ("event", (*event).to_owned())],
                     value: *v,
                 });

@@ -98,6 +98,13 @@ pub trait DataPlane: Send + std::fmt::Debug + 'static {
 
     /// A reader that does not borrow the writer.
     fn reader(&self) -> Result<Arc<dyn PlaneReader>, ControlError>;
+
+    /// Where the tracer's reports (docs/forwarding.md §11) come out, for a plane whose reports
+    /// do not go through the pinned `stator_trace` ring (which the node opens itself for the
+    /// XDP plane): the AF_XDP plane's packet threads.
+    fn trace_source(&self) -> Option<Box<dyn crate::reports::TraceSource>> {
+        None
+    }
 }
 
 /// The reader side of a data plane.

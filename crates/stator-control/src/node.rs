@@ -69,7 +69,7 @@ pub struct Node {
     server_stop: oneshot::Sender<()>,
     startup: ApplyReport,
     follower: JoinHandle<()>,
-    /// The tracer's reports (XDP plane).
+    /// The tracer's reports (XDP and AF_XDP planes).
     reporter: Option<Reporter>,
 }
 
@@ -188,9 +188,13 @@ impl Node {
         let reporter = if xdp {
             let ring = stator_xdp::TraceRing::open(&config.dataplane.pin_path)
                 .map_err(|e| ControlError::data_plane("opening stator_trace", e))?;
-            Some(Reporter::start(ring, ctx.view.clone())?)
+            Some(Reporter::start(Box::new(ring), ctx.view.clone())?)
         } else {
-            None
+            // the AF_XDP plane's packet threads report in process
+            match with_plane(&plane, |p| Ok::<_, ControlError>(p.trace_source())).await?? {
+                Some(src) => Some(Reporter::start(src, ctx.view.clone())?),
+                None => None,
+            }
         };
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
         let (server_stop, stop_rx) = oneshot::channel::<()>();

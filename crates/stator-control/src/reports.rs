@@ -1,5 +1,6 @@
 //! The packet tracer's reports (docs/forwarding.md §11.2, docs/operations.md "Tracing a
-//! packet"): a thread reads the events the XDP program writes to `stator_trace`, names what
+//! packet"): a thread reads the events the data plane reports — the XDP program's
+//! `stator_trace` ring, or the AF_XDP packet threads' queue ([`TraceSource`]) — names what
 //! they name from the running configuration (the node, the VIP, the backend), and sends each
 //! one as a UDP datagram of JSON to the receiver the traced packet named.
 //!
@@ -22,6 +23,24 @@ use tokio::sync::watch;
 
 use crate::error::ControlError;
 use crate::view::View;
+
+/// Where a plane's trace events come from.
+pub trait TraceSource: Send {
+    /// The next event, if any (never blocks).
+    fn next_event(&mut self) -> Option<TraceEvent>;
+}
+
+impl TraceSource for TraceRing {
+    fn next_event(&mut self) -> Option<TraceEvent> {
+        TraceRing::next_event(self)
+    }
+}
+
+impl TraceSource for stator_afxdp::TraceTap {
+    fn next_event(&mut self) -> Option<TraceEvent> {
+        stator_afxdp::TraceTap::next_event(self)
+    }
+}
 
 /// What the reporter has done.
 #[derive(Debug, Default)]
@@ -48,7 +67,7 @@ impl Reporter {
     /// # Errors
     /// The thread or the sockets cannot be created.
     pub fn start(
-        mut ring: TraceRing,
+        mut ring: Box<dyn TraceSource>,
         view: watch::Receiver<Arc<View>>,
     ) -> Result<Self, ControlError> {
         let v4 = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))

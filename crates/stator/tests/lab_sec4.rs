@@ -16,6 +16,9 @@
 //!   ECMP chose (its connection table holds the flow afterwards) and the backend a real
 //!   connection from the same 5-tuple reaches; a traced fragment reports both hops.
 //!
+//! The fragment and tracer tests run twice: on XDP nodes, and on nodes all running the AF_XDP
+//! plane (`*_afxdp_nodes`), whose packet threads hold fragments and report in process.
+//!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
 mod common;
@@ -170,8 +173,27 @@ fn reverse_fragments(
 
 #[test]
 fn fragmented_datagrams_reach_their_flows_backend_whole() {
+    fragments_case("frag", false);
+}
+
+/// The same on nodes running the AF_XDP plane: the packet threads hold early fragments in
+/// process (docs/afxdp.md "§4").
+#[test]
+fn fragmented_datagrams_reach_their_flows_backend_whole_on_afxdp_nodes() {
+    fragments_case("afrag", true);
+}
+
+/// Every node on AF_XDP (`dataplane.mode = "afxdp"`) when `afxdp`.
+fn on_planes(s: &mut DeploySpec, afxdp: bool) {
+    s.fragments = true;
+    if afxdp {
+        s.afxdp_nodes = s.nodes;
+    }
+}
+
+fn fragments_case(tag: &str, afxdp: bool) {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (d, prefix, dir) = deployment("frag", |s| s.fragments = true);
+    let (d, prefix, dir) = deployment(tag, |s| on_planes(s, afxdp));
     let client = d.client().clone();
     let srcs: Vec<IpAddr> = client.addrs(false);
     let vip = SocketAddr::new(cluster_vip(0, false), UDP_PORT);
@@ -247,13 +269,13 @@ fn fragmented_datagrams_reach_their_flows_backend_whole() {
     let released = total(&d, "stator_hold_frames_total{event=\"released\"}");
     let expired = total(&d, "stator_hold_frames_total{event=\"expired\"}");
     println!(
-        "[frag] {flows} flows from 64 addresses; {big} fragmented datagrams ({reversed} sent \
+        "[{tag}] {flows} flows from 64 addresses; {big} fragmented datagrams ({reversed} sent \
          last-fragment-first by a raw socket): {} delivered whole to their flow's backend, \
          {mismatched} to another backend, {lost} lost",
         big - mismatched - lost
     );
     println!(
-        "[frag] fragments redirected to their owner {redirected} (received as redirects \
+        "[{tag}] fragments redirected to their owner {redirected} (received as redirects \
          {received}, would have been redirected twice {again}); first fragments recorded \
          {recorded}, later ones forwarded by the record {followed}; held {held}, released \
          {released}, expired {expired}"
@@ -311,8 +333,19 @@ fn node_of(r: &serde_json::Value) -> usize {
 
 #[test]
 fn traced_packets_report_their_path() {
+    trace_case("trace", false);
+}
+
+/// The same through nodes running the AF_XDP plane: their packet threads' reports reach the
+/// node's reporter (docs/afxdp.md "§4").
+#[test]
+fn traced_packets_report_their_path_through_afxdp_nodes() {
+    trace_case("atrac", true);
+}
+
+fn trace_case(tag: &str, afxdp: bool) {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (d, prefix, dir) = deployment("trace", |s| s.fragments = true);
+    let (d, prefix, dir) = deployment(tag, |s| on_planes(s, afxdp));
     let vip = cluster_vip(0, false);
     let srcs = d.client().addrs(false);
     // a SYN from ten sources: one report each, from the node ECMP chose (its connection table
@@ -378,7 +411,7 @@ fn traced_packets_report_their_path() {
             traced.split('-').next(),
             "the trace names the backend the real connection reaches"
         );
-        println!("[trace] {src}:{sport} → n{x} → {traced}; the real connection: {real:?}");
+        println!("[{tag}] {src}:{sport} → n{x} → {traced}; the real connection: {real:?}");
         checked += 1;
     }
     // a traced UDP datagram in two fragments: the node the router chose sends it to the
@@ -427,7 +460,7 @@ fn traced_packets_report_their_path() {
         "hop 1 sent it to the node that reported hop 2"
     );
     println!(
-        "[trace] a traced fragment: n{} → (redirect) → n{owner} → {}",
+        "[{tag}] a traced fragment: n{} → (redirect) → n{owner} → {}",
         node_of(&r[0]),
         r[1]["backend"]
     );
