@@ -26,6 +26,7 @@ use tokio::task::JoinHandle;
 use crate::api::{self, Ctx};
 use crate::dataplane::DataPlane;
 use crate::error::ControlError;
+use crate::health::ProbeRoutes;
 use crate::host;
 use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
 use crate::view::View;
@@ -42,10 +43,14 @@ pub struct NodeOptions {
     pub plane: Option<Box<dyn DataPlane>>,
     /// Skip attaching to `dataplane.interfaces` (tests of the controller alone).
     pub no_attach: bool,
-    /// Skip the host checks (tests that bring their own data plane).
+    /// Skip the host checks, at start and on reloads (tests that bring their own data
+    /// plane).
     pub no_preflight: bool,
     /// Listen here instead of `api.listen` (tests: port 0).
     pub listen: Option<SocketAddr>,
+    /// Where health probes connect instead of the backends' addresses (tests without root,
+    /// which cannot own those addresses; empty otherwise).
+    pub probe_routes: ProbeRoutes,
 }
 
 /// A running node.
@@ -148,6 +153,8 @@ impl Node {
                 announcer: Arc::clone(&announcer),
                 token: Arc::clone(&token),
                 stopping: Arc::clone(&stopping),
+                probe_routes: opts.probe_routes,
+                host_checks: !opts.no_preflight,
             },
             trans_tx,
         );
@@ -159,6 +166,7 @@ impl Node {
             announcer,
             token,
             scan: Arc::new(Mutex::new(())),
+            host_checks: !opts.no_preflight,
         };
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
         let (server_stop, stop_rx) = oneshot::channel::<()>();
@@ -238,6 +246,37 @@ impl Node {
                 if_match,
                 reply,
             })
+            .await
+            .map_err(|_| ControlError::ShuttingDown)?;
+        rx.await.map_err(|_| ControlError::ShuttingDown)?
+    }
+
+    /// Drains a backend (by stable name) for `timeout` (`api.drain_timeout` if `None`), as
+    /// `POST /v1/backends/{id}/drain` does.
+    pub async fn drain(
+        &self,
+        backend: String,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(), ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.ctx
+            .requests
+            .send(Request::Drain {
+                backend,
+                timeout,
+                reply,
+            })
+            .await
+            .map_err(|_| ControlError::ShuttingDown)?;
+        rx.await.map_err(|_| ControlError::ShuttingDown)?
+    }
+
+    /// Ends a drain, as `POST /v1/backends/{id}/undrain` does.
+    pub async fn undrain(&self, backend: String) -> Result<(), ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.ctx
+            .requests
+            .send(Request::Undrain { backend, reply })
             .await
             .map_err(|_| ControlError::ShuttingDown)?;
         rx.await.map_err(|_| ControlError::ShuttingDown)?

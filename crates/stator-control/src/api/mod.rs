@@ -54,6 +54,9 @@ pub struct Ctx {
     pub token: Arc<RwLock<Option<String>>>,
     /// Serializes connection-table walks (they can take a while on a big table).
     pub scan: Arc<Mutex<()>>,
+    /// Whether a configuration must also suit the host (forwarding sysctls): true unless the
+    /// data plane does not forward through the kernel.
+    pub host_checks: bool,
 }
 
 impl Ctx {

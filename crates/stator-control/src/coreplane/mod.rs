@@ -58,6 +58,7 @@ mod reader;
 pub use clock::{Clock, ManualClock, TokioClock};
 pub use reader::{CoreReader, Shard, Shards, lock_shard};
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
@@ -153,6 +154,7 @@ pub struct CoreState {
     shards: Shards,
     clock: Arc<dyn Clock>,
     fault: Mutex<Option<String>>,
+    checks: AtomicU64,
 }
 
 impl CoreState {
@@ -165,6 +167,7 @@ impl CoreState {
             shards: Shards::new(opts.forwarders()),
             clock,
             fault: Mutex::new(None),
+            checks: AtomicU64::new(0),
         })
     }
 
@@ -218,6 +221,12 @@ impl CoreState {
     /// again (`None`) — what a forwarder that stops answering looks like to the watchdog.
     pub fn set_fault(&self, reason: Option<String>) {
         *self.fault.lock().unwrap_or_else(PoisonError::into_inner) = reason;
+    }
+
+    /// How many times a plane's [`check`](DataPlane::check) has run on this state (tests
+    /// step the watchdog by it).
+    pub fn checks_run(&self) -> u64 {
+        self.checks.load(Ordering::SeqCst)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Active> {
@@ -335,6 +344,23 @@ impl DataPlane for CorePlane {
     }
 
     fn check(&self) -> Result<(), ControlError> {
+        let result = self.self_test();
+        self.state.checks.fetch_add(1, Ordering::SeqCst);
+        result
+    }
+
+    fn reader(&self) -> Result<Arc<dyn PlaneReader>, ControlError> {
+        Ok(Arc::new(CoreReader::new(
+            self.state.shards.clone(),
+            Arc::clone(&self.state.clock),
+        )))
+    }
+}
+
+impl CorePlane {
+    /// The check: no fault set, every shard answering, the compiled snapshot the committed
+    /// one, a VIP address of it found by the packet path.
+    fn self_test(&self) -> Result<(), ControlError> {
         let unhealthy = |reason: String| ControlError::Unhealthy { reason };
         if let Some(reason) = self
             .state
@@ -372,13 +398,6 @@ impl DataPlane for CorePlane {
             )));
         }
         Ok(())
-    }
-
-    fn reader(&self) -> Result<Arc<dyn PlaneReader>, ControlError> {
-        Ok(Arc::new(CoreReader::new(
-            self.state.shards.clone(),
-            Arc::clone(&self.state.clock),
-        )))
     }
 }
 

@@ -16,17 +16,18 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 use stator_bird::AnnouncerThread;
 use stator_config::{Config, HealthPlan};
 use stator_core::{RealId, Snapshot, Traffic, VipId};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 
 use crate::dataplane::{DataPlane, PlaneReader};
 use crate::error::ControlError;
-use crate::health::{Runner, Transition};
+use crate::health::{ProbeRoutes, Runner, Transition};
 use crate::ids::{Assignment, Ids};
 use crate::plan::{Built, Drain, Health};
 use crate::view::{ForwarderView, LastError, Phase, Stats, View};
@@ -144,6 +145,11 @@ pub struct Parts {
     pub token: Arc<RwLock<Option<String>>>,
     /// Set when shutting down (the forwarder-health loop stops repairing).
     pub stopping: Arc<AtomicBool>,
+    /// Where health probes connect (none but in tests: [`ProbeRoutes`]).
+    pub probe_routes: ProbeRoutes,
+    /// Check the host again on reloads (forwarding sysctls of new interfaces); off for a
+    /// data plane that does not forward through the kernel.
+    pub host_checks: bool,
 }
 
 /// The reconciler's inputs besides requests.
@@ -192,6 +198,7 @@ pub struct Reconciler {
     retry_at: Option<Instant>,
     interfaces: Vec<String>,
     plane_kind: &'static str,
+    host_checks: bool,
 }
 
 /// The longest connection-table idle timeout: how long a freed id stays in quarantine.
@@ -233,7 +240,7 @@ impl Reconciler {
         };
         let generation = parts.active.as_ref().map_or(0, |s| s.generation);
         let plan = config.health_plan();
-        let mut runner = Runner::new(transitions);
+        let mut runner = Runner::with_routes(transitions, parts.probe_routes);
         runner.apply(&plan, unchecked_addresses(&config, &plan));
         let plane_kind = lock_plane(&parts.plane).kind();
         let text: Arc<str> = Arc::from(parts.text);
@@ -279,6 +286,7 @@ impl Reconciler {
             retry_at: None,
             interfaces: parts.interfaces,
             plane_kind,
+            host_checks: parts.host_checks,
             config,
         }
     }
@@ -340,9 +348,7 @@ impl Reconciler {
     pub async fn run(mut self, mut inputs: Inputs) {
         loop {
             let deadline = self.next_deadline();
-            let sleep = tokio::time::sleep_until(
-                deadline.map_or_else(far_future, tokio::time::Instant::from_std),
-            );
+            let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(far_future));
             tokio::select! {
                 req = inputs.requests.recv() => match req {
                     None => return,
