@@ -31,7 +31,7 @@ fi
 
 case "$tier" in
   check)
-    $CARGO test --workspace --release --lib --bins "${pure[@]}" "$@"
+    $CARGO test --workspace --release --no-fail-fast --lib --bins "${pure[@]}" "$@"
     $CARGO test --workspace --release --doc "$@"
     ;;
   root)
@@ -39,7 +39,7 @@ case "$tier" in
       echo "test-tier: the root tier loads BPF programs and creates namespaces: run it as root" >&2
       exit 2
     fi
-    $CARGO test --workspace --release "${root[@]}" "$@"
+    $CARGO test --workspace --release --no-fail-fast "${root[@]}" "$@"
     ;;
   *)
     echo "usage: scripts/test-tier.sh check|root [cargo args]" >&2

@@ -1,6 +1,7 @@
 //! `stator run` and the CLI as an operator uses them (needs root): start-up checks that fail
-//! with one clear line (invalid config, not root, missing interface, forwarding off, a pin
-//! path not on bpffs), a start with BIRD unreachable (not fatal), the client commands' tables and JSON,
+//! with one clear line (invalid config, not root, missing interface, forwarding off), a pin
+//! path on no bpffs (stator run mounts one there and says so), a start with BIRD unreachable
+//! (not fatal), the client commands' tables and JSON,
 //! drain, apply (good and bad), SIGHUP reloading the file, and SIGTERM ending with exit 0.
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
@@ -11,7 +12,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use stator_lab::netns::{Netns, cleanup, is_root, veth};
-use stator_lab::stator::{BpfFs, StatorRun};
+use stator_lab::stator::StatorRun;
 use stator_lab::wait::wait_until;
 
 const NET: u8 = 79;
@@ -74,6 +75,15 @@ table_size = {table}
     )
 }
 
+/// Unmounts what `stator run` mounted at the pin path, also when the test fails half-way.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).output();
+    }
+}
+
 fn start_fails(ns: &Netns, dir: &Path, name: &str, config: &str) -> String {
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, config).unwrap();
@@ -101,8 +111,10 @@ fn run_and_the_cli_as_an_operator_uses_them() {
     backend
         .addr_add("eth0", &format!("10.{NET}.0.2/24"))
         .unwrap();
-    let bpffs = BpfFs::mount(&dir.join("bpffs")).unwrap();
-    let pins = bpffs.path().join("cli");
+    // A plain directory: `stator run` must mount a bpffs there itself (and it stays mounted on
+    // the host, like Cilium's, until this test unmounts it).
+    let pins = dir.join("pins");
+    let _unmount = Unmount(pins.clone());
     let listen: SocketAddr = format!("10.{NET}.0.2:8080").parse().unwrap();
     let _listener = backend
         .run_in(move || TcpListener::bind(listen).unwrap())
@@ -142,14 +154,6 @@ fn run_and_the_cli_as_an_operator_uses_them() {
         "{out}"
     );
     node.sysctl("net.ipv4.conf.eth0.forwarding", "1").unwrap();
-    let not_bpffs = dir.join("plain-dir");
-    let out = start_fails(
-        &node,
-        &dir,
-        "nobpffs",
-        &config(&dir, &not_bpffs, "eth0", 251),
-    );
-    assert!(out.contains("is not on a bpffs mount"), "{out}");
 
     // A node whose BIRD is not there: it runs, and says so.
     let api: SocketAddr = "127.0.0.1:9180".parse().unwrap();
@@ -164,6 +168,13 @@ fn run_and_the_cli_as_an_operator_uses_them() {
     .unwrap();
     let took = run.wait_ready(Duration::from_secs(10)).unwrap();
     println!("stator run ready in {took:?} with BIRD unreachable");
+    let log = run.log_tail(200);
+    assert_eq!(
+        log.matches(&format!("mounted one at {}", pins.display()))
+            .count(),
+        1,
+        "one line says the bpffs was mounted: {log}"
+    );
     let status = text(&stator(&node, &["status"]));
     assert!(
         status.contains("forwarder   xdp healthy on eth0"),
@@ -275,7 +286,12 @@ fn run_and_the_cli_as_an_operator_uses_them() {
         "unreachable API: {}",
         text(&down)
     );
-    drop(bpffs);
+    let umount = Command::new("umount").arg(&pins).output().unwrap();
+    assert!(
+        umount.status.success(),
+        "the bpffs stator run mounted: {}",
+        text(&umount)
+    );
     cleanup(&prefix).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
