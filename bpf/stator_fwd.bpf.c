@@ -24,6 +24,7 @@
 #include "encap.h"
 #include "icmp.h"
 #include "probe.h"
+#include "license.h"
 
 /* §3–§5 for TCP and UDP: VIP match, selection, encapsulation. */
 static __always_inline int stator_forward(struct xdp_md *ctx, struct stator_pkt *pkt)
@@ -94,4 +95,4 @@ int stator_fwd(struct xdp_md *ctx)
 	return stator_pass(STATOR_CNT_NON_VIP);
 }
 
-char _license[] SEC("license") = "Dual BSD/GPL";
+char _license[] SEC("license") = STATOR_BPF_LICENSE;
