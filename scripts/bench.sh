@@ -31,6 +31,9 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "bench.sh: skipping 'stator bench xdp' and 'stator bench veth' (need root)" >&2
 fi
+# Upstream schedulers (no root): ns per pick, VNSWRR against nginx's SWRR, and the weight-change
+# burst; pinned to one CPU, a few seconds.
+"$bin" bench sched --out target/bench/sched.json
 # The paper's hashing evaluation, full size (Figures 11 and 12, build times): a few minutes.
 "$bin" bench hashing --json-out target/bench/hashing.jsonl --csv target/bench/hashing.csv \
   --plot target/bench/hashing.png

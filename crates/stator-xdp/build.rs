@@ -3,6 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Programs other crates build and carry: `stator_reuseport` belongs to `crates/stator-steer`.
+const BUILT_ELSEWHERE: &[&str] = &["stator_reuseport"];
+
 /// (source stem, output stem, defines): extra builds of a program.
 const VARIANTS: &[(&str, &str, &[&str])] = &[
     // one connection table shared by all CPUs (LRU_HASH with per-CPU LRU lists)
@@ -32,6 +35,9 @@ fn main() -> anyhow::Result<()> {
         let Some(stem) = name.strip_suffix(".bpf.c") else {
             continue;
         };
+        if BUILT_ELSEWHERE.contains(&stem) {
+            continue;
+        }
         println!("cargo:rerun-if-changed={}", path.display());
         compile(
             &clang,

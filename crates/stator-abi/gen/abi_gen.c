@@ -63,6 +63,16 @@
 	X(STATOR_DECAP_CNT_BAD_INNER, "bad_inner")                                                \
 	X(STATOR_DECAP_CNT_ADJUST, "adjust")
 
+#define RP_COUNTERS(X)                                                                            \
+	X(STATOR_RP_CNT_SELECT_OWN, "select_own")                                                 \
+	X(STATOR_RP_CNT_SELECT_PROBE, "select_probe")                                             \
+	X(STATOR_RP_CNT_SELECT_KERNEL, "select_kernel")                                           \
+	X(STATOR_RP_CNT_MIGRATE_OWN, "migrate_own")                                               \
+	X(STATOR_RP_CNT_MIGRATE_PROBE, "migrate_probe")                                           \
+	X(STATOR_RP_CNT_MIGRATE_KERNEL, "migrate_kernel")                                         \
+	X(STATOR_RP_CNT_NO_ADDRESS, "no_address")                                                 \
+	X(STATOR_RP_CNT_NOT_CONFIGURED, "not_configured")
+
 #define EMIT_CONST(e, label) printf("pub const %s: u32 = %u;\n", #e, (unsigned)(e));
 #define EMIT_LABEL(e, label) names[e] = label;
 #define EMIT_TABLE(rust, what, max, LIST)                                                         \
@@ -135,10 +145,18 @@ int main(void)
 	CONST_U32(STATOR_VSINK_BYTES);
 	CONST_U32(STATOR_VSINK_TUNNELLED);
 	CONST_U32(STATOR_VSINK_MAX);
+	CONST_U32(STATOR_RP_MAX_WORKERS);
+	CONST_U32(STATOR_RP_MAX_TABLE_SIZE);
+	CONST_U32(STATOR_RP_PROBES);
+	CONST_U32(STATOR_RP_NO_WORKER);
+	CONST_U32(STATOR_RSS_KEY_LEN);
+	CONST_U32(STATOR_RP_F_PORT);
+	CONST_U32(STATOR_RP_CNT_MAX);
 
 	EMIT_TABLE("COUNTER", "Counter index", STATOR_CNT_MAX, COUNTERS);
 	EMIT_TABLE("DROP_REASON", "Drop reason code", STATOR_DROP_MAX, DROPS);
 	EMIT_TABLE("DECAP_COUNTER", "Decap counter index", STATOR_DECAP_CNT_MAX, DECAP_COUNTERS);
+	EMIT_TABLE("RP_COUNTER", "Steering counter index", STATOR_RP_CNT_MAX, RP_COUNTERS);
 	printf("\n");
 
 	SIZE(stator_ctl);
@@ -243,6 +261,12 @@ int main(void)
 	SIZE(stator_decap_cfg);
 	OFF(stator_decap_cfg, gue_port);
 	OFF(stator_decap_cfg, flags);
+
+	SIZE(stator_rp_cfg);
+	OFF(stator_rp_cfg, key);
+	OFF(stator_rp_cfg, table_size);
+	OFF(stator_rp_cfg, flags);
+	OFF(stator_rp_cfg, workers);
 
 	/* stator_vtab_hash as the host computes it: (address, family, seed, home slot). */
 	{

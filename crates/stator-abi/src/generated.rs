@@ -48,6 +48,13 @@ pub const STATOR_VSINK_PACKETS: u32 = 0;
 pub const STATOR_VSINK_BYTES: u32 = 1;
 pub const STATOR_VSINK_TUNNELLED: u32 = 2;
 pub const STATOR_VSINK_MAX: u32 = 3;
+pub const STATOR_RP_MAX_WORKERS: u32 = 1024;
+pub const STATOR_RP_MAX_TABLE_SIZE: u32 = 1048576;
+pub const STATOR_RP_PROBES: u32 = 8;
+pub const STATOR_RP_NO_WORKER: u32 = 4294967295;
+pub const STATOR_RSS_KEY_LEN: u32 = 40;
+pub const STATOR_RP_F_PORT: u32 = 1;
+pub const STATOR_RP_CNT_MAX: u32 = 8;
 pub const STATOR_CNT_ACT_ABORTED: u32 = 0;
 pub const STATOR_CNT_ACT_DROP: u32 = 1;
 pub const STATOR_CNT_ACT_PASS: u32 = 2;
@@ -144,6 +151,26 @@ pub const DECAP_COUNTER_NAMES: [&str; 12] = [
     "bad_inner",
     "adjust",
 ];
+pub const STATOR_RP_CNT_SELECT_OWN: u32 = 0;
+pub const STATOR_RP_CNT_SELECT_PROBE: u32 = 1;
+pub const STATOR_RP_CNT_SELECT_KERNEL: u32 = 2;
+pub const STATOR_RP_CNT_MIGRATE_OWN: u32 = 3;
+pub const STATOR_RP_CNT_MIGRATE_PROBE: u32 = 4;
+pub const STATOR_RP_CNT_MIGRATE_KERNEL: u32 = 5;
+pub const STATOR_RP_CNT_NO_ADDRESS: u32 = 6;
+pub const STATOR_RP_CNT_NOT_CONFIGURED: u32 = 7;
+
+/// Steering counter index → metric label, in index order.
+pub const RP_COUNTER_NAMES: [&str; 8] = [
+    "select_own",
+    "select_probe",
+    "select_kernel",
+    "migrate_own",
+    "migrate_probe",
+    "migrate_kernel",
+    "no_address",
+    "not_configured",
+];
 
 pub const SIZEOF_stator_ctl: usize = 16;
 pub const OFFSETOF_stator_ctl_active_gen: usize = 0;
@@ -232,6 +259,11 @@ pub const OFFSETOF_stator_decap_addr_family: usize = 16;
 pub const SIZEOF_stator_decap_cfg: usize = 8;
 pub const OFFSETOF_stator_decap_cfg_gue_port: usize = 0;
 pub const OFFSETOF_stator_decap_cfg_flags: usize = 2;
+pub const SIZEOF_stator_rp_cfg: usize = 56;
+pub const OFFSETOF_stator_rp_cfg_key: usize = 0;
+pub const OFFSETOF_stator_rp_cfg_table_size: usize = 40;
+pub const OFFSETOF_stator_rp_cfg_flags: usize = 44;
+pub const OFFSETOF_stator_rp_cfg_workers: usize = 48;
 
 /// `stator_vtab_hash` vectors from the C header, computed on the generating host
 /// (little-endian): (address words as in memory, family, seed, home slot).

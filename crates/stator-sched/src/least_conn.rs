@@ -52,23 +52,31 @@ impl Schedule for LeastConn {
         state: &mut LeastConnState,
         req: &Request<'_, V>,
     ) -> Result<usize, NoUpstream> {
-        // (index, active, weight) of the least loaded candidate so far.
-        let mut least: Option<(usize, i64, i64)> = None;
+        // (index, active, weight) of the least loaded candidate so far. Products of two u32
+        // fit in u64.
+        let mut least: Option<(usize, u64, u64)> = None;
         for (i, &w) in self.weights.iter().enumerate() {
             if !req.candidate(i) {
                 continue;
             }
-            let a = i64::from(req.view.active(i));
+            let (a, w) = (u64::from(req.view.active(i)), w as u64);
             if least.is_none_or(|(_, la, lw)| a * lw < la * w) {
                 least = Some((i, a, w));
             }
         }
         let (first, la, lw) = least.ok_or(NoUpstream)?;
+        // Pass 1 kept the first peer with the least ratio, so ties start there (as nginx's).
         let mut best: Option<usize> = None;
         let mut best_cw = i64::MIN;
         let mut total = 0i64;
-        for (i, (cw, &w)) in state.current.iter_mut().zip(&self.weights).enumerate() {
-            if !req.candidate(i) || i64::from(req.view.active(i)) * lw != la * w {
+        let tail = state
+            .current
+            .iter_mut()
+            .zip(&self.weights)
+            .enumerate()
+            .skip(first);
+        for (i, (cw, &w)) in tail {
+            if !req.candidate(i) || u64::from(req.view.active(i)) * lw != la * w as u64 {
                 continue;
             }
             *cw += w;

@@ -37,7 +37,7 @@
 //! the configuration, not from health); picks skip them. So a health change costs nothing but a
 //! bit flip in the caller's view, and a peer that comes back is picked again at once.
 //!
-//! **What it must never do.** No I/O, no clock (time, where ever needed, is a parameter), no
+//! **What it must never do.** No I/O, no clock (where time matters, it is a parameter), no
 //! threads, no tokio, no libc, no `unsafe`, no global state; no allocation and no panic in a
 //! pick; no decision that depends on `std`'s randomly seeded hashers.
 #![forbid(unsafe_code)]

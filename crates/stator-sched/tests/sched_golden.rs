@@ -296,6 +296,18 @@ fn load_aware_schedulers_follow_active_connections() {
     };
     assert_eq!(lc.pick(&mut st, &Request::new(&view)), Ok(2));
 
+    // Extreme counts and weights compare without overflow: MAX/MAX < MAX/1.
+    let extreme = [Peer::new(1, "a", 1), Peer::new(2, "b", u32::MAX)];
+    let lc = LeastConn::new(&extreme).unwrap();
+    let full = [u32::MAX, u32::MAX];
+    let view = WithConns {
+        usable: &AllUsable,
+        active: &full,
+    };
+    assert_eq!(lc.pick(&mut lc.new_state(0), &Request::new(&view)), Ok(1));
+    let p2c = P2c::new(&extreme).unwrap();
+    assert_eq!(p2c.pick(&mut p2c.new_state(0), &Request::new(&view)), Ok(1));
+
     let p2c = P2c::new(&pool(&[1; 10])).unwrap();
     let mut st = p2c.new_state(3);
     let mut loaded = [0u32; 10];

@@ -879,10 +879,30 @@ fn attach_reattach_status_detach() {
 }
 
 #[test]
-fn a_pin_path_outside_bpffs_is_refused_with_the_reason() {
+fn a_pin_path_outside_bpffs_gets_a_bpffs_mounted_there() {
     require_root();
-    let err = Decap::load(&DecapOptions::with_pin_path("/tmp/not-bpffs/stator-decap"))
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("not on a bpffs mount"), "{err}");
+    let dir = std::env::temp_dir().join(format!("stator-decap-nobpffs-{}", std::process::id()));
+    let pins = dir.join("pins");
+    let fs_type = |p: &std::path::Path| {
+        let out = std::process::Command::new("stat")
+            .args(["-f", "-c", "%T"])
+            .arg(p)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    assert_ne!(fs_type(&dir), "bpf_fs");
+    let decap = Decap::load(&DecapOptions::with_pin_path(&pins));
+    let mounted = fs_type(&pins);
+    let loaded = decap.as_ref().map(|_| ()).map_err(ToString::to_string);
+    // Unmount before asserting, so a failure leaves nothing behind.
+    drop(decap);
+    let _ = std::process::Command::new("umount").arg(&pins).status();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(loaded, Ok(()));
+    assert_eq!(
+        mounted, "bpf_fs",
+        "the loader mounts a bpffs at the pin path itself"
+    );
 }

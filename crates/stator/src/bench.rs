@@ -17,6 +17,9 @@ pub enum BenchCmd {
     /// Packets per second end to end on veth: the forwarder against plain forwarding without
     /// load balancing, in the same run (needs root).
     Veth(BenchVethArgs),
+    /// Upstream schedulers: ns per pick at 10 to 2,000 backends (VNSWRR against nginx's SWRR,
+    /// least-conn, P2C, source hash) and the weight-change burst (stator-bench).
+    Sched(stator_bench::sched::SchedArgs),
 }
 
 /// Runs a benchmark.
@@ -25,5 +28,6 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Hashing(args) => bench_hashing::run(&args),
         BenchCmd::Xdp(args) => bench_xdp::run(args),
         BenchCmd::Veth(args) => bench_veth::run(args),
+        BenchCmd::Sched(args) => Ok(stator_bench::sched::run(&args)?),
     }
 }
