@@ -167,18 +167,12 @@ impl Node {
             token,
             scan: Arc::new(Mutex::new(())),
             host_checks: !opts.no_preflight,
+            conn_stats: Arc::default(),
         };
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
         let (server_stop, stop_rx) = oneshot::channel::<()>();
         let app = api::router(ctx.clone());
-        let server = tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
-                let _ = stop_rx.await;
-            });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "admin API stopped");
-            }
-        });
+        let server = tokio::spawn(api::serve::serve(listener, app, ctx.clone(), stop_rx));
         tracing::info!(listen = %api_addr, "admin API listening");
         let mut inputs = Inputs {
             requests: req_rx,

@@ -15,6 +15,7 @@
 
 mod handlers;
 pub mod metrics;
+pub mod serve;
 pub mod trace;
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -57,6 +58,8 @@ pub struct Ctx {
     /// Whether a configuration must also suit the host (forwarding sysctls): true unless the
     /// data plane does not forward through the kernel.
     pub host_checks: bool,
+    /// What the server did with connections.
+    pub conn_stats: Arc<serve::ConnStats>,
 }
 
 impl Ctx {
