@@ -73,7 +73,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(sources, 5, "every program source was checked");
+        assert!(sources >= 6, "every program source was checked ({sources})");
         let header = std::fs::read_to_string(bpf.join("include/license.h")).unwrap();
         assert!(header.contains(&format!("#define STATOR_BPF_LICENSE \"{LICENSE}\"")));
     }
