@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use serde::Serialize;
 use stator_config::{BackendId, Config};
-use stator_core::{Real, RealId, RealState, Snapshot, Vip, VipId, VipKey};
+use stator_core::{Real, RealId, RealState, Snapshot, ValidSnapshot, Vip, VipId, VipKey};
 use stator_hash::{MaglevBackend, MaglevTable};
 
 use crate::error::ControlError;
@@ -163,8 +163,8 @@ impl BuiltVip {
 /// A complete snapshot and how it was derived.
 #[derive(Debug, Clone)]
 pub struct Built {
-    /// What the data plane gets.
-    pub snapshot: Arc<Snapshot>,
+    /// What the data plane gets, validated.
+    pub snapshot: ValidSnapshot,
     /// Per VIP, parallel to `Config::vips`.
     pub vips: Vec<BuiltVip>,
 }
@@ -278,10 +278,10 @@ pub fn build(
             table,
         });
     }
-    Ok(Built {
-        snapshot: Arc::new(snap),
-        vips,
-    })
+    let snapshot = snap
+        .validated()
+        .map_err(|source| ControlError::Snapshot { source })?;
+    Ok(Built { snapshot, vips })
 }
 
 /// Maglev slots per real id.
@@ -320,7 +320,6 @@ mod tests {
     use super::*;
     use crate::ids::Ids;
     use stator_config::from_toml_str;
-    use stator_core::CompiledSnapshot;
 
     /// Two VIPs sharing backend a (10.1.0.1); b only behind the first, c (weight 0) only
     /// behind the second.
@@ -397,7 +396,7 @@ table_size = 251
             .assign(&cfg, Instant::now(), std::time::Duration::ZERO)
             .unwrap();
         let all_up = build(&cfg, &ids, &states(&cfg, |_| up()), 1, None).unwrap();
-        CompiledSnapshot::new(&all_up.snapshot).unwrap();
+        assert!(all_up.snapshot.is_consistent());
         assert!(slots_of(&all_up, 0, "a", &cfg) > 0);
         assert!(slots_of(&all_up, 1, "a", &cfg) > 0);
         assert_eq!(slots_of(&all_up, 1, "c", &cfg), 0, "weight 0: draining");
@@ -412,7 +411,7 @@ table_size = 251
             drain: Drain::No,
         });
         let built = build(&cfg, &ids, &a_down, 2, Some(&all_up)).unwrap();
-        CompiledSnapshot::new(&built.snapshot).unwrap();
+        assert!(built.snapshot.is_consistent());
         for (v, vip) in built.vips.iter().enumerate() {
             let a = &vip
                 .reals

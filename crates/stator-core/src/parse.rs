@@ -287,7 +287,7 @@ mod tests {
                 },
             );
         }
-        CompiledSnapshot::new_lenient(&s).unwrap()
+        CompiledSnapshot::new(&crate::ValidSnapshot::new_lenient(s).unwrap())
     }
 
     fn client4() -> IpAddr {

@@ -13,7 +13,7 @@
 //!
 //! ```text
 //!   writer (DataPlane)                packet threads               readers (PlaneReader)
-//!   commit: validate, compile ──► CoreState ──► process(thread, …) ◄── CoreReader
+//!   commit: compile ──────────► CoreState ──► process(thread, …) ◄── CoreReader
 //!     ArcSwap-like RwLock<Arc<…>>   │ active: Arc<CompiledSnapshot>       counters: Σ shards
 //!                                   │ shards: [Arc<Mutex<Forwarder>>]     conntrack: per table
 //!                                   └ clock:  Arc<dyn Clock>              clock_ns: same clock
@@ -35,8 +35,9 @@
 //!   [`TokioClock`] follows tokio's clock (real, or the test's under a paused runtime, in
 //!   step with drain deadlines and health schedules); [`ManualClock`] moves when told.
 //!
-//! [`CoreState`] puts them together with the active snapshot: a commit validates and
-//! compiles a `Snapshot` once and swaps an `Arc<CompiledSnapshot>` in one store; a packet
+//! [`CoreState`] puts them together with the active snapshot: a commit compiles a
+//! `ValidSnapshot` (validated once, by stator-core) and swaps an `Arc<CompiledSnapshot>` in
+//! one store; a packet
 //! takes the `Arc` it finds, so it sees the old configuration or the new one, never a mix,
 //! and the old one is freed when its last packet is done (no grace period to wait for).
 //!
@@ -63,7 +64,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use stator_core::{
-    CompiledSnapshot, CtMode, Forwarder, ForwarderConfig, NextHops, PacketBuf, Snapshot, Verdict,
+    CompiledSnapshot, CtMode, Forwarder, ForwarderConfig, NextHops, PacketBuf, Snapshot,
+    ValidSnapshot, Verdict,
 };
 
 use crate::dataplane::{AttachInfo, CommitInfo, DataPlane, PlaneReader};
@@ -141,7 +143,7 @@ impl CoreOptions {
 /// The committed configuration, in both forms.
 #[derive(Debug, Clone)]
 struct Active {
-    snapshot: Arc<Snapshot>,
+    snapshot: ValidSnapshot,
     compiled: Arc<CompiledSnapshot>,
 }
 
@@ -193,7 +195,7 @@ impl CoreState {
 
     /// The snapshot packets use now.
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        Arc::clone(&self.read().snapshot)
+        Arc::clone(self.read().snapshot.shared())
     }
 
     /// Processes one frame as packet thread `thread` (taken modulo the thread count)
@@ -249,13 +251,10 @@ impl CoreState {
 }
 
 fn empty() -> Active {
-    let snapshot = Snapshot::default();
-    let compiled = CompiledSnapshot::new(&snapshot)
-        // Invariant: the empty snapshot is valid (no VIP, no real, a non-zero TTL).
-        .expect("the empty snapshot compiles");
+    let snapshot = ValidSnapshot::empty();
     Active {
-        snapshot: Arc::new(snapshot),
-        compiled: Arc::new(compiled),
+        compiled: Arc::new(CompiledSnapshot::new(&snapshot)),
+        snapshot,
     }
 }
 
@@ -314,7 +313,7 @@ impl DataPlane for CorePlane {
         Ok(())
     }
 
-    fn commit(&mut self, snap: &Snapshot) -> Result<CommitInfo, ControlError> {
+    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, ControlError> {
         let started = Instant::now();
         let slots: u64 = snap.vips.values().map(|v| v.table.len() as u64).sum();
         let limit = self.state.opts.slots_per_gen;
@@ -326,11 +325,10 @@ impl DataPlane for CorePlane {
                 ),
             });
         }
-        let compiled =
-            CompiledSnapshot::new(snap).map_err(|e| ControlError::data_plane("commit", e))?;
+        let compiled = CompiledSnapshot::new(snap);
         let write = started.elapsed();
         self.state.swap(Active {
-            snapshot: Arc::new(snap.clone()),
+            snapshot: snap.clone(),
             compiled: Arc::new(compiled),
         });
         Ok(CommitInfo {

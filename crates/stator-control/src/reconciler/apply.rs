@@ -178,7 +178,7 @@ impl Reconciler {
             .built
             .as_ref()
             .filter(|_| same && !force)
-            .map(|old| Arc::clone(&old.snapshot));
+            .map(|old| old.snapshot.clone());
         let commit_time = if let Some(snapshot) = unchanged {
             // Nothing the data plane sees changed (e.g. a backend already down by another
             // check): keep the snapshot, update what the API shows.
@@ -223,7 +223,7 @@ impl Reconciler {
     }
 
     pub(super) async fn commit(&mut self, built: &Built) -> Result<Duration, ControlError> {
-        let snap = Arc::clone(&built.snapshot);
+        let snap = built.snapshot.clone();
         let result = with_plane(&self.plane, move |p| p.commit(&snap)).await?;
         match result {
             Ok(info) => {

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use stator_abi::{Counter, CtEntry, DropReason, Flood, Traffic};
 use stator_core::{
     Action, CompiledSnapshot, CtMode, Forwarder as Core, ForwarderConfig, RealId, RealState,
-    StaticFib, VecPacketBuf, Verdict, VipId,
+    StaticFib, ValidSnapshot, VecPacketBuf, Verdict, VipId,
 };
 use stator_xdp::Forwarder as Xdp;
 use stator_xdp::testrun::TestRunOpts;
@@ -168,8 +168,8 @@ impl<'a> Run<'a> {
             ct_capacity: 1 << 20,
             ct_seed: opts.seed,
         });
-        let snap = cfg.snapshot(u, 1);
-        let csnap = CompiledSnapshot::new_lenient(&snap).expect("representable");
+        let snap = ValidSnapshot::new_lenient(cfg.snapshot(u, 1)).expect("representable");
+        let csnap = CompiledSnapshot::new(&snap);
         let mut r = Self {
             opts,
             u,
@@ -275,8 +275,9 @@ impl<'a> Run<'a> {
             }
         }
         self.generation += 1;
-        let snap = self.cfg.snapshot(self.u, self.generation);
-        self.csnap = CompiledSnapshot::new_lenient(&snap).expect("representable");
+        let snap = ValidSnapshot::new_lenient(self.cfg.snapshot(self.u, self.generation))
+            .expect("representable");
+        self.csnap = CompiledSnapshot::new(&snap);
         self.xdp.commit(&snap).expect("commit");
         self.report.commits += 1;
         self.remember(format!("commit gen {} ({change:?})", self.generation));
