@@ -5,9 +5,11 @@ CARGO ?= cargo
 # Debian packages Stator needs to build, test, benchmark and run its lab.
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config gcc libc6-dev \
                 bird2 iproute2 util-linux mount ethtool tcpdump netsniff-ng wrk iperf3 hyperfine \
-                fonts-dejavu-core libfontconfig1-dev libfreetype-dev procps psmisc kmod
+                fonts-dejavu-core libfontconfig1-dev libfreetype-dev procps psmisc kmod \
+                nginx-light haproxy \
+                chromium prometheus ca-certificates dpkg-dev
 
-.PHONY: all deps build check test bench demo fuzz fmt lint clean abi
+.PHONY: all deps build check test bench demo fuzz fmt lint clean abi install deb
 
 all: build
 
@@ -47,16 +49,29 @@ test: check
 bench: deps
 	./scripts/bench.sh
 
-# The lab: a router, three Stator nodes and four backends in namespaces, traffic, a node
-# failure and a backend failure in a live view, then teardown (docs/lab.md). Needs root.
+# The lab: a router, three Stator nodes and four backends in namespaces (BFD between router
+# and nodes, Prometheus scraping the nodes), traffic, a node failure and a backend failure in
+# a live view, then teardown (docs/lab.md). Needs root.
 demo: deps build
-	./target/release/stator lab demo
+	./target/release/stator lab demo --prometheus
 
 fuzz: deps
 	./scripts/fuzz.sh
 
 clean:
 	$(CARGO) clean
+
+# Install like a system service (scripts/install.sh): the binary, stator.service, the
+# configuration (kept if present), completions, man pages, docs. PREFIX and DESTDIR as usual;
+# SYSCONFDIR defaults to /etc. `make build` first (as yourself), then `sudo make install`.
+PREFIX ?= /usr/local
+install:
+	@[ -x target/release/stator ] || { echo "make install: run 'make build' first"; exit 1; }
+	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" ./scripts/install.sh
+
+# A Debian package built from the workspace with dpkg-deb (scripts/deb.sh): target/deb/*.deb.
+deb: deps build
+	./scripts/deb.sh
 
 # Regenerate the Rust mirror of bpf/include/stator_abi.h (checked in; a test fails when stale).
 abi:

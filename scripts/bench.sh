@@ -34,6 +34,9 @@ fi
 # Upstream schedulers (no root): ns per pick, VNSWRR against nginx's SWRR, and the weight-change
 # burst; pinned to one CPU, a few seconds.
 "$bin" bench sched --out target/bench/sched.json
+# The proxy tier (no root): wrk against Stator, nginx and HAProxy on loopback, same backends,
+# same run; then 20 vs 2,000 backends with VNSWRR and SWRR. About two minutes.
+"$bin" bench proxy --json > target/bench/proxy.json
 # The paper's hashing evaluation, full size (Figures 11 and 12, build times): a few minutes.
 "$bin" bench hashing --json-out target/bench/hashing.jsonl --csv target/bench/hashing.csv \
   --plot target/bench/hashing.png

@@ -30,6 +30,14 @@ macro_rules! assert_layout {
     };
 }
 
+mod frag;
+mod groups;
+mod trace;
+
+pub use frag::{FragEntry, FragKey, HoldHdr};
+pub use groups::{AddrRec, Class, ClassKey, Peer, SfxKey, low_bits};
+pub use trace::{TraceCause, TraceEvent, TraceKind, TraceMark};
+
 /// Address family tag of keys and reals (`enum stator_family`).
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -84,11 +92,15 @@ pub enum DropReason {
     Icmp = STATOR_DROP_ICMP as u8,
     BadConfig = STATOR_DROP_BAD_CONFIG as u8,
     Mtu = STATOR_DROP_MTU as u8,
+    XskFrame = STATOR_DROP_XSK_FRAME as u8,
+    XskSocket = STATOR_DROP_XSK_SOCKET as u8,
+    FragHold = STATOR_DROP_FRAG_HOLD as u8,
+    Redirect = STATOR_DROP_REDIRECT as u8,
 }
 
 impl DropReason {
     /// Every reason, in code order.
-    pub const ALL: [DropReason; 13] = [
+    pub const ALL: [DropReason; STATOR_DROP_MAX as usize - 1] = [
         Self::MalformedL3,
         Self::MalformedL4,
         Self::Fragment,
@@ -102,6 +114,10 @@ impl DropReason {
         Self::Icmp,
         Self::BadConfig,
         Self::Mtu,
+        Self::XskFrame,
+        Self::XskSocket,
+        Self::FragHold,
+        Self::Redirect,
     ];
 
     /// The numeric code (index into the `stator_drops` per-CPU array).
@@ -141,6 +157,17 @@ pub enum Counter {
     NonVip = STATOR_CNT_NON_VIP,
     NonIp = STATOR_CNT_NON_IP,
     SelfTest = STATOR_CNT_SELF_TEST,
+    FragRedirect = STATOR_CNT_FRAG_REDIRECT,
+    FragRecord = STATOR_CNT_FRAG_RECORD,
+    FragHit = STATOR_CNT_FRAG_HIT,
+    ActHold = STATOR_CNT_ACT_HOLD,
+    Failover = STATOR_CNT_FAILOVER,
+    RedirectRx = STATOR_CNT_REDIRECT_RX,
+    RedirectAgain = STATOR_CNT_REDIRECT_AGAIN,
+    GroupMatch = STATOR_CNT_GROUP_MATCH,
+    TraceReport = STATOR_CNT_TRACE_REPORT,
+    TraceLimited = STATOR_CNT_TRACE_LIMITED,
+    TraceLost = STATOR_CNT_TRACE_LOST,
 }
 
 impl Counter {
@@ -162,6 +189,17 @@ impl Counter {
         Self::NonVip,
         Self::NonIp,
         Self::SelfTest,
+        Self::FragRedirect,
+        Self::FragRecord,
+        Self::FragHit,
+        Self::ActHold,
+        Self::Failover,
+        Self::RedirectRx,
+        Self::RedirectAgain,
+        Self::GroupMatch,
+        Self::TraceReport,
+        Self::TraceLimited,
+        Self::TraceLost,
     ];
 
     /// The index in the `stator_counters` per-CPU array.
@@ -217,8 +255,14 @@ pub struct NodeCfg {
     pub config_generation: u64,
     /// Seed of [`vtab_hash`] for this half's `stator_vtab`.
     pub vtab_seed: u32,
-    /// Padding.
-    pub _pad1: u32,
+    /// Tracer reports per second for the node; 0 = none.
+    pub trace_per_sec: u32,
+    /// Absolute index of the fragment peers' Maglev table in `stator_slots`.
+    pub peer_table_off: u32,
+    /// Its size (prime); 0 = every fragment is decided where it arrives.
+    pub peer_table_size: u32,
+    /// How long a `stator_frag` record stays fresh.
+    pub frag_timeout_ns: u64,
 }
 assert_layout!(NodeCfg, SIZEOF_stator_node_cfg,
     src_v4 => OFFSETOF_stator_node_cfg_src_v4,
@@ -230,7 +274,11 @@ assert_layout!(NodeCfg, SIZEOF_stator_node_cfg,
     gue_port => OFFSETOF_stator_node_cfg_gue_port,
     outer_ttl => OFFSETOF_stator_node_cfg_outer_ttl,
     config_generation => OFFSETOF_stator_node_cfg_config_generation,
-    vtab_seed => OFFSETOF_stator_node_cfg_vtab_seed);
+    vtab_seed => OFFSETOF_stator_node_cfg_vtab_seed,
+    trace_per_sec => OFFSETOF_stator_node_cfg_trace_per_sec,
+    peer_table_off => OFFSETOF_stator_node_cfg_peer_table_off,
+    peer_table_size => OFFSETOF_stator_node_cfg_peer_table_size,
+    frag_timeout_ns => OFFSETOF_stator_node_cfg_frag_timeout_ns);
 
 /// `struct stator_vip_key` — key of `stator_vips`.
 #[repr(C)]
@@ -438,6 +486,93 @@ pub struct Flood {
 assert_layout!(Flood, SIZEOF_stator_flood,
     window_start_ns => OFFSETOF_stator_flood_window_start_ns,
     inserts => OFFSETOF_stator_flood_inserts);
+
+/// `struct stator_xsk_cfg` — the AF_XDP redirect program's settings (`stator_xskcfg[0]`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XskCfg {
+    /// Longest frame a UMEM frame holds; longer VIP packets are dropped `xsk_frame`.
+    pub max_len: u32,
+    /// Padding.
+    pub _pad0: u32,
+}
+assert_layout!(XskCfg, SIZEOF_stator_xsk_cfg,
+    max_len => OFFSETOF_stator_xsk_cfg_max_len);
+
+/// `struct stator_fib_query` — a `bpf_fib_lookup` asked through `stator_fibq` (the AF_XDP
+/// plane's next hops), as bytes after `STATOR_FIBQ_OFF` bytes of frame.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FibQueryRec {
+    /// In: outer source, network order (IPv4 in the first four bytes).
+    pub src: [u8; 16],
+    /// In: outer destination.
+    pub dst: [u8; 16],
+    /// In: ingress interface; out: egress interface.
+    pub ifindex: u32,
+    /// In: outer IP length; out, on FRAG_NEEDED: the MTU.
+    pub tot_len: u16,
+    /// In: `STATOR_FAMILY_V4` / `V6`.
+    pub family: u8,
+    /// In: the outer protocol.
+    pub l4_protocol: u8,
+    /// Out: `BPF_FIB_LKUP_RET_*`, or -1 when the program did not answer.
+    pub rc: i32,
+    /// Out: the egress interface's MAC.
+    pub smac: [u8; 6],
+    /// Out: the neighbour's MAC.
+    pub dmac: [u8; 6],
+}
+assert_layout!(FibQueryRec, SIZEOF_stator_fib_query,
+    src => OFFSETOF_stator_fib_query_src,
+    dst => OFFSETOF_stator_fib_query_dst,
+    ifindex => OFFSETOF_stator_fib_query_ifindex,
+    tot_len => OFFSETOF_stator_fib_query_tot_len,
+    family => OFFSETOF_stator_fib_query_family,
+    l4_protocol => OFFSETOF_stator_fib_query_l4_protocol,
+    rc => OFFSETOF_stator_fib_query_rc,
+    smac => OFFSETOF_stator_fib_query_smac,
+    dmac => OFFSETOF_stator_fib_query_dmac);
+
+impl FibQueryRec {
+    /// The record as bytes (host order for the integers, as the program reads them).
+    pub fn to_bytes(&self) -> [u8; SIZEOF_stator_fib_query] {
+        let mut b = [0u8; SIZEOF_stator_fib_query];
+        b[OFFSETOF_stator_fib_query_src..][..16].copy_from_slice(&self.src);
+        b[OFFSETOF_stator_fib_query_dst..][..16].copy_from_slice(&self.dst);
+        b[OFFSETOF_stator_fib_query_ifindex..][..4].copy_from_slice(&self.ifindex.to_ne_bytes());
+        b[OFFSETOF_stator_fib_query_tot_len..][..2].copy_from_slice(&self.tot_len.to_ne_bytes());
+        b[OFFSETOF_stator_fib_query_family] = self.family;
+        b[OFFSETOF_stator_fib_query_l4_protocol] = self.l4_protocol;
+        b[OFFSETOF_stator_fib_query_rc..][..4].copy_from_slice(&self.rc.to_ne_bytes());
+        b[OFFSETOF_stator_fib_query_smac..][..6].copy_from_slice(&self.smac);
+        b[OFFSETOF_stator_fib_query_dmac..][..6].copy_from_slice(&self.dmac);
+        b
+    }
+
+    /// Parses the record back; `None` when `b` is too short.
+    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+        let b = b.get(..SIZEOF_stator_fib_query)?;
+        let arr = |off: usize| -> [u8; 16] { b[off..off + 16].try_into().unwrap_or([0; 16]) };
+        let mac = |off: usize| -> [u8; 6] { b[off..off + 6].try_into().unwrap_or([0; 6]) };
+        let u32_at = |off: usize| u32::from_ne_bytes(b[off..off + 4].try_into().unwrap_or([0; 4]));
+        Some(Self {
+            src: arr(OFFSETOF_stator_fib_query_src),
+            dst: arr(OFFSETOF_stator_fib_query_dst),
+            ifindex: u32_at(OFFSETOF_stator_fib_query_ifindex),
+            tot_len: u16::from_ne_bytes(
+                b[OFFSETOF_stator_fib_query_tot_len..][..2]
+                    .try_into()
+                    .unwrap_or([0; 2]),
+            ),
+            family: b[OFFSETOF_stator_fib_query_family],
+            l4_protocol: b[OFFSETOF_stator_fib_query_l4_protocol],
+            rc: u32_at(OFFSETOF_stator_fib_query_rc) as i32,
+            smac: mac(OFFSETOF_stator_fib_query_smac),
+            dmac: mac(OFFSETOF_stator_fib_query_dmac),
+        })
+    }
+}
 
 /// `struct stator_traffic` — per-VIP and per-real packet/byte counters.
 #[repr(C)]
@@ -791,7 +926,7 @@ mod tests {
     fn counter_labels() {
         assert_eq!(Counter::CtHit.label(), "ct_hit");
         assert_eq!(Counter::SelfTest.label(), "self_test");
-        assert_eq!(Counter::SelfTest as u32 + 1, STATOR_CNT_MAX);
+        assert_eq!(Counter::TraceLost as u32 + 1, STATOR_CNT_MAX);
         for (i, c) in Counter::ALL.iter().enumerate() {
             assert_eq!(c.index() as usize, i);
         }

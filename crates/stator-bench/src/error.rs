@@ -24,6 +24,21 @@ pub enum BenchError {
         #[source]
         source: std::io::Error,
     },
+    /// A process, file or socket a benchmark needs failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A benchmark could not run (a tool missing, a rival that did not start).
+    #[error("{what}")]
+    Failed {
+        /// What went wrong.
+        what: String,
+    },
     /// Encoding the JSON report failed.
     #[error("encoding the JSON report: {0}")]
     Json(#[from] serde_json::Error),

@@ -3,7 +3,7 @@
 //! **Layer.** Harnesses that measure Stator's parts and print what they measured. The binary
 //! parses `stator bench <name>` and hands the arguments to the module of that name; everything
 //! a benchmark does (set-up, load, timing, report) lives here, one module per benchmark:
-//! [`sched`] today, and `proxy`, `udp`, `afxdp` next to it as they are written. (The older
+//! [`sched`] and [`proxy`] today, and `udp`, `afxdp` next to them as they are written. (The older
 //! `hashing`, `xdp` and `veth` benchmarks still live in the binary and move here when touched.)
 //!
 //! **Contract.** Every benchmark starts its own baseline or rival in the same run — SWRR beside
@@ -21,6 +21,7 @@
 
 pub mod error;
 pub mod pin;
+pub mod proxy;
 pub mod sched;
 
 pub use error::BenchError;

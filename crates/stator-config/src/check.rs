@@ -101,6 +101,29 @@ pub struct Summary {
     pub slots_per_generation: u32,
     /// BGP neighbours (0 when BGP is off).
     pub bgp_neighbors: usize,
+    /// Data plane (`xdp`, `none`).
+    pub dataplane: &'static str,
+    /// Proxy listeners, in file order.
+    pub listeners: Vec<ListenerSummary>,
+}
+
+/// One listener in a [`Summary`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ListenerSummary {
+    /// Name.
+    pub name: String,
+    /// `tcp` or `http`.
+    pub protocol: &'static str,
+    /// Listen address.
+    pub address: std::net::SocketAddr,
+    /// Pool name.
+    pub pool: String,
+    /// Upstreams (the pool's backends).
+    pub upstreams: usize,
+    /// Scheduler name.
+    pub scheduler: &'static str,
+    /// Steering name.
+    pub steering: &'static str,
 }
 
 /// One VIP in a [`Summary`].
@@ -169,6 +192,24 @@ impl Summary {
             slots: config.slots(),
             slots_per_generation: config.dataplane.slots_per_generation,
             bgp_neighbors: config.bgp.as_ref().map_or(0, |b| b.neighbors.len()),
+            dataplane: match config.dataplane.mode {
+                crate::types::DataplaneMode::Xdp => "xdp",
+                crate::types::DataplaneMode::None => "none",
+                crate::types::DataplaneMode::Afxdp => "afxdp",
+            },
+            listeners: config
+                .listeners
+                .iter()
+                .map(|l| ListenerSummary {
+                    name: l.name.clone(),
+                    protocol: l.protocol.as_str(),
+                    address: l.address,
+                    pool: config.pool(l.pool).name.clone(),
+                    upstreams: l.upstreams.len(),
+                    scheduler: l.scheduler.as_str(),
+                    steering: l.steering.as_str(),
+                })
+                .collect(),
         }
     }
 }
@@ -255,13 +296,17 @@ impl fmt::Display for CheckReport {
         let Some(s) = &self.summary else {
             return writeln!(f, "{}: {}", self.file, plural(self.errors.len(), "error"));
         };
+        let plane = if s.interfaces.is_empty() {
+            format!("data plane {}", s.dataplane)
+        } else {
+            format!("{} on {}", s.dataplane, s.interfaces.join(", "))
+        };
         writeln!(
             f,
-            "{}: ok ({}): node {}, xdp on {}",
+            "{}: ok ({}): node {}, {plane}",
             self.file,
             plural(self.warnings.len(), "warning"),
             s.node,
-            s.interfaces.join(", ")
         )?;
         writeln!(
             f,
@@ -294,6 +339,19 @@ impl fmt::Display for CheckReport {
                 v.table_size,
                 v.encap,
                 if v.no_conntrack { ", no_conntrack" } else { "" },
+            )?;
+        }
+        for l in &s.listeners {
+            writeln!(
+                f,
+                "  listener {}: {} {} -> pool {}: {}, {}, steering {}",
+                l.name,
+                l.protocol,
+                l.address,
+                l.pool,
+                plural(l.upstreams, "upstream"),
+                l.scheduler,
+                l.steering,
             )?;
         }
         Ok(())

@@ -32,6 +32,27 @@ pub const NEXT_HOP_CACHE: Duration = Duration::from_secs(1);
 /// Longest `dataplane.next_hop_cache`.
 pub const MAX_NEXT_HOP_CACHE: Duration = Duration::from_secs(3600);
 
+/// `dataplane.afxdp.packet_threads`: one beside the I/O thread fits a 2-core machine.
+pub const AFXDP_PACKET_THREADS: u32 = 1;
+/// `dataplane.afxdp.frames`.
+pub const AFXDP_FRAMES: u32 = 8192;
+/// `dataplane.afxdp.frame_size`.
+pub const AFXDP_FRAME_SIZE: u32 = 4096;
+/// `dataplane.afxdp.ring_size`.
+pub const AFXDP_RING_SIZE: u32 = 2048;
+/// `dataplane.afxdp.batch`.
+pub const AFXDP_BATCH: u32 = 64;
+/// `dataplane.afxdp.flush_timeout` (the paper's 50 µs).
+pub const AFXDP_FLUSH_TIMEOUT: Duration = Duration::from_micros(50);
+/// Longest `dataplane.afxdp.flush_timeout`.
+pub const MAX_AFXDP_FLUSH_TIMEOUT: Duration = Duration::from_millis(10);
+/// `dataplane.afxdp.queue_depth`.
+pub const AFXDP_QUEUE_DEPTH: u32 = 1024;
+/// `dataplane.afxdp.busy_poll`.
+pub const AFXDP_BUSY_POLL: Duration = Duration::from_micros(20);
+/// Longest `dataplane.afxdp.busy_poll`.
+pub const MAX_AFXDP_BUSY_POLL: Duration = Duration::from_secs(1);
+
 /// `encap.gue_port`.
 pub const GUE_PORT: u16 = stator_abi::STATOR_GUE_PORT as u16;
 /// `encap.outer_ttl`.
@@ -100,3 +121,77 @@ pub const HTTP_PATH: &str = "/";
 pub const HTTP_STATUS: (u16, u16) = (200, 399);
 /// Largest UDP payload or expected reply, in bytes.
 pub const MAX_UDP_PAYLOAD: usize = 1024;
+
+/// `listener.timeouts.connect`.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// `listener.timeouts.header_read` (HAProxy's usual `timeout http-request`).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// `listener.timeouts.idle`.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// `listener.timeouts.response` (nginx's `proxy_read_timeout`).
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bounds of every listener timeout.
+pub const MIN_PROXY_TIMEOUT: Duration = Duration::from_millis(1);
+/// Bounds of every listener timeout.
+pub const MAX_PROXY_TIMEOUT: Duration = Duration::from_secs(86_400);
+/// `listener.retries`.
+pub const RETRIES: u8 = 2;
+/// Largest `listener.retries`.
+pub const MAX_RETRIES: u8 = 16;
+/// Largest `listener.workers`.
+pub const MAX_WORKERS: u16 = 256;
+/// `listener.max_connections` (per worker).
+pub const MAX_CONNECTIONS: u32 = 16_384;
+/// `listener.persistence_entries` (per worker).
+pub const PERSISTENCE_ENTRIES: u32 = 65_536;
+/// Largest `listener.persistence_entries`.
+pub const MAX_PERSISTENCE_ENTRIES: u32 = 1 << 24;
+/// `listener.http.max_header_size` (nginx: 4 × 8k buffers).
+pub const MAX_HEADER_SIZE: u32 = 32 * 1024;
+/// Smallest `listener.http.max_header_size` (hyper's smallest read buffer).
+pub const MIN_MAX_HEADER_SIZE: u32 = 8192;
+/// Largest `listener.http.max_header_size`.
+pub const MAX_MAX_HEADER_SIZE: u32 = 1 << 20;
+/// `listener.http.keepalive_pool` (nginx's usual `keepalive 32`).
+pub const KEEPALIVE_POOL: u32 = 32;
+/// Largest `listener.http.keepalive_pool`.
+pub const MAX_KEEPALIVE_POOL: u32 = 65_536;
+/// `listener.http.keepalive_timeout` (nginx's upstream `keepalive_timeout`).
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `fragments.table_size`: the peers' Maglev table (prime; 100 × the most peers keeps their
+/// shares within 1%).
+pub const PEER_TABLE_SIZE: u32 = 6553;
+/// `fragments.timeout`.
+pub const FRAG_TIMEOUT: Duration = Duration::from_secs(2);
+/// Bounds of `fragments.timeout`.
+pub const MIN_FRAG_TIMEOUT: Duration = Duration::from_millis(100);
+/// Bounds of `fragments.timeout` (the kernel reassembles within 30 s).
+pub const MAX_FRAG_TIMEOUT: Duration = Duration::from_secs(30);
+/// `fragments.table_entries`.
+pub const FRAG_TABLE_ENTRIES: u32 = stator_abi::STATOR_DEFAULT_FRAG_ENTRIES;
+/// Bounds of `fragments.table_entries`.
+pub const MIN_FRAG_TABLE_ENTRIES: u32 = 1024;
+/// Bounds of `fragments.table_entries`.
+pub const MAX_FRAG_TABLE_ENTRIES: u32 = 1 << 24;
+/// `fragments.hold_frames`.
+pub const HOLD_FRAMES: u32 = 1024;
+/// Largest `fragments.hold_frames`.
+pub const MAX_HOLD_FRAMES: u32 = 1 << 16;
+/// `fragments.hold_bytes` (also the size of the `stator_hold` ring, rounded up to a power of
+/// two).
+pub const HOLD_BYTES: u32 = stator_abi::STATOR_DEFAULT_HOLD_RING;
+/// Bounds of `fragments.hold_bytes`.
+pub const MIN_HOLD_BYTES: u32 = 1 << 16;
+/// Bounds of `fragments.hold_bytes`.
+pub const MAX_HOLD_BYTES: u32 = 1 << 28;
+
+/// `tracer.reports_per_sec`.
+pub const TRACE_REPORTS_PER_SEC: u32 = 100;
+/// Largest `tracer.reports_per_sec`.
+pub const MAX_TRACE_REPORTS_PER_SEC: u32 = 100_000;
+
+/// `vip_class.suffix_bits_v4`: a cluster prefix of /24.
+pub const SUFFIX_BITS_V4: u8 = 8;
+/// `vip_class.suffix_bits_v6`: a cluster prefix of /64.
+pub const SUFFIX_BITS_V6: u8 = 64;

@@ -337,6 +337,16 @@ pub enum Error {
         /// More detail, starting with "; " (or empty).
         hint: String,
     },
+    /// Two prefixes (or group VIPs) that a packet could match both ways.
+    #[error("{value} overlaps {other} (at {first})")]
+    Overlap {
+        /// This one.
+        value: String,
+        /// The other one.
+        other: String,
+        /// Where the other one is.
+        first: FieldPath,
+    },
     /// Something valid in the schema that this build does not do yet.
     #[error("{what} is not supported yet{hint}")]
     Unsupported {
@@ -478,7 +488,9 @@ impl fmt::Display for WarningKind {
                 "table_size {table_size} is less than 100 x {backends} backends: Maglev keeps \
                  weight shares within 1% only when table_size >= 100 x backends"
             ),
-            Self::UnusedPool { name } => write!(f, "pool {name:?} is not used by any VIP"),
+            Self::UnusedPool { name } => {
+                write!(f, "pool {name:?} is not used by any VIP or listener")
+            }
             Self::OpenApi { listen } => write!(
                 f,
                 "the admin API listens on {listen}, which is not loopback, without a token: \

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -58,16 +59,20 @@ pub enum Probe {
     Tcp,
     /// HTTP/1.1 `GET`: succeeds on a status in the expected range.
     Http(HttpProbe),
+    /// HTTP/1.1 `GET` over TLS: the handshake (and, by default, the certificate) must
+    /// succeed, then the status must be in the expected range.
+    Https(HttpsProbe),
     /// Sends one datagram: succeeds on a reply (that starts with the expected bytes, if set).
     Udp(UdpProbe),
 }
 
 impl Probe {
-    /// `"tcp"`, `"http"` or `"udp"`.
+    /// `"tcp"`, `"http"`, `"https"` or `"udp"`.
     pub fn method(&self) -> &'static str {
         match self {
             Probe::Tcp => "tcp",
             Probe::Http(_) => "http",
+            Probe::Https(_) => "https",
             Probe::Udp(_) => "udp",
         }
     }
@@ -82,6 +87,30 @@ pub struct HttpProbe {
     pub expect_status: StatusRange,
     /// `Host` header; the backend address when `None`.
     pub host: Option<String>,
+}
+
+/// An HTTPS check: an HTTP check over TLS.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct HttpsProbe {
+    /// The request and the statuses that count as success.
+    #[serde(flatten)]
+    pub http: HttpProbe,
+    /// How the TLS session is set up and the certificate checked.
+    pub tls: TlsSpec,
+}
+
+/// The client side of an HTTPS check's TLS session.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct TlsSpec {
+    /// The name sent in SNI and that the certificate must be valid for (`sni`, else the
+    /// `Host` header's name, else `None`: no SNI, and the certificate must name the backend's
+    /// IP address).
+    pub server_name: Option<String>,
+    /// Verify the certificate chain and name (`verify = false` accepts any certificate).
+    pub verify: bool,
+    /// Trust anchors added to the system's (PEM), read by the controller when the check
+    /// starts.
+    pub ca_file: Option<PathBuf>,
 }
 
 /// An inclusive range of HTTP statuses, `200-399`.
@@ -230,12 +259,18 @@ pub(crate) fn validate_health(
             not_for(ctx, key, set, "");
         }
     }
-    let http = "method = \"http\"";
+    let http = "method = \"http\" or \"https\"";
+    let https = "method = \"https\"";
     let udp = "method = \"udp\"";
-    if method != MethodName::Http {
+    if !matches!(method, MethodName::Http | MethodName::Https) {
         not_for(ctx, "path", raw.path.is_some(), http);
         not_for(ctx, "expect_status", raw.expect_status.is_some(), http);
         not_for(ctx, "host", raw.host.is_some(), http);
+    }
+    if method != MethodName::Https {
+        not_for(ctx, "sni", raw.sni.is_some(), https);
+        not_for(ctx, "verify", raw.verify.is_some(), https);
+        not_for(ctx, "ca_file", raw.ca_file.is_some(), https);
     }
     if method != MethodName::Udp {
         not_for(ctx, "payload", raw.payload.is_some(), udp);
@@ -254,6 +289,12 @@ pub(crate) fn validate_health(
     let probe = match method {
         MethodName::Tcp | MethodName::None => Some(Probe::Tcp),
         MethodName::Http => http_probe(ctx, at, raw).map(Probe::Http),
+        MethodName::Https => {
+            let tls = tls_spec(ctx, at, raw);
+            http_probe(ctx, at, raw)
+                .zip(tls)
+                .map(|(http, tls)| Probe::Https(HttpsProbe { http, tls }))
+        }
         MethodName::Udp => udp_probe(ctx, at, raw).map(Probe::Udp),
     };
     if ctx.errors.len() != errors_before {
@@ -425,6 +466,86 @@ fn http_probe(ctx: &mut Ctx, at: &FieldPath, raw: &RawHealth) -> Option<HttpProb
         expect_status: expect_status?,
         host: host?,
     })
+}
+
+/// `sni`, `verify` and `ca_file` of an HTTPS check.
+fn tls_spec(ctx: &mut Ctx, at: &FieldPath, raw: &RawHealth) -> Option<TlsSpec> {
+    let verify = raw.verify.unwrap_or(true);
+    let sni = match raw.sni.as_deref() {
+        None => Some(None),
+        Some(name) if is_server_name(name) => Some(Some(name.to_ascii_lowercase())),
+        Some(name) => {
+            ctx.error(
+                at.key("sni"),
+                Error::Invalid {
+                    value: format!("{name:?}"),
+                    expected: "a DNS name (letters, digits, '-' and '.'; labels of 1-63 \
+                               characters) or an IP address"
+                        .into(),
+                },
+            );
+            None
+        }
+    };
+    // Without `sni`, the Host header's name (without a port) is the server name, as a
+    // browser would use it; an address there means "verify against the address".
+    let from_host = raw
+        .host
+        .as_deref()
+        .map(host_name)
+        .filter(|h| is_server_name(h))
+        .map(str::to_ascii_lowercase);
+    let ca_file = match raw.ca_file.as_deref() {
+        None => Some(None),
+        Some(_) if !verify => {
+            ctx.error(
+                at.key("ca_file"),
+                Error::NotApplicable {
+                    reason: "ca_file has no effect with verify = false".into(),
+                },
+            );
+            None
+        }
+        Some(path) => ctx.absolute_path(at.key("ca_file"), path).map(Some),
+    };
+    Some(TlsSpec {
+        server_name: sni?.or(from_host),
+        verify,
+        ca_file: ca_file?,
+    })
+}
+
+/// The name part of a `Host` header value: `example.com:8443` → `example.com`,
+/// `[2001:db8::1]:443` → `2001:db8::1`.
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
+            name
+        }
+        _ => host,
+    }
+}
+
+/// A name TLS can verify a certificate against: an IP address, or a DNS name of labels of
+/// 1–63 letters, digits and hyphens (not at either end), 253 characters at most.
+fn is_server_name(name: &str) -> bool {
+    if name.parse::<IpAddr>().is_ok() {
+        return true;
+    }
+    let name = name.strip_suffix('.').unwrap_or(name);
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
 }
 
 /// `200`, `"200"` or `"200-399"`, within 100–599.
@@ -608,6 +729,35 @@ mod tests {
             }
             .contains(404)
         );
+    }
+
+    #[test]
+    fn server_names() {
+        for ok in [
+            "example.com",
+            "a-b.c",
+            "10.0.0.1",
+            "2001:db8::1",
+            "x",
+            "www.example.com.",
+        ] {
+            assert!(is_server_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a.com",
+            "a-.com",
+            "a..b",
+            "a b",
+            "x_y.com",
+            &"a".repeat(64),
+        ] {
+            assert!(!is_server_name(bad), "{bad}");
+        }
+        assert_eq!(host_name("example.com:8443"), "example.com");
+        assert_eq!(host_name("[2001:db8::1]:443"), "2001:db8::1");
+        assert_eq!(host_name("example.com"), "example.com");
+        assert_eq!(host_name("2001:db8::1"), "2001:db8::1");
     }
 
     #[test]

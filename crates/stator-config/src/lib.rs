@@ -48,14 +48,15 @@ pub use error::{
 };
 pub use flatten::{FlatMember, Flattened, WeightConflict, flatten};
 pub use health::{
-    CheckId, HealthCheck, HealthPlan, HealthSpec, HttpProbe, Probe, StatusRange, Timing, UdpProbe,
-    health_plan,
+    CheckId, HealthCheck, HealthPlan, HealthSpec, HttpProbe, HttpsProbe, Probe, StatusRange,
+    Timing, TlsSpec, UdpProbe, health_plan,
 };
 pub use raw::RawConfig;
 pub use types::{
-    Api, Backend, BackendId, Bgp, Config, ConntrackMode, Dataplane, DataplaneMode, Encap,
-    EncapDefaults, Log, LogFormat, LogLevel, Member, Neighbor, Node, OnExit, Pool, PoolId, Proto,
-    Secret, Token, Vip, VipFlags, VipKey, XdpMode,
+    Afxdp, AfxdpBindMode, Api, Backend, BackendId, Bgp, Config, ConntrackMode, Dataplane,
+    DataplaneMode, Encap, EncapDefaults, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts,
+    Log, LogFormat, LogLevel, Member, Neighbor, Node, OnExit, Persistence, Pool, PoolId, Proto,
+    Scheduler, Secret, Steering, Token, Upstream, Vip, VipFlags, VipKey, XdpMode,
 };
 pub use validate::validate;
 

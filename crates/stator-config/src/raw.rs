@@ -12,7 +12,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Visitor};
 
-use crate::types::{ConntrackMode, LogFormat, LogLevel, OnExit, Secret, XdpMode};
+use crate::types::{AfxdpBindMode, ConntrackMode, LogFormat, LogLevel, OnExit, Secret, XdpMode};
 
 /// A TOML scalar whose meaning validation decides (`port = 80` or `port = "any"`).
 #[derive(Debug, Clone, PartialEq)]
@@ -94,6 +94,58 @@ pub struct RawConfig {
     /// `[[vip]]`.
     #[serde(default)]
     pub vip: Vec<RawVip>,
+    /// `[[listener]]`.
+    #[serde(default)]
+    pub listener: Vec<RawListener>,
+    /// `[fragments]`.
+    #[serde(default)]
+    pub fragments: RawFragments,
+    /// `[tracer]`.
+    #[serde(default)]
+    pub tracer: RawTracer,
+    /// `[[vip_class]]`.
+    #[serde(default)]
+    pub vip_class: Vec<RawVipClass>,
+}
+
+/// `[fragments]`: how fragments reach one node and wait for their first.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFragments {
+    /// The cluster's Stator nodes, this one included.
+    pub peers: Option<Vec<String>>,
+    /// Size of the peers' Maglev table (prime).
+    pub table_size: Option<i64>,
+    /// How long a first fragment's decision is kept, and an early fragment held.
+    pub timeout: Option<Scalar>,
+    /// Fragment-table capacity.
+    pub table_entries: Option<i64>,
+    /// Early fragments held at most.
+    pub hold_frames: Option<i64>,
+    /// Bytes of early fragments held at most.
+    pub hold_bytes: Option<i64>,
+}
+
+/// `[tracer]`: the packet tracer's reports.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTracer {
+    /// Reports per second the node sends at most.
+    pub reports_per_sec: Option<i64>,
+}
+
+/// `[[vip_class]]`: a class of clusters and its prefix groups.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawVipClass {
+    /// Name (referred to by `vip.class`).
+    pub name: Option<String>,
+    /// Prefix groups (CIDRs).
+    pub prefixes: Option<Vec<String>>,
+    /// Default suffix length of its IPv4 VIPs.
+    pub suffix_bits_v4: Option<i64>,
+    /// Default suffix length of its IPv6 VIPs.
+    pub suffix_bits_v6: Option<i64>,
 }
 
 /// `[node]`.
@@ -138,17 +190,50 @@ pub struct RawDataplane {
     pub icmp_echo: Option<bool>,
     /// What to do with the data plane on exit.
     pub on_exit: Option<OnExit>,
+    /// `[dataplane.afxdp]`.
+    pub afxdp: Option<RawAfxdp>,
 }
 
-/// Data-plane modes as written (`afxdp` is reserved: accepted by the schema so that the error
-/// can say "not supported yet" instead of "unknown").
+/// `[dataplane.afxdp]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAfxdp {
+    /// Packet threads.
+    pub packet_threads: Option<i64>,
+    /// CPUs to pin to.
+    pub cpus: Option<Vec<i64>>,
+    /// Pin threads.
+    pub pin: Option<bool>,
+    /// Frames in the packet pool.
+    pub frames: Option<i64>,
+    /// Bytes per frame.
+    pub frame_size: Option<i64>,
+    /// Entries of each ring.
+    pub ring_size: Option<i64>,
+    /// Frames per batch.
+    pub batch: Option<i64>,
+    /// Flush timer.
+    pub flush_timeout: Option<Scalar>,
+    /// Per-thread queue capacity.
+    pub queue_depth: Option<i64>,
+    /// RX queues bound per interface.
+    pub queues: Option<i64>,
+    /// Copy or zero-copy.
+    pub bind_mode: Option<AfxdpBindMode>,
+    /// Busy-poll before sleeping.
+    pub busy_poll: Option<Scalar>,
+}
+
+/// Data-plane modes as written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DataplaneModeName {
     /// XDP.
     Xdp,
-    /// AF_XDP (reserved).
+    /// AF_XDP.
     Afxdp,
+    /// No packet forwarder: a proxy-only node.
+    None,
 }
 
 /// Protocols as written.
@@ -290,6 +375,8 @@ pub enum MethodName {
     Tcp,
     /// HTTP GET.
     Http,
+    /// HTTP GET over TLS.
+    Https,
     /// UDP request/reply.
     Udp,
     /// No check.
@@ -320,6 +407,12 @@ pub struct RawHealth {
     pub expect_status: Option<Scalar>,
     /// HTTP Host header.
     pub host: Option<String>,
+    /// HTTPS: the server name sent in SNI and verified.
+    pub sni: Option<String>,
+    /// HTTPS: verify the certificate.
+    pub verify: Option<bool>,
+    /// HTTPS: more trust anchors (PEM).
+    pub ca_file: Option<String>,
     /// UDP payload (text).
     pub payload: Option<String>,
     /// UDP payload (hex).
@@ -382,4 +475,120 @@ pub struct RawVip {
     /// Flags.
     #[serde(default)]
     pub flags: Vec<FlagName>,
+    /// Accept fragments.
+    pub fragments: Option<bool>,
+    /// Where packets go when no backend is usable.
+    pub failover: Option<String>,
+    /// The class whose prefix groups the VIP also serves, by suffix.
+    pub class: Option<String>,
+    /// Suffix length (overrides the class's default).
+    pub suffix_bits: Option<i64>,
+}
+
+/// Listener protocols as written (`udp` is reserved: accepted by the schema so that the error
+/// can say "not supported yet" instead of "unknown").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenerProtocolName {
+    /// TCP proxying (bytes both ways).
+    Tcp,
+    /// HTTP/1.1 reverse proxying.
+    Http,
+    /// UDP sessions (reserved).
+    Udp,
+}
+
+/// Scheduler names as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedulerName {
+    /// Tengine's virtual-node smooth weighted round-robin.
+    Vnswrr,
+    /// nginx's smooth weighted round-robin.
+    Swrr,
+    /// Weighted least connections.
+    LeastConn,
+    /// Power of two choices.
+    P2c,
+    /// Maglev hash of the client address.
+    SourceHash,
+}
+
+/// Steering names as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SteeringName {
+    /// The kernel's own `SO_REUSEPORT` hash.
+    Kernel,
+    /// A reuseport BPF program keyed by the client address.
+    Source,
+}
+
+/// `[[listener]]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListener {
+    /// Name.
+    pub name: Option<String>,
+    /// `ip:port` to listen on.
+    pub address: Option<String>,
+    /// Protocol.
+    pub protocol: Option<ListenerProtocolName>,
+    /// The pool of upstreams.
+    pub pool: Option<String>,
+    /// Port of pool members that have none.
+    pub backend_port: Option<i64>,
+    /// Scheduler.
+    pub scheduler: Option<SchedulerName>,
+    /// Worker threads.
+    pub workers: Option<i64>,
+    /// Pin workers to cores.
+    pub pin_workers: Option<bool>,
+    /// Client to worker steering.
+    pub steering: Option<SteeringName>,
+    /// Idle timeout of client address to backend stickiness.
+    pub persistence: Option<Scalar>,
+    /// Session-table capacity per worker.
+    pub persistence_entries: Option<i64>,
+    /// Further peers tried after a connect failure.
+    pub retries: Option<i64>,
+    /// Client connections per worker.
+    pub max_connections: Option<i64>,
+    /// `[listener.timeouts]`.
+    #[serde(default)]
+    pub timeouts: RawListenerTimeouts,
+    /// `[listener.http]`.
+    pub http: Option<RawListenerHttp>,
+}
+
+/// `[listener.timeouts]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListenerTimeouts {
+    /// Upstream connect.
+    pub connect: Option<Scalar>,
+    /// Client request head.
+    pub header_read: Option<Scalar>,
+    /// Idle connection.
+    pub idle: Option<Scalar>,
+    /// Upstream response head.
+    pub response: Option<Scalar>,
+}
+
+/// `[listener.http]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListenerHttp {
+    /// Append `X-Forwarded-For`.
+    pub forwarded_for: Option<bool>,
+    /// Append an RFC 7239 `Forwarded` element.
+    pub forwarded: Option<bool>,
+    /// Largest request head, bytes.
+    pub max_header_size: Option<i64>,
+    /// Idle upstream connections kept per worker.
+    pub keepalive_pool: Option<i64>,
+    /// How long an idle upstream connection is kept.
+    pub keepalive_timeout: Option<Scalar>,
+    /// Add `X-Served-By` to responses.
+    pub served_by: Option<bool>,
 }

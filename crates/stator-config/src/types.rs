@@ -42,6 +42,14 @@ pub struct Config {
     pub pools: Vec<Pool>,
     /// The VIPs, in file order.
     pub vips: Vec<Vip>,
+    /// The proxy listeners, in file order.
+    pub listeners: Vec<Listener>,
+    /// `[fragments]`.
+    pub fragments: Fragments,
+    /// `[tracer]`.
+    pub tracer: Tracer,
+    /// `[[vip_class]]`, in file order; indexed by [`VipGroup::class`].
+    pub classes: Vec<VipClass>,
 }
 
 impl Config {
@@ -72,9 +80,18 @@ impl Config {
         self.vips.iter().map(|v| v.backends.len()).sum()
     }
 
-    /// Maglev slots all VIP tables need (per generation).
+    /// Maglev slots all VIP tables and the fragment peers' table need (per generation).
     pub fn slots(&self) -> u64 {
-        self.vips.iter().map(|v| u64::from(v.table_size)).sum()
+        let peers = if self.fragments.peers.is_empty() {
+            0
+        } else {
+            u64::from(self.fragments.table_size)
+        };
+        self.vips
+            .iter()
+            .map(|v| u64::from(v.table_size))
+            .sum::<u64>()
+            + peers
     }
 
     /// The node-wide forwarding parameters of a `stator_core::Snapshot`.
@@ -88,6 +105,8 @@ impl Config {
             flood_new_per_sec: self.dataplane.flood_new_per_sec,
             gue_port: self.encap.gue_port,
             outer_ttl: self.encap.outer_ttl,
+            frag_timeout_ns: duration_ns(self.fragments.timeout),
+            trace_per_sec: self.tracer.reports_per_sec,
         }
     }
 }
@@ -109,12 +128,61 @@ pub struct Node {
     pub address_v6: Option<Ipv6Addr>,
 }
 
-/// Which data plane forwards packets (raw `"afxdp"` is reserved and rejected for now).
+/// Which data plane forwards packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DataplaneMode {
     /// The XDP program (`bpf/stator_fwd.bpf.c`).
     Xdp,
+    /// No packet forwarder: a proxy-only node (listeners, no VIPs, no interfaces).
+    None,
+    /// The AF_XDP forwarder (`crates/stator-afxdp`, docs/afxdp.md): stator-core in user-space
+    /// packet threads, fed by `bpf/stator_xsk.bpf.c`.
+    Afxdp,
+}
+
+/// How AF_XDP sockets bind (`dataplane.afxdp.bind_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AfxdpBindMode {
+    /// Zero-copy where the driver offers it, else copy.
+    #[default]
+    Auto,
+    /// Copy mode (what veth and generic XDP offer).
+    Copy,
+    /// Zero-copy only; binding fails where the driver has none.
+    Zerocopy,
+}
+
+/// `[dataplane.afxdp]`: the AF_XDP forwarder's threads, packet pool, rings and timers (used
+/// when `mode = "afxdp"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Afxdp {
+    /// Packet threads, each with its own connection table.
+    pub packet_threads: u32,
+    /// CPUs to pin to, the I/O thread's first; empty = the process's CPUs in order.
+    pub cpus: Vec<u32>,
+    /// Pin the threads to CPUs.
+    pub pin: bool,
+    /// Frames in the packet pool (the UMEM).
+    pub frames: u32,
+    /// Bytes per frame (2048 or 4096).
+    pub frame_size: u32,
+    /// Entries of every ring of every socket (a power of two).
+    pub ring_size: u32,
+    /// Frames per batch.
+    pub batch: u32,
+    /// A TX batch leaves at the latest this long after its first frame.
+    pub flush_timeout: Duration,
+    /// Capacity of each packet thread's queues.
+    pub queue_depth: u32,
+    /// RX queues bound per interface; `None` = all.
+    pub queues: Option<u32>,
+    /// Copy, zero-copy, or whatever the driver offers.
+    pub bind_mode: AfxdpBindMode,
+    /// How long an idle thread busy-polls before it sleeps.
+    pub busy_poll: Duration,
 }
 
 /// How the XDP program is attached.
@@ -185,6 +253,8 @@ pub struct Dataplane {
     pub icmp_echo: bool,
     /// What to do with the data plane on exit.
     pub on_exit: OnExit,
+    /// The AF_XDP forwarder's settings (defaults unless `[dataplane.afxdp]` sets them).
+    pub afxdp: Afxdp,
 }
 
 /// `[encap]`: encapsulation defaults.
@@ -424,6 +494,63 @@ pub struct Vip {
     /// (byte order). Maglev population must iterate backends in this order: it breaks ties by
     /// position, and every node must build the same table.
     pub backends: Vec<Member>,
+    /// Where its packets go when no backend is usable: the same service's address in another
+    /// cluster (docs/forwarding.md §10.1).
+    pub failover: Option<IpAddr>,
+    /// Its class and suffix, for a VIP that also serves its class's other clusters (§3.1).
+    pub group: Option<VipGroup>,
+}
+
+/// A VIP's membership of a class (`vip.class`, `vip.suffix_bits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VipGroup {
+    /// Index into [`Config::classes`] (also the data plane's class id).
+    pub class: usize,
+    /// Suffix length in bits.
+    pub bits: u8,
+}
+
+/// `[fragments]` (docs/forwarding.md §9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Fragments {
+    /// The cluster's Stator nodes (this one included), in file order; empty = every node
+    /// decides the fragments it receives.
+    pub peers: Vec<IpAddr>,
+    /// Which of them is this node.
+    pub self_index: Option<usize>,
+    /// Size of the peers' Maglev table (prime).
+    pub table_size: u32,
+    /// How long a first fragment's decision is kept, and an early fragment held.
+    pub timeout: Duration,
+    /// Fragment-table capacity.
+    pub table_entries: u32,
+    /// Early fragments held at most.
+    pub hold_frames: u32,
+    /// Bytes of early fragments held at most.
+    pub hold_bytes: u32,
+}
+
+/// `[tracer]` (docs/forwarding.md §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Tracer {
+    /// Reports per second the node sends at most (0 = none).
+    pub reports_per_sec: u32,
+}
+
+/// `[[vip_class]]`: a class of clusters and its prefix groups (docs/forwarding.md §3.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VipClass {
+    /// Name.
+    pub name: String,
+    /// Prefix groups.
+    pub prefixes: Vec<stator_core::Prefix>,
+    /// Default suffix length of its IPv4 VIPs.
+    pub suffix_bits_v4: u8,
+    /// Default suffix length of its IPv6 VIPs.
+    pub suffix_bits_v6: u8,
 }
 
 impl Vip {
@@ -446,5 +573,171 @@ impl Vip {
     /// Sum of the backends' weights (positive).
     pub fn total_weight(&self) -> u64 {
         self.backends.iter().map(|m| u64::from(m.weight)).sum()
+    }
+}
+
+/// What a listener speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenerProtocol {
+    /// TCP: bytes copied both ways.
+    Tcp,
+    /// HTTP/1.1 reverse proxy.
+    Http,
+}
+
+impl ListenerProtocol {
+    /// `tcp` or `http`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tcp => "tcp",
+            Self::Http => "http",
+        }
+    }
+}
+
+/// How a listener picks an upstream for a new connection or request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scheduler {
+    /// Tengine's VNSWRR: nginx's smooth weighted order, precomputed; O(1) picks.
+    #[default]
+    Vnswrr,
+    /// nginx's smooth weighted round-robin: O(backends) per pick.
+    Swrr,
+    /// Fewest active connections relative to weight.
+    LeastConn,
+    /// Power of two choices: the less loaded of two random backends.
+    P2c,
+    /// A Maglev table keyed by the client address: stickiness without a session table.
+    SourceHash,
+}
+
+impl Scheduler {
+    /// The name as written in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Vnswrr => "vnswrr",
+            Self::Swrr => "swrr",
+            Self::LeastConn => "least_conn",
+            Self::P2c => "p2c",
+            Self::SourceHash => "source_hash",
+        }
+    }
+}
+
+/// Which worker a new client connection reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Steering {
+    /// The kernel's `SO_REUSEPORT` hash of the 4-tuple.
+    #[default]
+    Kernel,
+    /// A reuseport BPF program: a consistent table over workers keyed by the client address.
+    Source,
+}
+
+impl Steering {
+    /// The name as written in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Kernel => "kernel",
+            Self::Source => "source",
+        }
+    }
+}
+
+/// Client address → backend stickiness, per worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Persistence {
+    /// An entry unused this long is forgotten.
+    pub timeout: Duration,
+    /// Entries per worker (least recently used evicted first).
+    pub max_entries: u32,
+}
+
+/// `[listener.timeouts]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListenerTimeouts {
+    /// Connecting to an upstream.
+    pub connect: Duration,
+    /// Receiving a request head (HTTP): from accept, or from the first byte of a later
+    /// request on a kept-alive connection; then 408.
+    pub header_read: Duration,
+    /// A connection with no bytes in either direction (TCP), or a kept-alive client
+    /// connection between requests (HTTP), is closed after this long.
+    pub idle: Duration,
+    /// Waiting for an upstream's response head (HTTP); then 504.
+    pub response: Duration,
+}
+
+/// `[listener.http]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HttpOptions {
+    /// Append the client address to `X-Forwarded-For`.
+    pub forwarded_for: bool,
+    /// Append an RFC 7239 `Forwarded: for=...;proto=http` element.
+    pub forwarded: bool,
+    /// Largest request head, bytes (larger: 431).
+    pub max_header_size: u32,
+    /// Idle upstream connections kept per worker and upstream (0: no upstream keep-alive).
+    pub keepalive_pool: u32,
+    /// How long an idle upstream connection is kept.
+    pub keepalive_timeout: Duration,
+    /// Add `X-Served-By: <node>/<listener>/<worker>` to responses.
+    pub served_by: bool,
+}
+
+/// One upstream of a listener: a pool member with the port the proxy connects to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Upstream {
+    /// The backend (health state, stable name).
+    pub backend: BackendId,
+    /// The port connected to: the backend's own, else the listener's `backend_port`.
+    pub port: u16,
+    /// Its weight in the pool (0 = draining: no new connections).
+    pub weight: u32,
+}
+
+/// `[[listener]]`: a socket proxy in front of a pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Listener {
+    /// Name: configured, else `<protocol>/<address>` (e.g. `http/0.0.0.0:8080`).
+    pub name: String,
+    /// Where it listens.
+    pub address: SocketAddr,
+    /// What it speaks.
+    pub protocol: ListenerProtocol,
+    /// The pool it serves from.
+    pub pool: PoolId,
+    /// Port for pool members without one.
+    pub backend_port: Option<u16>,
+    /// The pool's backends, flattened, sorted by stable name, with the port connected to.
+    pub upstreams: Vec<Upstream>,
+    /// How upstreams are picked.
+    pub scheduler: Scheduler,
+    /// Worker threads (`None`: one per core, decided when the listener starts).
+    pub workers: Option<u16>,
+    /// Pin worker `i` to core `i mod cores`.
+    pub pin_workers: bool,
+    /// Client → worker steering.
+    pub steering: Steering,
+    /// Client address → backend stickiness (`None`: off).
+    pub persistence: Option<Persistence>,
+    /// Further upstreams tried after a connect failure.
+    pub retries: u8,
+    /// Client connections per worker; more are accepted and closed at once (counted).
+    pub max_connections: u32,
+    /// Timeouts.
+    pub timeouts: ListenerTimeouts,
+    /// HTTP options (defaults for a TCP listener, where they do not apply).
+    pub http: HttpOptions,
+}
+
+impl Listener {
+    /// The derived name of a listener without a `name`.
+    pub fn derived_name(protocol: ListenerProtocol, address: SocketAddr) -> String {
+        format!("{}/{address}", protocol.as_str())
     }
 }

@@ -44,6 +44,11 @@ impl Config {
                 used[pool.0] = true;
             }
         }
+        for listener in &self.listeners {
+            for pool in self.pools_reached(&[listener.pool]) {
+                used[pool.0] = true;
+            }
+        }
         for (i, pool) in self.pools.iter().enumerate() {
             if !used[i] {
                 warn(

@@ -10,6 +10,7 @@ use stator_config::check_str;
 const TABLES: &[(&str, &str)] = &[
     ("[node]", "[node]\nzz_unknown = 1\n"),
     ("[dataplane]", "[dataplane]\nzz_unknown = 1\n"),
+    ("[dataplane.afxdp]", "[dataplane.afxdp]\nzz_unknown = 1\n"),
     ("[encap]", "[encap]\nzz_unknown = 1\n"),
     ("[bgp]", "[bgp]\nzz_unknown = 1\n"),
     ("[[bgp.neighbor]]", "[[bgp.neighbor]]\nzz_unknown = 1\n"),
@@ -22,6 +23,18 @@ const TABLES: &[(&str, &str)] = &[
         "[[pool]]\n[[pool.backend]]\nzz_unknown = 1\n",
     ),
     ("[[vip]]", "[[vip]]\nzz_unknown = 1\n"),
+    ("[[listener]]", "[[listener]]\nzz_unknown = 1\n"),
+    (
+        "[listener.timeouts]",
+        "[[listener]]\n[listener.timeouts]\nzz_unknown = 1\n",
+    ),
+    (
+        "[listener.http]",
+        "[[listener]]\n[listener.http]\nzz_unknown = 1\n",
+    ),
+    ("[[vip_class]]", "[[vip_class]]\nzz_unknown = 1\n"),
+    ("[fragments]", "[fragments]\nzz_unknown = 1\n"),
+    ("[tracer]", "[tracer]\nzz_unknown = 1\n"),
 ];
 
 /// The keys the schema accepts in a table, from its "unknown key" message.

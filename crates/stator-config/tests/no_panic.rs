@@ -86,6 +86,9 @@ const TABLES: &[(&str, &[(&str, char)])] = &[
             ("path", 's'),
             ("expect_status", 'x'),
             ("host", 's'),
+            ("sni", 's'),
+            ("verify", 'b'),
+            ("ca_file", 's'),
             ("payload", 's'),
             ("payload_hex", 's'),
             ("expect", 's'),
@@ -206,7 +209,7 @@ fn enum_values(key: &str) -> &'static [&'static str] {
         "default" | "encap" => &["\"gre\"", "\"ipip\"", "\"gue\""],
         "format" => &["\"human\"", "\"json\""],
         "level" => &["\"info\"", "\"debug\""],
-        "method" => &["\"tcp\"", "\"http\"", "\"udp\"", "\"none\""],
+        "method" => &["\"tcp\"", "\"http\"", "\"https\"", "\"udp\"", "\"none\""],
         "protocol" => &["\"tcp\"", "\"udp\""],
         _ => &["\"bogus\""],
     }

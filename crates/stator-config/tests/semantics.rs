@@ -451,7 +451,7 @@ table_size = 13
              not loopback, without a token: anyone who can reach it can change the configuration",
             "t.toml:12:1: warning: bgp: no IPv6 BGP neighbor: IPv6 VIPs will not be announced (a \
              neighbor announces the VIPs of its own address family)",
-            "t.toml:28:1: warning: pool[1]: pool \"old\" is not used by any VIP",
+            "t.toml:28:1: warning: pool[1]: pool \"old\" is not used by any VIP or listener",
             "t.toml:38:9: warning: vip[0].pools: 10.1.1.1 is behind this VIP as 2 backends \
              (10.1.1.1:8080, 10.1.1.1:8443): packets are forwarded by address (ports are not \
              rewritten), so it receives 2 shares",
@@ -608,4 +608,156 @@ fn shipped_examples_are_valid_and_quiet() {
     );
     assert!(full.vips.iter().any(|v| v.key.addr.is_ipv6()));
     assert!(full.bgp.is_some());
+}
+
+#[test]
+fn listeners_resolve_upstreams_ports_and_defaults() {
+    let c = stator_config::from_toml_str(
+        "t.toml",
+        r#"
+[node]
+name = "p1"
+[dataplane]
+mode = "none"
+[[pool]]
+name = "inner"
+[[pool.backend]]
+address = "10.1.1.3"
+weight = 0
+[pool.health]
+method = "none"
+[[pool]]
+name = "web"
+include = ["inner"]
+[[pool.backend]]
+address = "10.1.1.2"
+port = 81
+weight = 3
+[[pool.backend]]
+address = "10.1.1.1"
+port = 80
+[[listener]]
+address = "0.0.0.0:8080"
+protocol = "http"
+pool = "web"
+backend_port = 9000
+persistence = "10m"
+[[listener]]
+name = "raw"
+address = "[::]:9000"
+protocol = "tcp"
+pool = "web"
+backend_port = 9001
+steering = "source"
+scheduler = "least_conn"
+workers = 3
+persistence = "0s"
+[listener.timeouts]
+idle = "5m"
+"#,
+    )
+    .unwrap();
+    assert_eq!(c.dataplane.mode, stator_config::DataplaneMode::None);
+    assert!(c.dataplane.interfaces.is_empty() && c.vips.is_empty());
+    let (web, raw) = (&c.listeners[0], &c.listeners[1]);
+    assert_eq!(web.name, "http/0.0.0.0:8080");
+    assert_eq!(web.scheduler, stator_config::Scheduler::Vnswrr);
+    assert_eq!(web.steering, stator_config::Steering::Kernel);
+    assert_eq!(web.workers, None);
+    assert_eq!(web.retries, 2);
+    assert_eq!(web.persistence.unwrap().timeout.as_secs(), 600);
+    assert_eq!(web.persistence.unwrap().max_entries, 65536);
+    assert!(web.http.forwarded_for && !web.http.forwarded);
+    // Sorted by stable name; a member's own port wins over backend_port; weights kept.
+    let ups: Vec<(String, u16, u32)> = web
+        .upstreams
+        .iter()
+        .map(|u| (c.backend(u.backend).name.clone(), u.port, u.weight))
+        .collect();
+    assert_eq!(
+        ups,
+        [
+            ("10.1.1.1:80".to_string(), 80, 1),
+            ("10.1.1.2:81".to_string(), 81, 3),
+            ("10.1.1.3".to_string(), 9000, 0)
+        ]
+    );
+    assert_eq!(raw.upstreams[2].port, 9001);
+    assert_eq!(raw.protocol, stator_config::ListenerProtocol::Tcp);
+    assert_eq!(raw.steering, stator_config::Steering::Source);
+    assert_eq!(raw.scheduler, stator_config::Scheduler::LeastConn);
+    assert_eq!(raw.workers, Some(3));
+    assert_eq!(raw.persistence, None);
+    assert_eq!(raw.timeouts.idle.as_secs(), 300);
+    assert_eq!(raw.timeouts.connect.as_secs(), 5);
+    let r = check_str(
+        "t.toml",
+        "[node]\nname = \"p\"\n[dataplane]\nmode = \"none\"\n",
+    );
+    assert!(r.is_ok(), "{r}");
+    assert!(r.to_string().contains("data plane none"), "{r}");
+}
+
+/// Fragments, failover, classes and the tracer as a node forwards with them: the peers with
+/// this node found among them, the VIP's group and failover, the node parameters.
+#[test]
+fn fragments_classes_failover_and_the_tracer() {
+    let c = config(
+        r#"
+[fragments]
+peers = ["10.0.0.11", "10.0.0.10", "10.0.0.12"]
+timeout = "3s"
+hold_frames = 64
+[tracer]
+reports_per_sec = 7
+[[vip_class]]
+name = "web"
+prefixes = ["10.100.0.0/16", "2001:db8:100::/48"]
+suffix_bits_v6 = 80
+[[pool]]
+name = "web"
+[[pool.backend]]
+address = "10.1.1.1"
+port = 80
+[[vip]]
+address = "10.100.1.1"
+port = 80
+protocol = "udp"
+pools = ["web"]
+class = "web"
+fragments = true
+failover = "10.100.2.1"
+[[vip]]
+address = "2001:db8:100:1::1"
+port = 80
+protocol = "tcp"
+pools = ["web"]
+class = "web"
+suffix_bits = 64
+[[vip]]
+address = "192.0.2.10"
+port = 80
+protocol = "tcp"
+pools = ["web"]
+"#,
+    );
+    let f = &c.fragments;
+    assert_eq!(f.peers.len(), 3);
+    assert_eq!(f.self_index, Some(1), "10.0.0.10 is node.address_v4");
+    assert_eq!((f.timeout, f.hold_frames), (Duration::from_secs(3), 64));
+    assert_eq!(c.tracer.reports_per_sec, 7);
+    assert_eq!(c.classes.len(), 1);
+    assert_eq!(c.classes[0].prefixes.len(), 2);
+    let v = &c.vips;
+    assert!(v[0].flags.fragments && !v[1].flags.fragments && !v[2].flags.fragments);
+    assert_eq!(v[0].failover, Some("10.100.2.1".parse::<IpAddr>().unwrap()));
+    assert_eq!(v[0].group.map(|g| (g.class, g.bits)), Some((0, 8)));
+    assert_eq!(
+        v[1].group.map(|g| g.bits),
+        Some(64),
+        "the VIP's own length wins"
+    );
+    assert_eq!(v[2].group, None);
+    let n = c.node_params();
+    assert_eq!((n.frag_timeout_ns, n.trace_per_sec), (3_000_000_000, 7));
 }

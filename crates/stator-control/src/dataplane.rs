@@ -11,8 +11,9 @@
 //!   `/metrics` use these.
 //!
 //! [`crate::xdp::XdpPlane`] implements both for the XDP forwarder, [`crate::coreplane::CorePlane`]
-//! for stator-core alone; a user-space plane (AF_XDP) reuses the latter's reader side
-//! ([`crate::coreplane::CoreReader`] over [`crate::coreplane::Shards`]).
+//! for stator-core alone, and [`crate::afxdp::AfxdpPlane`] for the AF_XDP forwarder, whose
+//! reader is the latter's ([`crate::coreplane::Shards`] over its packet threads' forwarders)
+//! plus the counters of its kernel half.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,4 +128,33 @@ pub trait PlaneReader: Send + Sync + std::fmt::Debug {
 
     /// The data plane's clock, in nanoseconds (the clock of `CtEntry::last_seen_ns`).
     fn clock_ns(&self) -> u64;
+
+    /// Figures of the plane's own machinery, beside the counters every plane has (the AF_XDP
+    /// plane: each socket's `XDP_STATISTICS`, its I/O and packet threads' counts), for
+    /// `/metrics` and `/v1/status`. Empty for planes without any.
+    fn plane_stats(&self) -> Vec<PlaneStat> {
+        Vec::new()
+    }
+
+    /// What the holder of early fragments has done (docs/forwarding.md §9), for a plane that
+    /// has one.
+    fn hold_stats(&self) -> Option<stator_xdp::HolderStats> {
+        None
+    }
+}
+
+/// One sample of [`PlaneReader::plane_stats`]: a metric family (samples of one family come
+/// together), its help text, labels and value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlaneStat {
+    /// The metric family, e.g. `stator_afxdp_xsk_total`.
+    pub family: &'static str,
+    /// Counter or gauge.
+    pub counter: bool,
+    /// Its help text.
+    pub help: &'static str,
+    /// Label names and values.
+    pub labels: Vec<(&'static str, String)>,
+    /// The value.
+    pub value: u64,
 }

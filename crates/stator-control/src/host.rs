@@ -80,8 +80,19 @@ pub fn forwarding_enabled(config: &Config) -> Result<(), ControlError> {
     Ok(())
 }
 
-/// Everything the host must provide for `config`.
+/// Everything the host must provide for `config`. A proxy-only node (`dataplane.mode =
+/// "none"`) needs nothing but root for `steering = "source"` (a BPF program).
 pub fn preflight(config: &Config) -> Result<(), ControlError> {
+    if config.dataplane.mode == stator_config::DataplaneMode::None {
+        if config
+            .listeners
+            .iter()
+            .any(|l| l.steering == stator_config::Steering::Source)
+        {
+            require_root("steering = \"source\" (a reuseport BPF program)")?;
+        }
+        return Ok(());
+    }
     require_root("stator run")?;
     interfaces_exist(config)?;
     forwarding_enabled(config)
@@ -107,6 +118,28 @@ pub fn resolve_token(config: &Config) -> Result<Option<String>, ControlError> {
             Ok(Some(token.to_owned()))
         }
     }
+}
+
+/// Every HTTPS check's `ca_file` can be read and holds usable certificates (checked at start
+/// and on reload, so that a bad file is refused with its field path instead of making every
+/// probe of the check fail).
+pub fn tls_files(config: &Config) -> Result<(), ControlError> {
+    for (i, pool) in config.pools.iter().enumerate() {
+        let Some(stator_config::HealthSpec {
+            probe: stator_config::Probe::Https(h),
+            ..
+        }) = &pool.health
+        else {
+            continue;
+        };
+        if let Some(path) = &h.tls.ca_file {
+            crate::health::tls::load_ca_file(path).map_err(|reason| ControlError::Host {
+                field: format!("pool[{i}].health.ca_file"),
+                reason,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// Fails when `new` changes a setting that needs a restart.
@@ -149,6 +182,12 @@ pub fn reloadable(old: &Config, new: &Config) -> Result<(), ControlError> {
         return restart(
             "dataplane.slots_per_generation",
             "the size of the Maglev slot map",
+        );
+    }
+    if a.afxdp != b.afxdp {
+        return restart(
+            "dataplane.afxdp",
+            "the AF_XDP forwarder's threads, packet pool and rings",
         );
     }
     if old.api.listen != new.api.listen {

@@ -32,17 +32,23 @@
 //!   without holding the writer. [`xdp::XdpPlane`] implements both for `stator-xdp`;
 //!   [`coreplane::CorePlane`] for stator-core alone (tests without root, in simulated time;
 //!   the reader side is the seam user-space planes such as AF_XDP build on).
-//! - [`health`]: TCP connect, HTTP GET and UDP probes on a jittered schedule, rise/fall
-//!   state machines; also keeps the kernel's neighbour entries of backends resolved (which the
-//!   XDP forwarder needs and cannot do itself).
+//! - [`health`]: TCP connect, HTTP GET, HTTPS GET (rustls) and UDP probes on a jittered
+//!   schedule, rise/fall state machines; also keeps the kernel's neighbour entries of
+//!   backends resolved (which the XDP forwarder needs and cannot do itself).
 //! - [`reconciler`]: the one owner of the node's state. Every input is a message; each
 //!   produces at most one new Snapshot, committed before the announcer is told.
 //! - [`watchdog`]: the forwarder's health, once a second (attached with our program, maps
 //!   answering, self-test); withdraws everything on failure and re-attaches.
 //! - [`host`]: what the host must provide (root, interfaces, forwarding sysctls — checked,
 //!   never set) and which settings a reload may not change.
-//! - [`api`]: the admin HTTP API (axum), Prometheus `/metrics`, the packet tracer.
+//! - [`events`]: the recent events (health changes, reloads, drains, announcements) the
+//!   reconciler records for `GET /v1/events` and the status page.
+//! - [`api`]: the admin HTTP API (axum), Prometheus `/metrics`, the packet tracer, and the
+//!   status page (`GET /`, HTML/CSS/JS embedded in the binary).
 //! - [`client`]: a small blocking client of that API for the CLI and tests.
+//! - [`listeners`]: the proxy tier (`stator-proxy`) kept in step with the views: listeners
+//!   from `[[listener]]`, upstream states from the same health checks and drains.
+//! - [`noplane`]: the data plane of `dataplane.mode = "none"` (a proxy-only node).
 //! - [`node`]: all of the above started in order and stopped in order — `stator run`.
 //!
 //! ## Contract
@@ -65,18 +71,23 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod afxdp;
 pub mod api;
 pub mod client;
 pub mod coreplane;
 pub mod dataplane;
 mod error;
+pub mod events;
 pub mod health;
 pub mod host;
 pub mod ids;
+pub mod listeners;
 pub mod logging;
 pub mod node;
+pub mod noplane;
 pub mod plan;
 pub mod reconciler;
+pub mod reports;
 pub mod view;
 pub mod watchdog;
 pub mod xdp;

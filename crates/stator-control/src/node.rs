@@ -23,15 +23,21 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::afxdp::AfxdpPlane;
 use crate::api::{self, Ctx};
 use crate::dataplane::DataPlane;
 use crate::error::ControlError;
+use crate::events::EventLog;
 use crate::health::ProbeRoutes;
 use crate::host;
+use crate::listeners::ProxyTier;
+use crate::noplane::NoPlane;
 use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
+use crate::reports::Reporter;
 use crate::view::View;
 use crate::watchdog;
 use crate::xdp::XdpPlane;
+use stator_config::DataplaneMode;
 
 /// How a node is started.
 #[derive(Debug, Default)]
@@ -51,6 +57,9 @@ pub struct NodeOptions {
     /// Where health probes connect instead of the backends' addresses (tests without root,
     /// which cannot own those addresses; empty otherwise).
     pub probe_routes: ProbeRoutes,
+    /// The commit the binary was built from (`/v1/status`, `stator_build_info`); `unknown`
+    /// when `None`.
+    pub commit: Option<String>,
 }
 
 /// A running node.
@@ -64,6 +73,9 @@ pub struct Node {
     server: JoinHandle<()>,
     server_stop: oneshot::Sender<()>,
     startup: ApplyReport,
+    follower: JoinHandle<()>,
+    /// The tracer's reports (XDP plane).
+    reporter: Option<Reporter>,
 }
 
 impl Node {
@@ -84,6 +96,7 @@ impl Node {
             host::preflight(&config)?;
         }
         let token = host::resolve_token(&config)?;
+        host::tls_files(&config)?;
         let listen = opts.listen.unwrap_or(config.api.listen);
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
             ControlError::io(format!("binding the admin API to {listen} (api.listen)"), e)
@@ -92,11 +105,16 @@ impl Node {
             .local_addr()
             .map_err(|e| ControlError::io("reading the admin API's address", e))?;
 
+        let xdp =
+            opts.plane.is_none() && config.dataplane.mode == stator_config::DataplaneMode::Xdp;
         let plane: Box<dyn DataPlane> = match opts.plane {
             Some(p) => p,
+            None if config.dataplane.mode == stator_config::DataplaneMode::None => {
+                Box::new(NoPlane::default())
+            }
             None => {
-                let xdp_opts = XdpPlane::options(&config);
-                tokio::task::spawn_blocking(move || XdpPlane::load(&xdp_opts))
+                let config = Arc::clone(&config);
+                tokio::task::spawn_blocking(move || load_plane(&config))
                     .await
                     .map_err(|e| {
                         ControlError::io(
@@ -104,7 +122,6 @@ impl Node {
                             std::io::Error::other(e.to_string()),
                         )
                     })??
-                    .into_boxed()
             }
         };
         let plane: SharedPlane = Arc::new(Mutex::new(plane));
@@ -141,6 +158,7 @@ impl Node {
         let (req_tx, req_rx) = mpsc::channel(64);
         let (trans_tx, trans_rx) = mpsc::unbounded_channel();
         let (fwd_tx, fwd_rx) = mpsc::unbounded_channel();
+        let events = EventLog::new();
         let mut reconciler = Reconciler::new(
             Parts {
                 plane: Arc::clone(&plane),
@@ -154,11 +172,14 @@ impl Node {
                 token: Arc::clone(&token),
                 stopping: Arc::clone(&stopping),
                 probe_routes: opts.probe_routes,
+                events: events.clone(),
                 host_checks: !opts.no_preflight,
             },
             trans_tx,
         );
+        let proxy = ProxyTier::new(&config.node.name);
         let ctx = Ctx {
+            proxy: proxy.clone(),
             requests: req_tx,
             view: reconciler.subscribe(),
             reader,
@@ -168,6 +189,15 @@ impl Node {
             scan: Arc::new(Mutex::new(())),
             host_checks: !opts.no_preflight,
             conn_stats: Arc::default(),
+            events,
+            commit: Arc::from(opts.commit.as_deref().unwrap_or("unknown")),
+        };
+        let reporter = if xdp {
+            let ring = stator_xdp::TraceRing::open(&config.dataplane.pin_path)
+                .map_err(|e| ControlError::data_plane("opening stator_trace", e))?;
+            Some(Reporter::start(ring, ctx.view.clone())?)
+        } else {
+            None
         };
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
         let (server_stop, stop_rx) = oneshot::channel::<()>();
@@ -191,8 +221,27 @@ impl Node {
                 return Err(e);
             }
         };
+        // The listeners start once the first snapshot (and so the first health states) is in:
+        // a port that cannot be bound fails the start like any other.
+        let view = reconciler.subscribe();
+        let first = Arc::clone(&view.borrow());
+        if let Err(e) = proxy.apply(&first) {
+            proxy.shutdown(std::time::Duration::ZERO);
+            watchdog.abort();
+            let _ = server_stop.send(());
+            let _ = server.await;
+            if !opts.no_attach {
+                let _ = with_plane(&plane, |p| p.detach(false)).await;
+            }
+            return Err(ControlError::io(
+                "starting the listeners",
+                std::io::Error::other(e.to_string()),
+            ));
+        }
+        let follower = proxy.follow(view);
         let reconciler = tokio::spawn(reconciler.run(inputs));
         Ok(Self {
+            follower,
             ctx,
             api_addr,
             config_path: opts.config_path,
@@ -201,6 +250,7 @@ impl Node {
             server,
             server_stop,
             startup,
+            reporter,
         })
     }
 
@@ -310,9 +360,16 @@ impl Node {
             Ok(())
         };
         let _ = self.reconciler.await;
+        self.follower.abort();
+        let proxy = self.ctx.proxy.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            proxy.shutdown(std::time::Duration::from_secs(5));
+        })
+        .await;
         self.watchdog.abort();
         let _ = self.server_stop.send(());
         let _ = self.server.await;
+        drop(self.reporter);
         result
     }
 
@@ -344,5 +401,21 @@ impl Node {
 impl XdpPlane {
     fn into_boxed(self) -> Box<dyn DataPlane> {
         Box::new(self)
+    }
+}
+
+/// The data plane `dataplane.mode` names, loaded (not attached).
+fn load_plane(config: &stator_config::Config) -> Result<Box<dyn DataPlane>, ControlError> {
+    match config.dataplane.mode {
+        DataplaneMode::Xdp => {
+            let mut p = XdpPlane::load(&XdpPlane::options(config))?;
+            p.start_holder(XdpPlane::hold_limits(config))?;
+            Ok(p.into_boxed())
+        }
+        DataplaneMode::Afxdp => {
+            let (xdp, cfg) = AfxdpPlane::options(config);
+            Ok(AfxdpPlane::load(&xdp, cfg)?.into_boxed())
+        }
+        DataplaneMode::None => Ok(Box::new(NoPlane::default())),
     }
 }

@@ -18,7 +18,8 @@
 //!
 //! [`deploy`] puts it all together — the paper's Figure 2: a client with many addresses, a
 //! BIRD router doing ECMP, Stator nodes running `stator run`, backends running `stator decap`
-//! and their servers — with handles to fail and restore each part; [`traffic`] drives bounded
+//! and their servers — with handles to fail and restore each part, optionally BFD between
+//! router and nodes and a [`prometheus`] scraping the nodes; [`traffic`] drives bounded
 //! load through it. `stator lab` and the end-to-end tests are built on these two.
 //!
 //! Contract: every object this crate creates carries the caller's prefix in its name; nothing
@@ -29,6 +30,7 @@ pub mod bird;
 pub mod deploy;
 pub mod lan;
 pub mod netns;
+pub mod prometheus;
 pub mod serve;
 pub mod stator;
 pub mod topo;

@@ -13,7 +13,7 @@ use aya::programs::xdp::{XdpLink, XdpMode as AyaXdpMode};
 use aya::programs::{ProgramError, Xdp};
 
 use crate::error::{Result, XdpError};
-use crate::forwarder::{Forwarder, PROGRAM_NAME};
+use crate::forwarder::Forwarder;
 use crate::maps::{FORWARDER_MAPS, Maps, RETIRED_FORWARDER_MAPS};
 use crate::options::{AttachMode, ConntrackMode};
 use crate::sys;
@@ -145,9 +145,10 @@ impl Forwarder {
     ///
     /// [`XdpOptions::attach_mode`]: crate::XdpOptions::attach_mode
     pub fn attach(&mut self, iface: &str) -> Result<Attachment> {
+        let program = self.program;
         let at = attach_loaded(
             &mut self.ebpf,
-            PROGRAM_NAME,
+            program,
             &self.opts.pin_path,
             iface,
             self.opts.attach_mode,

@@ -23,6 +23,14 @@ use crate::testrun::{TestRunOpts, TestRunOutput, run_xdp};
 /// Name of the forwarder's XDP program in its object.
 pub const PROGRAM_NAME: &str = "stator_fwd";
 
+/// The forwarder's tail-called programs by `stator_progs` index (docs/forwarding.md §9, §10.2):
+/// a fragment, a first fragment decided here, a redirect's inner packet.
+pub const TAIL_PROGRAMS: [(u32, &str); 3] = [
+    (stator_abi::STATOR_TAIL_FRAG, "stator_fragment"),
+    (stator_abi::STATOR_TAIL_FIRST, "stator_first"),
+    (stator_abi::STATOR_TAIL_INNER, "stator_inner"),
+];
+
 /// What [`Forwarder::commit`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitReport {
@@ -60,6 +68,9 @@ pub struct SelfTest {
 #[derive(Debug)]
 pub struct Forwarder {
     pub(crate) ebpf: Ebpf,
+    /// The XDP program attached to interfaces: `stator_fwd`, or `stator_xsk` for the AF_XDP
+    /// plane ([`Forwarder::load_xsk`]).
+    pub(crate) program: &'static str,
     pub(crate) maps: Maps,
     pub(crate) opts: XdpOptions,
     nonce: AtomicU32,
@@ -70,6 +81,21 @@ impl Forwarder {
     /// have this build's layout (then reuses them: connection table, counters and the active
     /// generation survive a restart), loads and verifies the program, and maps the arrays.
     pub fn load(opts: &XdpOptions) -> Result<Self> {
+        let object = match opts.conntrack {
+            ConntrackMode::PerCpu => objects::FORWARDER,
+            ConntrackMode::Shared => objects::FORWARDER_SHARED,
+        };
+        Self::load_object(opts, object, PROGRAM_NAME, &[])
+    }
+
+    /// Loads XDP program `program` of `object` (and its `extra` programs) over the
+    /// forwarder's pinned maps, as [`Forwarder::load`] describes.
+    pub(crate) fn load_object(
+        opts: &XdpOptions,
+        object: &[u8],
+        program: &'static str,
+        extra: &[&str],
+    ) -> Result<Self> {
         if !sys::is_root() {
             return Err(XdpError::NotRoot {
                 what: "loading the XDP forwarder".into(),
@@ -83,10 +109,6 @@ impl Forwarder {
                 e,
             )
         })?;
-        let object = match opts.conntrack {
-            ConntrackMode::PerCpu => objects::FORWARDER,
-            ConntrackMode::Shared => objects::FORWARDER_SHARED,
-        };
         let slots = opts
             .slots_per_gen
             .checked_mul(2)
@@ -96,23 +118,38 @@ impl Forwarder {
         check_pins(
             object,
             &opts.pin_path,
-            &[("stator_ct", opts.ct_entries), ("stator_slots", slots)],
+            &[
+                ("stator_ct", opts.ct_entries),
+                ("stator_slots", slots),
+                ("stator_frag", opts.frag_entries),
+                ("stator_hold", opts.hold_ring),
+            ],
         )?;
         let mut ebpf = EbpfLoader::new()
             .default_map_pin_directory(&opts.pin_path)
             .map_max_entries("stator_ct", opts.ct_entries)
             .map_max_entries("stator_slots", slots)
+            .map_max_entries("stator_frag", opts.frag_entries)
+            .map_max_entries("stator_hold", opts.hold_ring)
             .load(object)
             .map_err(|e| XdpError::Load {
                 object: "stator_fwd".into(),
                 source: Box::new(e),
             })?;
-        load_xdp(&mut ebpf, PROGRAM_NAME)?;
+        load_xdp(&mut ebpf, program)?;
+        for p in extra {
+            load_xdp(&mut ebpf, p)?;
+        }
+        if program == PROGRAM_NAME {
+            // the rare paths of the decision, tail-called (docs/xdp.md)
+            load_tail_programs(&mut ebpf)?;
+        }
         let maps = Maps::open(&opts.pin_path)?;
         maps.ctl
             .set_fib_cache_us(opts.fib_cache.map_or(0, |d| d.as_micros() as u32));
         Ok(Self {
             ebpf,
+            program,
             maps,
             opts: opts.clone(),
             nonce: AtomicU32::new(1),
@@ -131,7 +168,7 @@ impl Forwarder {
 
     /// The program's file descriptor (for BPF_PROG_TEST_RUN or a tail call).
     pub fn program(&self) -> &ProgramFd {
-        program_fd(&self.ebpf, PROGRAM_NAME).expect("the program is loaded by Forwarder::load")
+        program_fd(&self.ebpf, self.program).expect("the program is loaded by Forwarder::load")
     }
 
     /// A duplicate of the program's file descriptor, for another thread.
@@ -302,6 +339,39 @@ impl Forwarder {
             run_ns: out.duration_ns,
         })
     }
+}
+
+/// Loads the forwarder's tail-called programs and puts them into `stator_progs`, replacing
+/// those of an earlier load (the map is pinned).
+pub(crate) fn load_tail_programs(ebpf: &mut Ebpf) -> Result<()> {
+    for (_, name) in TAIL_PROGRAMS {
+        load_xdp(ebpf, name)?;
+    }
+    let fds: Vec<(u32, ProgramFd)> = TAIL_PROGRAMS
+        .iter()
+        .map(|&(i, name)| {
+            let fd = program_fd(ebpf, name)
+                .ok_or_else(|| XdpError::Load {
+                    object: name.to_string(),
+                    source: "loaded but has no fd".into(),
+                })?
+                .try_clone()
+                .map_err(|e| XdpError::io("duplicating a program fd", e))?;
+            Ok((i, fd))
+        })
+        .collect::<Result<_>>()?;
+    let map = ebpf.map_mut("stator_progs").ok_or_else(|| XdpError::Load {
+        object: "stator_fwd".into(),
+        source: "no map stator_progs in the object".into(),
+    })?;
+    let mut progs = aya::maps::ProgramArray::try_from(map)
+        .map_err(|e| XdpError::map("stator_progs", "opening", e))?;
+    for (i, fd) in &fds {
+        progs
+            .set(*i, fd, 0)
+            .map_err(|e| XdpError::map("stator_progs", "update", e))?;
+    }
+    Ok(())
 }
 
 /// Loads XDP program `name` of `ebpf`, turning a verifier rejection into a clear error.

@@ -21,6 +21,9 @@ pub static DECAP: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "
 pub static VETH_BENCH: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stator_veth.o"));
 
+/// The AF_XDP plane's redirect program (`stator_xsk`) and FIB query program (`stator_fibq`).
+pub static XSK: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stator_xsk.o"));
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,6 +52,7 @@ mod tests {
             ("stator_bench", BENCH),
             ("stator_decap", DECAP),
             ("stator_veth", VETH_BENCH),
+            ("stator_xsk", XSK),
         ] {
             let obj = aya_obj::Object::parse(object).unwrap();
             assert_eq!(obj.license.to_str(), Ok(LICENSE), "{name}");

@@ -14,8 +14,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use stator_abi::{
-    BenchFrame, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey, NodeCfg, Real, Traffic, Vaddr,
-    Vip, VipKey,
+    AddrRec, BenchFrame, Class, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey, FragEntry,
+    FragKey, NodeCfg, Peer, Real, SIZEOF_stator_class_key, SfxKey, Traffic, Vaddr, Vip, VipKey,
+    XskCfg,
 };
 
 /// Plain data that may be copied to and from kernel memory byte for byte.
@@ -38,8 +39,23 @@ macro_rules! abi_records {
 }
 abi_records!(
     Ctl, NodeCfg, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Flood, Traffic, BenchFrame,
-    DecapAddr, DecapCfg
+    DecapAddr, DecapCfg, XskCfg, Peer, AddrRec, Class, SfxKey, FragKey, FragEntry
 );
+
+/// The part of `struct stator_class_key` after `prefixlen` (aya's LPM key carries the length
+/// itself): generation, family, two zero bytes, the address.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub(crate) struct ClassData {
+    pub(crate) generation: u8,
+    pub(crate) family: u8,
+    pub(crate) _pad0: [u8; 2],
+    pub(crate) addr: [u8; 16],
+}
+const _: () = assert!(size_of::<u32>() + size_of::<ClassData>() == SIZEOF_stator_class_key);
+// SAFETY: integers and byte arrays with an explicit padding field; its size is asserted above
+// against the C header's key.
+unsafe impl aya::Pod for ClassData {}
 
 /// A [`Record`] as an aya map key or value (aya's `Pod` cannot be implemented for another
 /// crate's types directly).
@@ -566,6 +582,45 @@ fn rtattrs(mut area: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
         area = area.get(len.next_multiple_of(4)..).unwrap_or(&[]);
         Some((ty, payload))
     })
+}
+
+/// `BPF_MAP_DELETE_ELEM` of a map with 4-byte keys (an XSKMAP slot: aya 0.13 has no delete
+/// for it). A missing key is not an error.
+pub(crate) fn map_delete_u32(map: BorrowedFd<'_>, key: u32) -> io::Result<()> {
+    #[repr(C)]
+    struct DeleteAttr {
+        map_fd: u32,
+        _pad0: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
+    let attr = DeleteAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad0: 0,
+        key: &key as *const u32 as u64,
+        value: 0,
+        flags: 0,
+    };
+    // SAFETY: `attr.key` points at a live u32 for the duration of the call; the kernel only
+    // reads the attribute.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_DELETE_ELEM,
+            &attr as *const DeleteAttr,
+            size_of::<DeleteAttr>(),
+        )
+    };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOENT) {
+            return Ok(());
+        }
+        return Err(e);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -120,17 +120,23 @@ impl Point {
     }
 }
 
-const VIP: Ipv4Addr = Ipv4Addr::new(10, 202, 0, 10);
+pub(crate) const VIP: Ipv4Addr = Ipv4Addr::new(10, 202, 0, 10);
 const BACKEND: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 1);
 const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 200, 1, 2);
 const LB_OUT: Ipv4Addr = Ipv4Addr::new(10, 200, 2, 1);
 const SINK: Ipv4Addr = Ipv4Addr::new(10, 200, 2, 2);
 /// The big-endian word varied per flow: the last half of the destination address and the
 /// source port (offset 32; the port starts at 1024, so adding < 64,000 never carries).
-const FLOW_WORD: u32 = 32;
+pub(crate) const FLOW_WORD: u32 = 32;
 
 /// A 60-byte TCP ACK from the client to the VIP (checksums correct for the first flow).
 fn frame(dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<u8> {
+    tcp_frame(dst_mac, src_mac, 0x10)
+}
+
+/// A 60-byte TCP segment with `flags` from the client to the VIP (checksums correct for the
+/// first flow).
+pub(crate) fn tcp_frame(dst_mac: [u8; 6], src_mac: [u8; 6], flags: u8) -> Vec<u8> {
     let mut f = Vec::with_capacity(60);
     f.extend_from_slice(&dst_mac);
     f.extend_from_slice(&src_mac);
@@ -147,7 +153,7 @@ fn frame(dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<u8> {
     tcp.extend_from_slice(&1024u16.to_be_bytes());
     tcp.extend_from_slice(&80u16.to_be_bytes());
     tcp.extend_from_slice(&[
-        0, 0, 0x03, 0xe8, 0, 0, 0x07, 0xd0, 0x50, 0x10, 0xfa, 0xf0, 0, 0, 0, 0,
+        0, 0, 0x03, 0xe8, 0, 0, 0x07, 0xd0, 0x50, flags, 0xfa, 0xf0, 0, 0, 0, 0,
     ]);
     tcp.extend_from_slice(&payload);
     let mut pseudo = Vec::new();
@@ -173,7 +179,7 @@ fn checksum(b: &[u8]) -> u16 {
     !(s as u16)
 }
 
-fn snapshot() -> Result<ValidSnapshot> {
+pub(crate) fn snapshot() -> Result<ValidSnapshot> {
     let node = NodeParams {
         src_v4: Some(LB_OUT),
         ..NodeParams::default()
@@ -192,17 +198,17 @@ fn snapshot() -> Result<ValidSnapshot> {
 }
 
 /// The three namespaces and their pins; removed on drop.
-struct Lab {
-    gen_ns: Netns,
-    lb: Netns,
-    sink: Netns,
+pub(crate) struct Lab {
+    pub(crate) gen_ns: Netns,
+    pub(crate) lb: Netns,
+    pub(crate) sink: Netns,
     prefix: String,
-    lb_pin: PathBuf,
-    sink_pin: PathBuf,
+    pub(crate) lb_pin: PathBuf,
+    pub(crate) sink_pin: PathBuf,
 }
 
 impl Lab {
-    fn new() -> Result<Self> {
+    pub(crate) fn new() -> Result<Self> {
         let prefix = format!("sbv{}-", std::process::id());
         netns::cleanup(&prefix)?;
         let lab = Self {

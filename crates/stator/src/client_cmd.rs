@@ -55,6 +55,9 @@ pub enum ClientCmd {
     Vips(ApiArgs),
     /// Backends: health, drain, per VIP: state, weight, table share, connections, traffic.
     Backends(ApiArgs),
+    /// Proxy listeners: address, protocol, workers, steering, scheduler; per backend: state,
+    /// weight, active, requests, errors.
+    Listeners(ApiArgs),
     /// Drain a backend: no new connections; existing ones kept until they end or the timeout.
     Drain(DrainArgs),
     /// End a drain.
@@ -89,26 +92,71 @@ pub struct UndrainArgs {
 /// `stator trace`.
 #[derive(Debug, clap::Args)]
 pub struct TraceArgs {
-    /// The VIP: its name or address.
+    /// The VIP: its name or address (an address with --send).
     #[arg(long)]
     vip: String,
-    /// The client's address.
+    /// The client's address (required without --send; with it, the default is the source
+    /// the route to the VIP uses).
     #[arg(long)]
-    src: String,
+    src: Option<String>,
     /// The client's port.
     #[arg(long, default_value_t = 40000)]
     sport: u16,
-    /// The destination port (default: the VIP's).
+    /// The destination port (default: the VIP's; 80 with --send).
     #[arg(long)]
     dport: Option<u16>,
-    /// tcp or udp (default: the VIP's).
+    /// tcp or udp (default: the VIP's; tcp with --send).
     #[arg(long)]
     proto: Option<String>,
     /// Trace a TCP SYN (a new connection: Maglev decides, the table is not consulted).
     #[arg(long)]
     syn: bool,
+    /// Send a marked packet through the network instead of asking the API: every Stator
+    /// node it crosses reports its decision to this process (the paper's packet tracer).
+    #[arg(long)]
+    send: bool,
+    /// With --send: the UDP datagram as two IP fragments (shows fragment redirection).
+    #[arg(long, requires = "send")]
+    fragment: bool,
+    /// With --send: where reports go (default: the route's source address, a free port).
+    #[arg(long, requires = "send")]
+    listen: Option<std::net::SocketAddr>,
+    /// With --send: how long to wait for reports, in milliseconds.
+    #[arg(long, default_value_t = 2000, requires = "send")]
+    wait_ms: u64,
     #[command(flatten)]
     api: ApiArgs,
+}
+
+impl TraceArgs {
+    fn send_opts(&self) -> Result<crate::trace_send::SendOpts> {
+        let vip: std::net::IpAddr = self
+            .vip
+            .parse()
+            .with_context(|| format!("--send needs the VIP's address, not {:?}", self.vip))?;
+        let src = self
+            .src
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .context("--src is not an IP address")?;
+        let tcp = match self.proto.as_deref() {
+            None | Some("tcp") => true,
+            Some("udp") => false,
+            Some(p) => anyhow::bail!("--proto must be tcp or udp, not {p:?}"),
+        };
+        Ok(crate::trace_send::SendOpts {
+            vip,
+            dport: self.dport.unwrap_or(80),
+            tcp,
+            src,
+            sport: self.sport,
+            fragment: self.fragment,
+            listen: self.listen,
+            wait: std::time::Duration::from_millis(self.wait_ms),
+            json: self.api.json,
+        })
+    }
 }
 
 /// `stator apply`.
@@ -141,6 +189,7 @@ fn dispatch(cmd: ClientCmd) -> Result<()> {
         ClientCmd::Status(a) => show(&a, "/v1/status", print_status),
         ClientCmd::Vips(a) => show(&a, "/v1/vips", print_vips),
         ClientCmd::Backends(a) => show(&a, "/v1/backends", print_backends),
+        ClientCmd::Listeners(a) => show(&a, "/v1/listeners", print_listeners),
         ClientCmd::Drain(d) => {
             let body = d.timeout.as_ref().map(|t| json!({ "timeout": t }));
             let v = d.api.client()?.post_json(
@@ -158,11 +207,15 @@ fn dispatch(cmd: ClientCmd) -> Result<()> {
                 .post_json(&format!("/v1/backends/{}/undrain", encode(&u.id)), None)?;
             output(&u.api, &v, |_| println!("{}: undrained", u.id))
         }
+        ClientCmd::Trace(t) if t.send => crate::trace_send::run(&t.send_opts()?),
         ClientCmd::Trace(t) => {
+            let Some(src) = &t.src else {
+                anyhow::bail!("--src is required (the client's address), unless --send");
+            };
             let mut q = format!(
                 "/v1/trace?vip={}&src={}&sport={}",
                 encode(&t.vip),
-                encode(&t.src),
+                encode(src),
                 t.sport
             );
             if let Some(p) = t.dport {
@@ -428,6 +481,67 @@ fn print_backends(v: &Value) {
         println!(
             "(connections counted over the first {} flows of the connection table)",
             v["conntrack"]["flows_walked"]
+        );
+    }
+}
+
+fn print_listeners(v: &Value) {
+    let mut t = Table::new(&[
+        "LISTENER",
+        "ADDRESS",
+        "PROTO",
+        "WORKERS",
+        "STEERING",
+        "SCHEDULER",
+        "BACKEND",
+        "STATE",
+        "WEIGHT",
+        "ACTIVE",
+        "REQUESTS",
+        "ERRORS",
+    ]);
+    for l in v["listeners"].as_array().into_iter().flatten() {
+        let backends: Vec<&Value> = l["backends"].as_array().into_iter().flatten().collect();
+        for (i, b) in backends.iter().enumerate() {
+            let errors: u64 = b["errors"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(_, n)| n.as_u64())
+                .sum();
+            let head = if i == 0 {
+                vec![
+                    s(&l["name"]),
+                    s(&l["address"]),
+                    s(&l["protocol"]),
+                    s(&l["workers"]),
+                    s(&l["steering"]),
+                    s(&l["scheduler"]),
+                ]
+            } else {
+                vec![String::new(); 6]
+            };
+            let mut row = head;
+            row.extend([
+                s(&b["id"]),
+                s(&b["state"]),
+                s(&b["weight"]),
+                s(&b["active"]),
+                human(b["requests"].as_u64().unwrap_or(0)),
+                human(errors),
+            ]);
+            t.row(row);
+        }
+    }
+    print!("{}", t.render());
+    for l in v["listeners"].as_array().into_iter().flatten() {
+        println!(
+            "{}: {} connections ({} open), {} requests, {} retries",
+            s(&l["name"]),
+            l["connections"]["total"],
+            l["connections"]["active"],
+            l["requests"],
+            l["retries"]
         );
     }
 }

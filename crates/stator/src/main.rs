@@ -3,18 +3,25 @@ use clap::{Parser, Subcommand};
 
 mod attach_out;
 mod bench;
+mod bench_afxdp;
 mod bench_hashing;
 mod bench_veth;
 mod bench_xdp;
 mod client_cmd;
 mod decap_cmd;
+mod generate_cmd;
 mod lab_cmd;
 mod run_cmd;
 mod table;
+mod trace_send;
 mod xdp_cmd;
 
 #[derive(Debug, Parser)]
-#[command(name = "stator", version, about = "Maglev-style network load balancer")]
+#[command(
+    name = "stator",
+    version = env!("STATOR_VERSION_LINE"),
+    about = "Maglev-style network load balancer"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -40,6 +47,9 @@ enum Command {
     /// Benchmarks (figures and ratios against baselines; never fail on a timing).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// Shell completions and man pages from these definitions (for packaging).
+    #[command(subcommand, hide = true)]
+    Generate(generate_cmd::GenerateCmd),
 }
 
 #[derive(Debug, clap::Args)]
@@ -74,5 +84,6 @@ fn main() -> anyhow::Result<()> {
         Command::Decap(cmd) => decap_cmd::run(cmd),
         Command::Lab(cmd) => lab_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Generate(cmd) => generate_cmd::run(cmd),
     }
 }

@@ -45,6 +45,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     runtime.block_on(async move {
         let opts = NodeOptions {
             config_path: Some(path),
+            commit: Some(env!("STATOR_COMMIT").to_owned()),
             ..NodeOptions::default()
         };
         let node = match Node::start(text, source, opts).await {

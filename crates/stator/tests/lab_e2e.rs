@@ -6,7 +6,9 @@
 //! 1. distribution: 10,000 short TCP connections; each backend's share within ±5 points of
 //!    its weight share, every node receives traffic (ECMP);
 //! 2. node failure: 360 long-lived TCP connections survive, on their backends, an abrupt node
-//!    failure (uplink cut; BGP hold time) and a graceful stop (SIGTERM withdraws first);
+//!    failure detected by BFD (l0's sessions run it), another detected by the BGP hold time
+//!    alone (l2's do not) — the traffic stall of each is printed side by side — and a graceful
+//!    stop (SIGTERM withdraws first);
 //! 7. UDP: request/response through the same path, the same distribution check;
 //! 8. IPv6: the distribution check over the IPv6 VIP;
 //!
@@ -48,12 +50,25 @@ fn require_root() {
 
 /// A deployment with its own prefix and state directory; `check_gone` after dropping it.
 fn deployment(test: &str, weights: &[u16]) -> (Deployment, String, PathBuf) {
+    deployment_with(test, weights, &[], 0)
+}
+
+/// [`deployment`] with BFD on the sessions of `bfd_nodes` and its last `afxdp_nodes` nodes on
+/// the AF_XDP data plane.
+fn deployment_with(
+    test: &str,
+    weights: &[u16],
+    bfd_nodes: &[usize],
+    afxdp_nodes: usize,
+) -> (Deployment, String, PathBuf) {
     require_root();
     let prefix = format!("le{test}-{}-", std::process::id() % 100_000);
     let dir =
         PathBuf::from("/run/stator-lab").join(format!("test-{}", prefix.trim_end_matches('-')));
     let mut spec = DeploySpec::new(&prefix, 60, &dir, Path::new(env!("CARGO_BIN_EXE_stator")));
     spec.weights = weights.to_vec();
+    spec.bfd_nodes = bfd_nodes.to_vec();
+    spec.afxdp_nodes = afxdp_nodes;
     let t = Instant::now();
     let d = Deployment::up(&spec, &peer_xdp).unwrap_or_else(|e| panic!("lab up: {e}"));
     println!(
@@ -245,9 +260,18 @@ fn e2e_8_ipv6_distribution() {
 struct Survival {
     total: usize,
     rounds: Vec<Round>,
+    /// From the failure until the router routed over the remaining nodes.
+    withdrawn: Duration,
 }
 
 impl Survival {
+    /// The traffic stall: the slowest round of exchanges (every connection sends a line and
+    /// waits for its echo); a round that met the failure waits for TCP to retransmit after the
+    /// router stopped sending to the dead node.
+    fn stall(&self) -> Duration {
+        self.rounds.iter().map(|r| r.took).max().unwrap_or_default()
+    }
+
     fn survived(&self, ll: &LongLived) -> usize {
         ll.conns.iter().filter(|c| c.alive).count().min(self.total)
     }
@@ -259,7 +283,7 @@ impl Survival {
         let slowest = self.rounds.iter().map(|r| r.took).max().unwrap_or_default();
         let first = self.rounds.iter().find_map(|r| r.first_error.clone());
         println!(
-            "[2]   {what}: {} rounds, {exchanges} exchanges on the same backend, {other} on another, \
+            "[2/9]   {what}: {} rounds, {exchanges} exchanges on the same backend, {other} on another, \
              {failed} failed; slowest round {:.2}s{}",
             self.rounds.len(),
             slowest.as_secs_f64(),
@@ -326,7 +350,11 @@ fn through_failure(
         withdrawn.as_secs_f64()
     );
     rounds.push(ll.round(&format!("{what}-last"), 16, Duration::from_secs(30)));
-    Survival { total, rounds }
+    Survival {
+        total,
+        rounds,
+        withdrawn,
+    }
 }
 
 fn echo_conns(d: &Deployment) -> Vec<u64> {
@@ -336,7 +364,8 @@ fn echo_conns(d: &Deployment) -> Vec<u64> {
 #[test]
 fn e2e_2_connections_survive_node_failures() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (mut d, prefix, dir) = deployment("2", &[1, 1, 1, 1]);
+    // l0's sessions with the router run BFD (100 ms x 3); l2's rely on the 3 s hold time.
+    let (mut d, prefix, dir) = deployment_with("2", &[1, 1, 1, 1], &[0], 0);
     const CONNS: usize = 360;
     let mut ll = LongLived::open(
         &d.client().ns,
@@ -360,8 +389,8 @@ fn e2e_2_connections_survive_node_failures() {
         "every node carries connections (ECMP): {per_node:?}"
     );
 
-    // A. Node l0 dies: its uplink is cut; the router notices when the hold time expires.
-    let a = through_failure(&mut d, &mut ll, "l0 uplink cut", &[1, 2], |d| {
+    // A. Node l0 dies: its uplink is cut; the router notices when BFD does.
+    let a = through_failure(&mut d, &mut ll, "l0 uplink cut (BFD)", &[1, 2], |d| {
         d.cut(0).unwrap()
     });
     let after = echo_conns(&d);
@@ -388,6 +417,41 @@ fn e2e_2_connections_survive_node_failures() {
         (CONNS, 0),
         "{:?}",
         r.first_error
+    );
+
+    // A2. Node l2 dies the same way; without BFD the router notices when the hold time expires.
+    let a2 = through_failure(
+        &mut d,
+        &mut ll,
+        "l2 uplink cut (hold timer)",
+        &[0, 1],
+        |d| d.cut(2).unwrap(),
+    );
+    a2.check("abrupt failure of l2", &ll);
+    d.restore(2).unwrap();
+    d.wait_routed(false, &[0, 1, 2], Duration::from_secs(30))
+        .unwrap();
+    let r = ll.round("l2 back", 16, Duration::from_secs(30));
+    assert_eq!(
+        (r.same_backend, r.failed),
+        (CONNS, 0),
+        "{:?}",
+        r.first_error
+    );
+    println!(
+        "[2] node failure, traffic stall (slowest round of exchanges): with BFD {:.2}s (router \
+         withdrew the node after {:.2}s); with the hold timer only {:.2}s (withdrawn after {:.2}s)",
+        a.stall().as_secs_f64(),
+        a.withdrawn.as_secs_f64(),
+        a2.stall().as_secs_f64(),
+        a2.withdrawn.as_secs_f64(),
+    );
+    // Not a tight bound (timings are printed): BFD must at least beat the hold timer.
+    assert!(
+        a.withdrawn < a2.withdrawn,
+        "BFD {:?} vs hold timer {:?}",
+        a.withdrawn,
+        a2.withdrawn
     );
 
     // B. Node l1 stops gracefully: SIGTERM withdraws its VIPs, then it exits.
@@ -422,6 +486,93 @@ fn e2e_2_connections_survive_node_failures() {
     );
     println!(
         "[2] summary: abrupt {}/{CONNS}, graceful {}/{CONNS} connections survived on their backend",
+        a.survived(&ll),
+        b.survived(&ll)
+    );
+    drop(ll);
+    drop(d);
+    check_gone(&prefix, &dir);
+}
+
+/// The proof that both data planes decide alike: with node l2 on AF_XDP beside two XDP nodes,
+/// long-lived connections that ECMP moves from an XDP node to the others — some onto the
+/// AF_XDP node — and then from the AF_XDP node to the XDP nodes all keep their backend.
+#[test]
+fn e2e_9_mixed_planes_keep_connections_when_ecmp_moves_them() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut d, prefix, dir) = deployment_with("9", &[1, 1, 1, 1], &[], 1);
+    let kinds: Vec<String> = (0..3)
+        .map(|j| {
+            json(&d, j, "/v1/status")["forwarder"]["kind"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    println!("[9] data planes of l0, l1, l2: {kinds:?}");
+    assert_eq!(kinds, ["xdp", "xdp", "afxdp"]);
+    let metrics = d.api(2, "GET", "/metrics").expect("l2's /metrics").body;
+    for family in [
+        "stator_afxdp_xsk_total",
+        "stator_afxdp_io_total",
+        "stator_afxdp_thread_total",
+    ] {
+        assert!(metrics.contains(family), "l2 exports {family}");
+    }
+    const CONNS: usize = 240;
+    let mut ll = LongLived::open(
+        &d.client().ns,
+        &d.client().addrs(false),
+        SocketAddr::new(Deployment::vip(false), ECHO_PORT),
+        CONNS,
+        8,
+        Duration::from_secs(5),
+    )
+    .unwrap()
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ll.alive(), CONNS);
+    let per_node = echo_conns(&d);
+    println!("[9] {CONNS} long-lived connections; connection-table entries per node {per_node:?}");
+    assert!(
+        per_node.iter().all(|&n| n > 0),
+        "every node, the AF_XDP one too, carries connections: {per_node:?}"
+    );
+
+    // A. XDP node l0 fails: its flows move to l1 (XDP) and l2 (AF_XDP)
+    let a = through_failure(&mut d, &mut ll, "l0 (XDP) uplink cut", &[1, 2], |d| {
+        d.cut(0).unwrap()
+    });
+    let after = echo_conns(&d);
+    println!("[9]   entries per node before {per_node:?}, after {after:?}");
+    a.check("XDP node l0 failed, flows onto XDP and AF_XDP", &ll);
+    assert!(
+        after[2] > per_node[2],
+        "some of l0's flows arrived on the AF_XDP node: {after:?}"
+    );
+    d.restore(0).unwrap();
+    d.wait_routed(false, &[0, 1, 2], Duration::from_secs(30))
+        .unwrap();
+    let r = ll.round("l0 back", 16, Duration::from_secs(30));
+    assert_eq!(
+        (r.same_backend, r.failed),
+        (CONNS, 0),
+        "{:?}",
+        r.first_error
+    );
+
+    // B. The AF_XDP node l2 fails: its flows move to the XDP nodes
+    let before = echo_conns(&d);
+    let b = through_failure(&mut d, &mut ll, "l2 (AF_XDP) uplink cut", &[0, 1], |d| {
+        d.cut(2).unwrap()
+    });
+    let after = echo_conns(&d);
+    println!("[9]   entries per node before {before:?}, after {after:?}");
+    b.check("AF_XDP node l2 failed, flows onto the XDP nodes", &ll);
+    d.restore(2).unwrap();
+    d.wait_routed(false, &[0, 1, 2], Duration::from_secs(30))
+        .unwrap();
+    println!(
+        "[9] summary: XDP→mixed {}/{CONNS}, AF_XDP→XDP {}/{CONNS} connections kept their backend",
         a.survived(&ll),
         b.survived(&ll)
     );

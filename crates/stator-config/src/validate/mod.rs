@@ -7,6 +7,8 @@
 //! rather than reported a second time in other words.
 
 mod bgp;
+mod cluster;
+mod listeners;
 mod pools;
 mod sections;
 mod vips;
@@ -23,13 +25,20 @@ use crate::types::Config;
 /// Validates a raw configuration, returning every error found (never an empty list).
 pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
     let mut ctx = Ctx::default();
-    let node = sections::node(&mut ctx, raw.node.as_ref());
+    let proxy_only = raw
+        .dataplane
+        .as_ref()
+        .is_some_and(|d| d.mode == Some(crate::raw::DataplaneModeName::None));
+    let node = sections::node(&mut ctx, raw.node.as_ref(), proxy_only);
     let dataplane = sections::dataplane(&mut ctx, raw.dataplane.as_ref());
     let encap = sections::encap(&mut ctx, &raw.encap);
     let api = sections::api(&mut ctx, &raw.api);
     let log = sections::log(&raw.log);
     let bgp = bgp::bgp(&mut ctx, raw.bgp.as_ref(), node.as_ref());
-    let pools = pools::pools(&mut ctx, &raw.pool, node.as_ref());
+    let pools = pools::pools(&mut ctx, &raw.pool, node.as_ref(), proxy_only);
+    let fragments = cluster::fragments(&mut ctx, &raw.fragments, node.as_ref());
+    let tracer = cluster::tracer(&mut ctx, &raw.tracer);
+    let classes = cluster::classes(&mut ctx, &raw.vip_class);
     let vips = vips::vips(
         &mut ctx,
         &raw.vip,
@@ -37,23 +46,62 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
         node.as_ref(),
         &encap,
         dataplane.as_ref(),
+        proxy_only,
+        classes.as_deref(),
     );
-    match (node, dataplane, encap, api, bgp, vips) {
-        (Some(node), Some(dataplane), Some(encap), Some(api), Some(bgp), Some(vips))
-            if ctx.errors.is_empty() =>
-        {
-            Ok(Config {
-                node,
-                dataplane,
-                encap,
-                bgp,
-                api,
-                log,
-                backends: pools.backends,
-                pools: pools.pools,
-                vips,
-            })
+    let listeners = listeners::listeners(
+        &mut ctx,
+        &raw.listener,
+        &pools,
+        api.as_ref(),
+        vips.as_deref(),
+    );
+    if let (Some(v), Some(f), Some(dp)) = (&vips, &fragments, &dataplane)
+        && !f.peers.is_empty()
+    {
+        let tables: u64 = v.iter().map(|x| u64::from(x.table_size)).sum();
+        if tables + u64::from(f.table_size) > u64::from(dp.slots_per_generation) {
+            ctx.error(
+                FieldPath::root().key("fragments").key("table_size"),
+                Error::Limit {
+                    what: "Maglev slots (the VIPs' tables and the fragment peers' table)".into(),
+                    count: tables + u64::from(f.table_size),
+                    limit_name: "dataplane.slots_per_generation",
+                    limit: dp.slots_per_generation.into(),
+                    hint: "; raise dataplane.slots_per_generation or use smaller tables".into(),
+                },
+            );
         }
+    }
+    match (
+        node, dataplane, encap, api, bgp, vips, listeners, fragments, tracer, classes,
+    ) {
+        (
+            Some(node),
+            Some(dataplane),
+            Some(encap),
+            Some(api),
+            Some(bgp),
+            Some(vips),
+            Some(listeners),
+            Some(fragments),
+            Some(tracer),
+            Some(classes),
+        ) if ctx.errors.is_empty() => Ok(Config {
+            node,
+            dataplane,
+            encap,
+            bgp,
+            api,
+            log,
+            backends: pools.backends,
+            pools: pools.pools,
+            vips,
+            listeners,
+            fragments,
+            tracer,
+            classes,
+        }),
         _ => {
             if ctx.errors.is_empty() {
                 // Every validator records an error before returning None; this keeps the

@@ -37,13 +37,20 @@ struct Entry {
     id: Option<String>,
 }
 
-pub(super) fn pools(ctx: &mut Ctx, raw: &[RawPool], node: Option<&Node>) -> Pools {
+pub(super) fn pools(
+    ctx: &mut Ctx,
+    raw: &[RawPool],
+    node: Option<&Node>,
+    proxy_only: bool,
+) -> Pools {
     let mut out = Pools {
         broken: vec![false; raw.len()],
         ..Pools::default()
     };
     names(ctx, raw, &mut out);
-    let entries = entries(ctx, raw, &mut out.broken);
+    let entries = entries(ctx, raw, &mut out.broken, proxy_only);
+    // A proxy-only node encapsulates nothing: backends need no node address.
+    let node = node.filter(|_| !proxy_only);
     let members = backends(ctx, entries, node, &mut out);
     for (i, (raw_pool, members)) in raw.iter().zip(members).enumerate() {
         let at = FieldPath::root().key("pool").index(i);
@@ -88,8 +95,9 @@ fn names(ctx: &mut Ctx, raw: &[RawPool], out: &mut Pools) {
     }
 }
 
-/// Parses every backend entry; a pool with a bad entry is marked broken.
-fn entries(ctx: &mut Ctx, raw: &[RawPool], broken: &mut [bool]) -> Vec<Entry> {
+/// Parses every backend entry; a pool with a bad entry is marked broken. A proxy-only node
+/// may proxy to loopback backends (a sidecar's `127.0.0.1:8080`): nothing is encapsulated.
+fn entries(ctx: &mut Ctx, raw: &[RawPool], broken: &mut [bool], proxy_only: bool) -> Vec<Entry> {
     let mut out = Vec::new();
     for (i, pool) in raw.iter().enumerate() {
         let mut in_pool: HashMap<(IpAddr, Option<u16>), FieldPath> = HashMap::new();
@@ -100,6 +108,11 @@ fn entries(ctx: &mut Ctx, raw: &[RawPool], broken: &mut [bool]) -> Vec<Entry> {
                 .key("backend")
                 .index(j);
             let address = match b.address.as_deref() {
+                Some(text)
+                    if proxy_only && text.parse::<IpAddr>().is_ok_and(|a| a.is_loopback()) =>
+                {
+                    text.parse::<IpAddr>().ok()
+                }
                 Some(text) => ctx.unicast(at.key("address"), text),
                 None => ctx.missing(at.key("address"), "the backend's IP address"),
             };

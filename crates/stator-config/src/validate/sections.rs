@@ -10,11 +10,11 @@ use super::{Ctx, family_name};
 use crate::defaults as d;
 use crate::error::{Error, FieldPath};
 use crate::raw::{
-    DataplaneModeName, EncapName, RawApi, RawDataplane, RawEncap, RawLog, RawNode, Scalar,
+    DataplaneModeName, EncapName, RawAfxdp, RawApi, RawDataplane, RawEncap, RawLog, RawNode, Scalar,
 };
-use crate::types::{Api, Dataplane, DataplaneMode, Encap, EncapDefaults, Log, Node, Token};
+use crate::types::{Afxdp, Api, Dataplane, DataplaneMode, Encap, EncapDefaults, Log, Node, Token};
 
-pub(super) fn node(ctx: &mut Ctx, raw: Option<&RawNode>) -> Option<Node> {
+pub(super) fn node(ctx: &mut Ctx, raw: Option<&RawNode>, proxy_only: bool) -> Option<Node> {
     let at = FieldPath::root().key("node");
     let Some(raw) = raw else {
         return ctx.missing(
@@ -55,7 +55,7 @@ pub(super) fn node(ctx: &mut Ctx, raw: Option<&RawNode>) -> Option<Node> {
         Some(IpAddr::V6(a)) => Some(a),
         _ => None,
     };
-    if raw.address_v4.is_none() && raw.address_v6.is_none() {
+    if raw.address_v4.is_none() && raw.address_v6.is_none() && !proxy_only {
         ok = false;
         ctx.missing::<()>(
             at.key("address_v4"),
@@ -102,18 +102,28 @@ pub(super) fn dataplane(ctx: &mut Ctx, raw: Option<&RawDataplane>) -> Option<Dat
     };
     let mode = match raw.mode.unwrap_or(DataplaneModeName::Xdp) {
         DataplaneModeName::Xdp => Some(DataplaneMode::Xdp),
-        DataplaneModeName::Afxdp => {
-            ctx.error(
-                at.key("mode"),
-                Error::Unsupported {
-                    what: "\"afxdp\"".into(),
-                    hint: "; use \"xdp\"".into(),
-                },
-            );
-            None
-        }
+        DataplaneModeName::None => Some(DataplaneMode::None),
+        DataplaneModeName::Afxdp => Some(DataplaneMode::Afxdp),
     };
-    let interfaces = interfaces(ctx, &at, raw.interfaces.as_deref());
+    let interfaces = if mode == Some(DataplaneMode::None) {
+        match raw.interfaces.as_deref() {
+            None | Some([]) => Some(Vec::new()),
+            Some(_) => {
+                ctx.error(
+                    at.key("interfaces"),
+                    Error::NotApplicable {
+                        reason: "dataplane.mode = \"none\" attaches no packet forwarder: remove \
+                                 interfaces, or set mode = \"xdp\""
+                            .into(),
+                    },
+                );
+                None
+            }
+        }
+    } else {
+        interfaces(ctx, &at, raw.interfaces.as_deref())
+    };
+    let afxdp = afxdp(ctx, &at, raw.afxdp.as_ref());
     let pin_path = ctx.absolute_path(
         at.key("pin_path"),
         raw.pin_path.as_deref().unwrap_or(d::PIN_PATH),
@@ -171,6 +181,138 @@ pub(super) fn dataplane(ctx: &mut Ctx, raw: Option<&RawDataplane>) -> Option<Dat
         next_hop_cache: next_hop_cache?,
         icmp_echo: raw.icmp_echo.unwrap_or(true),
         on_exit: raw.on_exit.unwrap_or_default(),
+        afxdp: afxdp?,
+    })
+}
+
+/// `[dataplane.afxdp]`: every key optional, checked against what the AF_XDP plane accepts.
+fn afxdp(ctx: &mut Ctx, at: &FieldPath, raw: Option<&RawAfxdp>) -> Option<Afxdp> {
+    let at = at.key("afxdp");
+    let raw = raw.cloned().unwrap_or_default();
+    let mut int = |key: &str, v: Option<i64>, default: u32, min: u32, max: u32| match v {
+        None => Some(default),
+        Some(n) => ctx.int::<u32>(at.key(key), n, min.into(), max.into()),
+    };
+    let packet_threads = int(
+        "packet_threads",
+        raw.packet_threads,
+        d::AFXDP_PACKET_THREADS,
+        1,
+        64,
+    );
+    let frames = int("frames", raw.frames, d::AFXDP_FRAMES, 64, 1 << 20);
+    let frame_size = int(
+        "frame_size",
+        raw.frame_size,
+        d::AFXDP_FRAME_SIZE,
+        2048,
+        4096,
+    );
+    let ring_size = int("ring_size", raw.ring_size, d::AFXDP_RING_SIZE, 64, 1 << 16);
+    let batch = int("batch", raw.batch, d::AFXDP_BATCH, 1, 1024);
+    let queue_depth = int(
+        "queue_depth",
+        raw.queue_depth,
+        d::AFXDP_QUEUE_DEPTH,
+        2,
+        1 << 16,
+    );
+    let queues = match raw.queues {
+        None => Some(None),
+        Some(n) => int("queues", Some(n), 1, 1, stator_abi::STATOR_MAX_XSK_QUEUES).map(Some),
+    };
+    let frame_size = frame_size.and_then(|f| {
+        if f == 2048 || f == 4096 {
+            Some(f)
+        } else {
+            ctx.error(
+                at.key("frame_size"),
+                Error::Invalid {
+                    value: f.to_string(),
+                    expected: "2048 or 4096 (an AF_XDP frame is a power of two, at most a page)"
+                        .into(),
+                },
+            );
+            None
+        }
+    });
+    let ring_size = ring_size.and_then(|r| {
+        if r.is_power_of_two() {
+            Some(r)
+        } else {
+            ctx.error(
+                at.key("ring_size"),
+                Error::Invalid {
+                    value: r.to_string(),
+                    expected: format!(
+                        "a power of two (AF_XDP rings are), e.g. {}",
+                        r.next_power_of_two()
+                    ),
+                },
+            );
+            None
+        }
+    });
+    let mut cpus = Some(Vec::new());
+    if let Some(list) = &raw.cpus {
+        let mut out = Vec::with_capacity(list.len());
+        for (i, c) in list.iter().enumerate() {
+            match ctx.int::<u32>(at.key("cpus").index(i), *c, 0, 4095) {
+                Some(c) => out.push(c),
+                None => cpus = None,
+            }
+        }
+        if let (Some(n), false) = (packet_threads, list.is_empty())
+            && list.len() != n as usize + 1
+        {
+            ctx.error(
+                at.key("cpus"),
+                Error::Invalid {
+                    value: format!("{} CPUs", list.len()),
+                    expected: format!(
+                        "one for the I/O thread and one per packet thread: {} (or [] to pin \
+                         automatically)",
+                        n + 1
+                    ),
+                },
+            );
+            cpus = None;
+        }
+        if cpus.is_some() {
+            cpus = Some(out);
+        }
+    }
+    let flush_timeout = match raw.flush_timeout.as_ref() {
+        None => Some(d::AFXDP_FLUSH_TIMEOUT),
+        Some(v) => ctx.duration_in(
+            at.key("flush_timeout"),
+            v,
+            Duration::from_micros(1),
+            d::MAX_AFXDP_FLUSH_TIMEOUT,
+        ),
+    };
+    let busy_poll = match raw.busy_poll.as_ref() {
+        None => Some(d::AFXDP_BUSY_POLL),
+        Some(v) => ctx.duration_in(
+            at.key("busy_poll"),
+            v,
+            Duration::ZERO,
+            d::MAX_AFXDP_BUSY_POLL,
+        ),
+    };
+    Some(Afxdp {
+        packet_threads: packet_threads?,
+        cpus: cpus?,
+        pin: raw.pin.unwrap_or(true),
+        frames: frames?,
+        frame_size: frame_size?,
+        ring_size: ring_size?,
+        batch: batch?,
+        flush_timeout: flush_timeout?,
+        queue_depth: queue_depth?,
+        queues: queues?,
+        bind_mode: raw.bind_mode.unwrap_or_default(),
+        busy_poll: busy_poll?,
     })
 }
 

@@ -66,6 +66,7 @@ pub async fn status(State(ctx): State<Ctx>) -> Json<Value> {
     Json(json!({
         "node": v.config.node.name,
         "version": env!("CARGO_PKG_VERSION"),
+        "commit": &*ctx.commit,
         "phase": v.phase,
         "config": {
             "generation": v.config_generation,
@@ -89,6 +90,7 @@ pub async fn status(State(ctx): State<Ctx>) -> Json<Value> {
             "reason": v.forwarder.reason,
             "since": unix_seconds(v.forwarder.since),
             "interfaces": v.interfaces,
+            "stats": plane_stats_json(&ctx.reader.plane_stats()),
         },
         "health": {
             "checks": checks.len(),
@@ -99,6 +101,22 @@ pub async fn status(State(ctx): State<Ctx>) -> Json<Value> {
         "bgp": bgp,
         "last_error": v.last_error,
     }))
+}
+
+/// The data plane's own figures by family: `{family: [{labels…, "value": n}]}` (empty for a
+/// plane without any).
+fn plane_stats_json(stats: &[crate::dataplane::PlaneStat]) -> Value {
+    let mut out: std::collections::BTreeMap<&str, Vec<Value>> = Default::default();
+    for s in stats {
+        let mut sample: serde_json::Map<String, Value> = s
+            .labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .collect();
+        sample.insert("value".into(), json!(s.value));
+        out.entry(s.family).or_default().push(Value::Object(sample));
+    }
+    json!(out)
 }
 
 #[derive(Debug, Deserialize)]
@@ -296,6 +314,7 @@ pub async fn config_validate(
                     Ok(())
                 }
             })
+            .and_then(|()| crate::host::tls_files(&config))
             .err();
         if let Some(e) = problem {
             out["ok"] = json!(false);
@@ -509,4 +528,70 @@ pub async fn undrain(State(ctx): State<Ctx>, Path(id): Path<String>) -> Result<R
     let backend = id.clone();
     ask(&ctx, |reply| Request::Undrain { backend, reply }).await?;
     Ok((StatusCode::OK, Json(backend_json(&ctx.view(), &id))).into_response())
+}
+
+/// `GET /v1/listeners`.
+pub async fn listeners(State(ctx): State<Ctx>) -> Result<Json<Value>, ApiError> {
+    blocking(ctx, |ctx| Ok(listeners_json(ctx))).await
+}
+
+fn listeners_json(ctx: &Ctx) -> Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    let views = ctx.proxy.lock().listeners();
+    let listeners: Vec<Value> = views
+        .iter()
+        .map(|l| {
+            let s = &l.stats;
+            let upstreams: Vec<Value> = l
+                .upstreams
+                .iter()
+                .map(|u| {
+                    let errors: serde_json::Map<String, Value> = stator_proxy::ErrorKind::ALL
+                        .iter()
+                        .map(|k| (k.label().to_owned(), json!(u.stats.errors(*k))))
+                        .collect();
+                    json!({
+                        "id": u.spec.name,
+                        "address": u.spec.addr.ip(),
+                        "port": u.spec.addr.port(),
+                        "state": u.state,
+                        "weight": u.spec.weight,
+                        "active": u.stats.active.load(Relaxed),
+                        "open_connections": u.stats.open.load(Relaxed),
+                        "connections": u.stats.connects.load(Relaxed),
+                        "requests": u.stats.requests.load(Relaxed),
+                        "reused": u.stats.reused.load(Relaxed),
+                        "bytes": { "in": u.stats.bytes_in.load(Relaxed), "out": u.stats.bytes_out.load(Relaxed) },
+                        "errors": errors,
+                    })
+                })
+                .collect();
+            let client_errors: serde_json::Map<String, Value> = stator_proxy::ClientErrorKind::ALL
+                .iter()
+                .map(|k| (k.label().to_owned(), json!(s.client_errors(*k))))
+                .collect();
+            json!({
+                "name": l.spec.name,
+                "address": l.address,
+                "protocol": l.spec.protocol.as_str(),
+                "pool": l.spec.pool,
+                "workers": l.workers,
+                "pin_workers": l.spec.pin_workers,
+                "steering": l.spec.steering.as_str(),
+                "scheduler": l.spec.algorithm.name(),
+                "persistence_seconds": l.spec.persistence.map(|p| p.timeout.as_secs_f64()),
+                "connections": { "total": s.connections.load(Relaxed), "active": s.active.load(Relaxed) },
+                "requests": s.requests.load(Relaxed),
+                "retries": s.retries.load(Relaxed),
+                "bytes": { "in": s.bytes_in.load(Relaxed), "out": s.bytes_out.load(Relaxed) },
+                "sessions": { "hits": s.session_hits.load(Relaxed), "evictions": s.session_evictions.load(Relaxed) },
+                "client_errors": client_errors,
+                "backends": upstreams,
+            })
+        })
+        .collect();
+    json!({
+        "listeners": listeners,
+        "reload_failures": ctx.proxy.reload_failures.load(Relaxed),
+    })
 }

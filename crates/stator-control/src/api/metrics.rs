@@ -33,6 +33,8 @@ pub enum Kind {
     Gauge,
     /// `_sum` and `_count` of observations.
     Summary,
+    /// Cumulative `_bucket{le}` counts, `_sum` and `_count`.
+    Histogram,
 }
 
 /// A Prometheus text exposition being written.
@@ -83,6 +85,7 @@ impl Exposition {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
             Kind::Summary => "summary",
+            Kind::Histogram => "histogram",
         };
         let help = help.replace('\\', "\\\\").replace('\n', "\\n");
         let _ = writeln!(self.out, "# HELP {name} {help}");
@@ -142,15 +145,46 @@ fn b(x: bool) -> f64 {
 pub fn render(ctx: &Ctx) -> Result<String, ControlError> {
     let v = ctx.view();
     let mut e = Exposition::new();
-    node_metrics(&mut e, &v);
+    node_metrics(&mut e, &v, &ctx.commit);
     api_metrics(&mut e, ctx);
     dataplane_metrics(&mut e, ctx, &v)?;
+    plane_stat_metrics(&mut e, &ctx.reader.plane_stats());
     health_metrics(&mut e, ctx, &v);
     bgp_metrics(&mut e, ctx, &v);
+    proxy_metrics(&mut e, ctx);
     Ok(e.finish())
 }
 
-fn node_metrics(e: &mut Exposition, v: &View) {
+/// The data plane's own figures ([`PlaneReader::plane_stats`]), one family at a time.
+///
+/// [`PlaneReader::plane_stats`]: crate::dataplane::PlaneReader::plane_stats
+fn plane_stat_metrics(e: &mut Exposition, stats: &[crate::dataplane::PlaneStat]) {
+    let mut families: Vec<&str> = Vec::new();
+    for s in stats {
+        if !families.contains(&s.family) {
+            families.push(s.family);
+        }
+    }
+    for family in families {
+        let mut first = true;
+        for s in stats.iter().filter(|s| s.family == family) {
+            if first {
+                let kind = if s.counter {
+                    Kind::Counter
+                } else {
+                    Kind::Gauge
+                };
+                e.family(family, kind, s.help);
+                first = false;
+            }
+            let labels: Vec<(&str, &str)> =
+                s.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            e.sample(&labels, s.value as f64);
+        }
+    }
+}
+
+fn node_metrics(e: &mut Exposition, v: &View, commit: &str) {
     e.family(
         "stator_build_info",
         Kind::Gauge,
@@ -159,6 +193,7 @@ fn node_metrics(e: &mut Exposition, v: &View) {
     .sample(
         &[
             ("version", env!("CARGO_PKG_VERSION")),
+            ("commit", commit),
             ("node", &v.config.node.name),
         ],
         1.0,
@@ -269,6 +304,7 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
         ("tx", Counter::ActTx),
         ("redirect", Counter::ActRedirect),
         ("aborted", Counter::ActAborted),
+        ("hold", Counter::ActHold),
     ] {
         e.sample(&[("action", action)], c.get(counter) as f64);
     }
@@ -331,6 +367,7 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
         "Self-test probes the program answered.",
     )
     .sample(&[], c.get(Counter::SelfTest) as f64);
+    sec4_metrics(e, ctx, &c);
 
     let Some(built) = &v.built else {
         return Ok(());
@@ -418,6 +455,77 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
         e.sample(&[("vip", &vip.name)], bv.usable() as f64);
     }
     Ok(())
+}
+
+/// Fragments, redirects between nodes, prefix groups and the tracer (docs/forwarding.md §3.1,
+/// §9–§11), and the holder of early fragments.
+fn sec4_metrics(e: &mut Exposition, ctx: &Ctx, c: &crate::dataplane::PlaneCounters) {
+    e.family(
+        "stator_fragments_total",
+        Kind::Counter,
+        "Fragments: sent to their 3-tuple owner, first fragments recorded, others forwarded by \
+         their record.",
+    );
+    for (event, counter) in [
+        ("redirected", Counter::FragRedirect),
+        ("recorded", Counter::FragRecord),
+        ("followed", Counter::FragHit),
+    ] {
+        e.sample(&[("event", event)], c.get(counter) as f64);
+    }
+    e.family(
+        "stator_redirects_total",
+        Kind::Counter,
+        "Redirects between Stator nodes: received, sent to a failover address, and refused \
+         because the packet had been redirected already.",
+    );
+    for (event, counter) in [
+        ("received", Counter::RedirectRx),
+        ("failover", Counter::Failover),
+        ("again", Counter::RedirectAgain),
+    ] {
+        e.sample(&[("event", event)], c.get(counter) as f64);
+    }
+    e.family(
+        "stator_group_matches_total",
+        Kind::Counter,
+        "VIP matches by prefix group and suffix.",
+    )
+    .sample(&[], c.get(Counter::GroupMatch) as f64);
+    e.family(
+        "stator_trace_reports_total",
+        Kind::Counter,
+        "Traced packets: reported, not reported (rate limit), lost (ring full).",
+    );
+    for (result, counter) in [
+        ("reported", Counter::TraceReport),
+        ("limited", Counter::TraceLimited),
+        ("lost", Counter::TraceLost),
+    ] {
+        e.sample(&[("result", result)], c.get(counter) as f64);
+    }
+    if let Some(h) = ctx.reader.hold_stats() {
+        e.family(
+            "stator_hold_frames_total",
+            Kind::Counter,
+            "Early fragments: held, sent on once their first arrived, dropped after the timeout, \
+             dropped because the holder was full.",
+        );
+        for (event, n) in [
+            ("held", h.queue.held),
+            ("released", h.queue.released),
+            ("expired", h.queue.expired),
+            ("full", h.queue.full),
+        ] {
+            e.sample(&[("event", event)], n as f64);
+        }
+        e.family(
+            "stator_hold_frames",
+            Kind::Gauge,
+            "Early fragments held now.",
+        )
+        .sample(&[], h.holding as f64);
+    }
 }
 
 fn health_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) {
@@ -543,6 +651,233 @@ fn bgp_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) {
         "Announcer passes that failed (BIRD unreachable, a refused command).",
     )
     .sample(&[], a.counters.errors as f64);
+}
+
+fn proxy_metrics(e: &mut Exposition, ctx: &Ctx) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let listeners = ctx.proxy.lock().listeners();
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(Relaxed) as f64;
+    e.family(
+        "stator_proxy_reload_failures_total",
+        Kind::Counter,
+        "Reloads whose listeners could not all be applied (a port in use).",
+    )
+    .sample(&[], ctx.proxy.reload_failures.load(Relaxed) as f64);
+    if listeners.is_empty() {
+        return;
+    }
+    e.family(
+        "stator_proxy_workers",
+        Kind::Gauge,
+        "Worker threads of a listener.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], l.workers as f64);
+    }
+    e.family(
+        "stator_proxy_connections_total",
+        Kind::Counter,
+        "Client connections accepted by a listener.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], n(&l.stats.connections));
+    }
+    e.family(
+        "stator_proxy_connections_active",
+        Kind::Gauge,
+        "Client connections open on a listener.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], n(&l.stats.active));
+    }
+    e.family(
+        "stator_proxy_requests_total",
+        Kind::Counter,
+        "HTTP requests received by a listener.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], n(&l.stats.requests));
+    }
+    e.family(
+        "stator_proxy_responses_total",
+        Kind::Counter,
+        "HTTP responses sent by a listener, by status class.",
+    );
+    for l in &listeners {
+        for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
+            e.sample(
+                &[("listener", &l.spec.name), ("code", class)],
+                n(&l.stats.responses[i]),
+            );
+        }
+    }
+    e.family(
+        "stator_proxy_bytes_total",
+        Kind::Counter,
+        "Bytes between clients and a listener, by direction (in = from clients).",
+    );
+    for l in &listeners {
+        e.sample(
+            &[("listener", &l.spec.name), ("direction", "in")],
+            n(&l.stats.bytes_in),
+        );
+        e.sample(
+            &[("listener", &l.spec.name), ("direction", "out")],
+            n(&l.stats.bytes_out),
+        );
+    }
+    e.family(
+        "stator_proxy_client_errors_total",
+        Kind::Counter,
+        "Client-side failures of a listener, by kind.",
+    );
+    for l in &listeners {
+        for k in stator_proxy::ClientErrorKind::ALL {
+            e.sample(
+                &[("listener", &l.spec.name), ("kind", k.label())],
+                l.stats.client_errors(k) as f64,
+            );
+        }
+    }
+    e.family(
+        "stator_proxy_retries_total",
+        Kind::Counter,
+        "Further upstreams tried after a connect failure.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], n(&l.stats.retries));
+    }
+    e.family(
+        "stator_proxy_session_hits_total",
+        Kind::Counter,
+        "Requests or connections sent to the backend a client's session named.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], n(&l.stats.session_hits));
+    }
+    e.family(
+        "stator_proxy_session_evictions_total",
+        Kind::Counter,
+        "Session-table entries evicted because a worker's table was full.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], n(&l.stats.session_evictions));
+    }
+    e.family(
+        "stator_proxy_request_duration_seconds",
+        Kind::Histogram,
+        "HTTP requests (to the end of the response) or TCP connections, by listener.",
+    );
+    for l in &listeners {
+        let (buckets, sum) = l.stats.duration.snapshot();
+        for (i, count) in buckets.iter().enumerate() {
+            let le = stator_proxy::DURATION_BUCKETS
+                .get(i)
+                .map_or_else(|| "+Inf".to_owned(), |b| format_value(*b));
+            e.sample_suffixed(
+                "_bucket",
+                &[("listener", &l.spec.name), ("le", &le)],
+                *count as f64,
+            );
+        }
+        e.sample_suffixed("_sum", &[("listener", &l.spec.name)], sum);
+        e.sample_suffixed(
+            "_count",
+            &[("listener", &l.spec.name)],
+            buckets.last().copied().unwrap_or(0) as f64,
+        );
+    }
+    let ups: Vec<(&str, &stator_proxy::UpstreamView)> = listeners
+        .iter()
+        .flat_map(|l| l.upstreams.iter().map(move |u| (l.spec.name.as_str(), u)))
+        .collect();
+    e.family(
+        "stator_proxy_backend_usable",
+        Kind::Gauge,
+        "1 while the listener picks the backend for new work.",
+    );
+    for (l, u) in &ups {
+        let usable = u.state == stator_proxy::UpstreamState::Usable;
+        e.sample(&[("listener", l), ("backend", &u.spec.name)], b(usable));
+    }
+    for (name, kind, help, field) in [
+        (
+            "stator_proxy_backend_connections_total",
+            Kind::Counter,
+            "Connections the listener opened to a backend.",
+            0,
+        ),
+        (
+            "stator_proxy_backend_connections_active",
+            Kind::Gauge,
+            "Connections to a backend open now (kept-alive idle ones included).",
+            1,
+        ),
+        (
+            "stator_proxy_backend_active",
+            Kind::Gauge,
+            "Requests (HTTP) or client connections (TCP) a backend is serving now.",
+            2,
+        ),
+        (
+            "stator_proxy_backend_requests_total",
+            Kind::Counter,
+            "Requests (HTTP) or client connections (TCP) sent to a backend.",
+            3,
+        ),
+        (
+            "stator_proxy_backend_reused_total",
+            Kind::Counter,
+            "Requests sent to a backend over a kept-alive connection.",
+            4,
+        ),
+    ] {
+        e.family(name, kind, help);
+        for (l, u) in &ups {
+            let s = &u.stats;
+            let v = match field {
+                0 => n(&s.connects),
+                1 => f64::from(s.open.load(Relaxed)),
+                2 => f64::from(s.active.load(Relaxed)),
+                3 => n(&s.requests),
+                _ => n(&s.reused),
+            };
+            e.sample(&[("listener", l), ("backend", &u.spec.name)], v);
+        }
+    }
+    e.family(
+        "stator_proxy_backend_bytes_total",
+        Kind::Counter,
+        "Bytes between the listener and a backend, by direction (in = from the backend).",
+    );
+    for (l, u) in &ups {
+        let labels = |d| {
+            [
+                ("listener", *l),
+                ("backend", u.spec.name.as_str()),
+                ("direction", d),
+            ]
+        };
+        e.sample(&labels("in"), n(&u.stats.bytes_in));
+        e.sample(&labels("out"), n(&u.stats.bytes_out));
+    }
+    e.family(
+        "stator_proxy_backend_errors_total",
+        Kind::Counter,
+        "Failures of a backend seen by the listener, by kind.",
+    );
+    for (l, u) in &ups {
+        for k in stator_proxy::ErrorKind::ALL {
+            e.sample(
+                &[
+                    ("listener", l),
+                    ("backend", &u.spec.name),
+                    ("kind", k.label()),
+                ],
+                u.stats.errors(k) as f64,
+            );
+        }
+    }
 }
 
 /// The `check` label of each check: its URL (`http://10.1.1.11:80/healthz`), and when

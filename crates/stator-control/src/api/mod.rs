@@ -1,9 +1,14 @@
 //! The admin API: HTTP/JSON on `api.listen` (127.0.0.1:9180 by default), Prometheus
-//! `/metrics`, the packet tracer. Every endpoint is in `docs/api.md`.
+//! `/metrics`, the packet tracer, and the status page (`GET /`, [`ui`]). Every endpoint is in
+//! `docs/api.md`.
 //!
 //! - With `api.token` (or `api.token_file`) every request, `/metrics` included, must carry
 //!   `Authorization: Bearer <token>`; the comparison takes the same time whatever the bytes.
-//!   Without one, 401 with `WWW-Authenticate: Bearer`.
+//!   Without one, 401 with `WWW-Authenticate: Bearer`. The one exception is the status
+//!   page's static HTML, CSS and script, which hold no node data (the page asks for the
+//!   token and sends it with every poll); without a token they are served to loopback
+//!   clients only. Cross-origin and (without a token) DNS-rebinding requests are refused:
+//!   see [`ui`].
 //! - Errors are JSON, `{"error": "...", "field": "..."}` (plus `errors` for configuration
 //!   errors), with a 4xx status for anything the caller can fix: 400 invalid input, 401, 404
 //!   unknown route / backend / VIP, 405, 412 `If-Match` mismatch, 415 unsupported body type,
@@ -13,10 +18,12 @@
 //!   readers, or send a message to the reconciler and wait for its answer: nothing here can
 //!   stop the node.
 
+pub mod feeds;
 mod handlers;
 pub mod metrics;
 pub mod serve;
 pub mod trace;
+pub mod ui;
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
@@ -31,6 +38,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::dataplane::PlaneReader;
 use crate::error::ControlError;
+use crate::events::EventLog;
 use crate::health::Board;
 use crate::reconciler::{Request, SharedAnnouncer};
 use crate::view::View;
@@ -60,6 +68,12 @@ pub struct Ctx {
     pub host_checks: bool,
     /// What the server did with connections.
     pub conn_stats: Arc<serve::ConnStats>,
+    /// The proxy tier (listeners).
+    pub proxy: crate::listeners::ProxyTier,
+    /// Recent events, recorded by the reconciler.
+    pub events: EventLog,
+    /// The commit the binary was built from (`unknown` when not known).
+    pub commit: Arc<str>,
 }
 
 impl Ctx {
@@ -159,6 +173,17 @@ async fn auth(State(ctx): State<Ctx>, req: HttpRequest, next: Next) -> Response 
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
+    if let Some(refused) = ui::browser_guard(req.headers(), expected.is_some()) {
+        return refused;
+    }
+    if ui::is_page_request(&req) {
+        // Static files without node data: with a token the page asks for it; without one,
+        // only loopback clients get the page.
+        if expected.is_none() && !ui::from_loopback(&req) {
+            return ui::not_on_loopback();
+        }
+        return next.run(req).await;
+    }
     if let Some(expected) = expected {
         let given = req
             .headers()
@@ -187,7 +212,12 @@ async fn auth(State(ctx): State<Ctx>, req: HttpRequest, next: Next) -> Response 
 /// The router of the admin API.
 pub fn router(ctx: Ctx) -> Router {
     Router::new()
+        .route("/", get(ui::index))
+        .route("/ui/status.css", get(ui::css))
+        .route("/ui/status.js", get(ui::js))
         .route("/v1/status", get(handlers::status))
+        .route("/v1/events", get(feeds::events))
+        .route("/v1/dataplane", get(feeds::dataplane))
         .route(
             "/v1/config",
             get(handlers::config_get).put(handlers::config_put),
@@ -198,6 +228,7 @@ pub fn router(ctx: Ctx) -> Router {
         .route("/v1/backends/{id}/drain", post(handlers::drain))
         .route("/v1/backends/{id}/undrain", post(handlers::undrain))
         .route("/v1/trace", get(trace::handler))
+        .route("/v1/listeners", get(handlers::listeners))
         .route("/metrics", get(metrics::handler))
         .fallback(|| async {
             error_response(StatusCode::NOT_FOUND, "no such endpoint (see docs/api.md)")

@@ -17,11 +17,13 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -143,8 +145,8 @@ pub async fn serve(listener: TcpListener, router: Router, ctx: Ctx, stop: onesho
             _ = &mut stop => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // EMFILE, ENFILE, ENOBUFS, ENOMEM: out of something; back off briefly.
                 if matches!(e.raw_os_error(), Some(23 | 24 | 105 | 12)) {
@@ -175,7 +177,15 @@ pub async fn serve(listener: TcpListener, router: Router, ctx: Ctx, stop: onesho
         let (table, stats, router) = (Arc::clone(&table), Arc::clone(&stats), router.clone());
         let shutdown = shutdown_rx.clone();
         tasks.spawn(async move {
-            connection(stream, router, &conn, api.header_read_timeout, shutdown).await;
+            connection(
+                stream,
+                peer,
+                router,
+                &conn,
+                api.header_read_timeout,
+                shutdown,
+            )
+            .await;
             table.lock().remove(&id);
             stats.open.fetch_sub(1, Ordering::Relaxed);
         });
@@ -191,16 +201,20 @@ pub async fn serve(listener: TcpListener, router: Router, ctx: Ctx, stop: onesho
 
 /// One connection: HTTP/1 with keep-alive and the header-read timeout, until the client
 /// closes it, the timeout or an eviction closes it, or the server shuts down (gracefully:
-/// a request in progress is answered first).
+/// a request in progress is answered first). Handlers find the peer's address in the
+/// request's `ConnectInfo` (the status page without a token is served to loopback clients
+/// only).
 async fn connection(
     stream: TcpStream,
+    peer: SocketAddr,
     router: Router,
     conn: &Arc<Conn>,
     header_read_timeout: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let state = Arc::clone(conn);
-    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        req.extensions_mut().insert(ConnectInfo(peer));
         let busy = Busy::enter(&state);
         let router = router.clone();
         async move {

@@ -29,6 +29,7 @@
 mod machine;
 pub mod probe;
 mod runner;
+pub mod tls;
 
 pub use machine::Machine;
 pub use runner::{Board, CheckStatus, NUDGE_INTERVAL, Runner, Transition};
@@ -98,7 +99,8 @@ impl CheckKey {
         self.address == other.address && self.port == other.port && self.probe == other.probe
     }
 
-    /// `tcp://10.1.1.11:80`, `http://[2001:db8::1]:80/healthz`, `udp://10.1.5.11:53`.
+    /// `tcp://10.1.1.11:80`, `http://[2001:db8::1]:80/healthz`,
+    /// `https://10.1.1.11:443/healthz`, `udp://10.1.5.11:53`.
     pub fn url(&self) -> String {
         let host = match self.address {
             IpAddr::V4(a) => format!("{a}:{}", self.port),
@@ -107,6 +109,7 @@ impl CheckKey {
         match &self.probe {
             Probe::Tcp => format!("tcp://{host}"),
             Probe::Http(h) => format!("http://{host}{}", h.path),
+            Probe::Https(h) => format!("https://{host}{}", h.http.path),
             Probe::Udp(_) => format!("udp://{host}"),
         }
     }

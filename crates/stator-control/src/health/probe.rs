@@ -3,46 +3,59 @@
 //! - **TCP**: the connection is established (then closed).
 //! - **HTTP**: an HTTP/1.1 `GET` (with `Host`, `Connection: close`) is answered with a status
 //!   line whose status is in the expected range. Only the status line is read.
+//! - **HTTPS**: the same over TLS ([`super::tls`]): the handshake — certificate and name
+//!   verified unless `verify = false` — then the same request and status check.
 //! - **UDP**: one datagram is sent from a connected socket and a reply arrives (starting
 //!   with the expected bytes, if set). An ICMP port unreachable fails the probe at once.
 //!
 //! Every failure carries a short reason for logs and the API (`connection refused`,
-//! `timed out after 1s`, `status 503`, `unexpected reply`).
+//! `timed out after 1s`, `status 503`, `unexpected reply`,
+//! `TLS handshake failed: invalid peer certificate: UnknownIssuer`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use stator_config::{HttpProbe, Probe, UdpProbe};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
+
+use super::tls::TlsClient;
 
 /// Longest status line (and headers before it) read from an HTTP check.
 const MAX_HTTP_HEAD: usize = 4096;
 
-/// Runs one probe of `probe` against `address:port`, failing after `timeout`.
+/// Runs one probe of `probe` against `address:port`, failing after `timeout`. An HTTPS
+/// probe uses `tls` (the check's client, built when it started); without one it fails.
 pub async fn run(
     address: IpAddr,
     port: u16,
     probe: &Probe,
+    tls: Option<&TlsClient>,
     timeout: Duration,
 ) -> Result<(), String> {
     let target = SocketAddr::new(address, port);
-    run_via(target, target, probe, timeout).await
+    run_via(target, target, probe, tls, timeout).await
 }
 
 /// Runs one probe of `probe` for the backend `target`, connecting to `connect` (the target
 /// itself unless a [`ProbeRoutes`](super::ProbeRoutes) maps it elsewhere), failing after
-/// `timeout`. The request still names the target (an HTTP check's `Host`).
+/// `timeout`. The request still names the target (an HTTP check's `Host`, an HTTPS check's
+/// certificate name).
 pub async fn run_via(
     target: SocketAddr,
     connect: SocketAddr,
     probe: &Probe,
+    tls: Option<&TlsClient>,
     timeout: Duration,
 ) -> Result<(), String> {
     let attempt = async {
         match probe {
             Probe::Tcp => tcp(connect).await,
             Probe::Http(h) => http(target, connect, h).await,
+            Probe::Https(h) => match tls {
+                Some(tls) => https(target, connect, &h.http, tls).await,
+                None => Err("no TLS client for an HTTPS check".into()),
+            },
             Probe::Udp(u) => udp(connect, u).await,
         }
     };
@@ -75,14 +88,15 @@ async fn tcp(target: SocketAddr) -> Result<(), String> {
         .map_err(|e| io_reason(&e))
 }
 
-/// The request of an HTTP check.
-pub fn http_request(target: SocketAddr, h: &HttpProbe) -> String {
+/// The request of an HTTP check (`default_port`: 80 for HTTP, 443 for HTTPS, left out of
+/// the `Host` header).
+pub fn http_request(target: SocketAddr, h: &HttpProbe, default_port: u16) -> String {
     let host = h
         .host
         .clone()
         .unwrap_or_else(|| match (target.ip(), target.port()) {
-            (IpAddr::V4(a), 80) => a.to_string(),
-            (IpAddr::V6(a), 80) => format!("[{a}]"),
+            (IpAddr::V4(a), p) if p == default_port => a.to_string(),
+            (IpAddr::V6(a), p) if p == default_port => format!("[{a}]"),
             (IpAddr::V4(a), p) => format!("{a}:{p}"),
             (IpAddr::V6(a), p) => format!("[{a}]:{p}"),
         });
@@ -110,11 +124,33 @@ pub fn parse_status_line(line: &[u8]) -> Option<u16> {
 }
 
 async fn http(target: SocketAddr, connect: SocketAddr, h: &HttpProbe) -> Result<(), String> {
-    let mut stream = TcpStream::connect(connect)
+    let stream = TcpStream::connect(connect)
         .await
         .map_err(|e| io_reason(&e))?;
+    exchange(stream, &http_request(target, h, 80), h).await
+}
+
+async fn https(
+    target: SocketAddr,
+    connect: SocketAddr,
+    h: &HttpProbe,
+    tls: &TlsClient,
+) -> Result<(), String> {
+    let stream = TcpStream::connect(connect)
+        .await
+        .map_err(|e| io_reason(&e))?;
+    let stream = tls.connect(stream, target.ip()).await?;
+    exchange(stream, &http_request(target, h, 443), h).await
+}
+
+/// Sends `request` and checks the status line of the answer.
+async fn exchange(
+    mut stream: impl AsyncRead + AsyncWrite + Unpin,
+    request: &str,
+    h: &HttpProbe,
+) -> Result<(), String> {
     stream
-        .write_all(http_request(target, h).as_bytes())
+        .write_all(request.as_bytes())
         .await
         .map_err(|e| io_reason(&e))?;
     let mut head = Vec::with_capacity(256);
@@ -216,19 +252,21 @@ mod tests {
             },
             host: None,
         };
-        let r = http_request("10.0.0.1:8080".parse().unwrap(), &h);
+        let r = http_request("10.0.0.1:8080".parse().unwrap(), &h, 80);
         assert!(
             r.starts_with("GET /healthz HTTP/1.1\r\nHost: 10.0.0.1:8080\r\n"),
             "{r}"
         );
         assert!(r.ends_with("Connection: close\r\n\r\n"));
-        let r = http_request("[2001:db8::1]:80".parse().unwrap(), &h);
+        let r = http_request("[2001:db8::1]:80".parse().unwrap(), &h, 80);
+        assert!(r.contains("Host: [2001:db8::1]\r\n"), "{r}");
+        let r = http_request("[2001:db8::1]:443".parse().unwrap(), &h, 443);
         assert!(r.contains("Host: [2001:db8::1]\r\n"), "{r}");
         let named = HttpProbe {
             host: Some("www.example.com".into()),
             ..h
         };
-        let r = http_request("10.0.0.1:80".parse().unwrap(), &named);
+        let r = http_request("10.0.0.1:80".parse().unwrap(), &named, 80);
         assert!(r.contains("Host: www.example.com\r\n"), "{r}");
     }
 }

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::machine::Machine;
+use super::tls::TlsClient;
 use super::{CheckKey, ProbeRoutes, probe};
 
 /// New checks start spread over this long at most (or their interval, if shorter).
@@ -256,11 +257,24 @@ async fn check_loop(
     let url = key.url();
     let target = std::net::SocketAddr::new(key.address, key.port);
     let connect = routes.connect_to(target);
+    // Built once per check: trust anchors read now (a changed ca_file is read when the
+    // check is replaced, by a reload that changes it, or at the next start).
+    let tls = match &key.probe {
+        stator_config::Probe::Https(h) => Some(TlsClient::new(&h.tls)),
+        _ => None,
+    };
     let mut next = Instant::now() + delay;
     loop {
         tokio::time::sleep_until(next).await;
         let started = Instant::now();
-        let result = probe::run_via(target, connect, &key.probe, key.timing.timeout).await;
+        let result = probe::run_via(
+            target,
+            connect,
+            &key.probe,
+            tls.as_ref(),
+            key.timing.timeout,
+        )
+        .await;
         let took = started.elapsed();
         let (changed, probe) = {
             let mut s = lock(&shared);

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::state::{backend_states, unchecked_addresses};
 use super::{ApplyReport, RETRY, Reconciler, quarantine, with_plane};
 use crate::error::ControlError;
+use crate::events::{Event, EventKind};
 use crate::host;
 use crate::ids::Assignment;
 use crate::plan::{self, BackendState, Built, Drain};
@@ -41,6 +42,7 @@ impl Reconciler {
             host::forwarding_enabled(&config)?;
         }
         let token = host::resolve_token(&config)?;
+        host::tls_files(&config)?;
         let plan = config.health_plan();
         let (ids, assignment) = self
             .ids
@@ -83,6 +85,17 @@ impl Reconciler {
         self.stats.reload.observe(took);
         self.publish();
         let b = self.built.as_deref().map_or(0, Built::tables_rebuilt);
+        self.events.push(
+            Event::new(
+                EventKind::Reload,
+                format!(
+                    "configuration from {} applied in {:.1} ms ({b} Maglev tables rebuilt)",
+                    self.source,
+                    took.as_secs_f64() * 1e3
+                ),
+            )
+            .generation(self.config_generation),
+        );
         tracing::info!(
             config_generation = self.config_generation,
             source = %self.source,
@@ -129,6 +142,16 @@ impl Reconciler {
             };
             return Err(e);
         }
+        self.events.push(
+            Event::new(
+                EventKind::Drain,
+                format!(
+                    "{backend} drained: no new connections, existing ones kept for {}",
+                    stator_config::duration::format_duration(timeout)
+                ),
+            )
+            .backend(&backend),
+        );
         Ok(())
     }
 
@@ -147,6 +170,8 @@ impl Reconciler {
             self.drains.insert(backend, previous);
             return Err(e);
         }
+        self.events
+            .push(Event::new(EventKind::Undrain, format!("{backend} undrained")).backend(&backend));
         Ok(())
     }
 
@@ -217,6 +242,10 @@ impl Reconciler {
         if let Err(e) = self.rebuild(false).await {
             tracing::error!(error = %e, cause = why, "commit failed; the previous snapshot stays, retrying in 1s");
             self.record_error(format!("commit after {why} failed: {e}"));
+            self.events.push(Event::new(
+                EventKind::CommitFailed,
+                format!("commit after {why} failed (the previous snapshot forwards): {e}"),
+            ));
             self.retry_at = Some(Instant::now() + RETRY);
             self.publish();
         }

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use crate::dataplane::{DataPlane, PlaneReader};
 use crate::error::ControlError;
+use crate::events::{Event, EventKind, EventLog};
 use crate::health::{ProbeRoutes, Runner, Transition};
 use crate::ids::{Assignment, Ids};
 use crate::plan::{Built, Drain, Health};
@@ -147,8 +148,11 @@ pub struct Parts {
     pub stopping: Arc<AtomicBool>,
     /// Where health probes connect (none but in tests: [`ProbeRoutes`]).
     pub probe_routes: ProbeRoutes,
-    /// Check the host again on reloads (forwarding sysctls of new interfaces); off for a
-    /// data plane that does not forward through the kernel.
+    /// Where events are recorded for the API.
+    pub events: EventLog,
+    /// Check the host (forwarding sysctls) on reloads too; off for a data plane that does not
+    /// forward through the kernel and for nodes started without preflight (tests that bring
+    /// their own data plane).
     pub host_checks: bool,
 }
 
@@ -172,6 +176,8 @@ pub struct Reconciler {
     announcer: SharedAnnouncer,
     token: Arc<RwLock<Option<String>>>,
     stopping: Arc<AtomicBool>,
+    events: EventLog,
+    host_checks: bool,
     view_tx: watch::Sender<Arc<View>>,
     phase: Phase,
     config: Arc<Config>,
@@ -198,7 +204,6 @@ pub struct Reconciler {
     retry_at: Option<Instant>,
     interfaces: Vec<String>,
     plane_kind: &'static str,
-    host_checks: bool,
 }
 
 /// The longest connection-table idle timeout: how long a freed id stays in quarantine.
@@ -257,6 +262,8 @@ impl Reconciler {
             announcer: parts.announcer,
             token: parts.token,
             stopping: parts.stopping,
+            events: parts.events,
+            host_checks: parts.host_checks,
             view_tx,
             phase: Phase::Starting,
             text,
@@ -286,7 +293,6 @@ impl Reconciler {
             retry_at: None,
             interfaces: parts.interfaces,
             plane_kind,
-            host_checks: parts.host_checks,
             config,
         }
     }
@@ -329,6 +335,19 @@ impl Reconciler {
         self.config_generation = self.generation;
         self.phase = Phase::Running;
         self.spawn_announcer();
+        self.events.push(
+            Event::new(
+                EventKind::Start,
+                format!(
+                    "node running: snapshot generation {}, {} VIPs, {} backends, from {}",
+                    self.generation,
+                    config.vips.len(),
+                    config.backends.len(),
+                    self.source
+                ),
+            )
+            .generation(self.config_generation),
+        );
         self.announce();
         self.publish();
         tracing::info!(
@@ -387,9 +406,17 @@ impl Reconciler {
                 if_match,
                 reply,
             } => {
+                let from = source.clone();
                 let result = self.apply(text, source, if_match).await;
                 if let Err(e) = &result {
                     self.stats.reloads_failed += 1;
+                    self.events.push(
+                        Event::new(
+                            EventKind::ReloadFailed,
+                            format!("configuration from {from} refused: {e}"),
+                        )
+                        .generation(self.config_generation),
+                    );
                     self.record_error(format!("reload refused: {e}"));
                     tracing::warn!(error = %e, "reload refused; the running config stays");
                     self.publish();

@@ -16,6 +16,7 @@ use super::{
     ForwarderEvent, Reconciler, STARTUP_HEALTH_CAP, SharedAnnouncer, WITHDRAW_TIMEOUT, with_plane,
 };
 use crate::error::ControlError;
+use crate::events::{Event, EventKind};
 use crate::health::CheckKey;
 use crate::ids::{Assignment, Reuse};
 use crate::plan::{BackendState, Drain, Health};
@@ -31,7 +32,7 @@ impl Reconciler {
             Instant::now(),
             |k| self.runner.state(k),
         );
-        for (b, s) in self.config.backends.iter().zip(&states) {
+        for (i, (b, s)) in self.config.backends.iter().zip(&states).enumerate() {
             let before = self.health_seen.insert(b.name.clone(), s.health);
             if before == Some(s.health) || s.health == Health::Unknown {
                 continue;
@@ -41,16 +42,48 @@ impl Reconciler {
                 Health::Up => {
                     entry.0 += 1;
                     tracing::info!(backend = %b.name, address = %b.address, "backend up");
+                    self.events.push(
+                        Event::new(EventKind::BackendUp, format!("{} up", b.name)).backend(&b.name),
+                    );
                 }
                 Health::Down => {
                     entry.1 += 1;
                     tracing::warn!(backend = %b.name, address = %b.address, "backend down: out of every Maglev table");
+                    let why = self
+                        .down_reason(BackendId(i))
+                        .map_or_else(String::new, |r| format!(" ({r})"));
+                    self.events.push(
+                        Event::new(
+                            EventKind::BackendDown,
+                            format!("{} down, out of every Maglev table{why}", b.name),
+                        )
+                        .backend(&b.name),
+                    );
                 }
                 Health::Unknown => {}
             }
         }
         self.health_seen
             .retain(|name, _| self.config.backends.iter().any(|b| &b.name == name));
+    }
+
+    /// Why a backend is down: the first of its checks that is down, with its last error.
+    fn down_reason(&self, backend: BackendId) -> Option<String> {
+        let keys: Vec<CheckKey> = self
+            .plan
+            .checks_of(backend)
+            .iter()
+            .map(|c| CheckKey::of(&self.plan.checks[c.0]))
+            .collect();
+        self.runner
+            .board()
+            .statuses()
+            .into_iter()
+            .find(|(k, s)| s.state == "down" && keys.contains(k))
+            .map(|(k, s)| match s.last_error {
+                Some(e) => format!("{}: {e}", k.url()),
+                None => k.url(),
+            })
     }
 
     /// Reads the counters of ids given to new VIPs and pairs: a recycled id's counters start
@@ -95,12 +128,23 @@ impl Reconciler {
         }
         if f.healthy {
             tracing::info!("forwarder healthy: announcing VIPs with usable backends");
+            self.events.push(Event::new(
+                EventKind::ForwarderHealthy,
+                "forwarder healthy: VIPs with usable backends are announced",
+            ));
         } else {
             self.forwarder.failures += 1;
             tracing::error!(
                 reason = f.reason.as_deref().unwrap_or(""),
                 "forwarder unhealthy: withdrawing every VIP"
             );
+            self.events.push(Event::new(
+                EventKind::ForwarderUnhealthy,
+                format!(
+                    "forwarder unhealthy, every VIP withdrawn: {}",
+                    f.reason.as_deref().unwrap_or("no reason given")
+                ),
+            ));
         }
         self.forwarder.healthy = f.healthy;
         self.forwarder.reason = f.reason;
@@ -114,6 +158,13 @@ impl Reconciler {
                 && t <= now
             {
                 tracing::info!(backend = %name, "drain timeout: backend removed, its remaining connections move");
+                self.events.push(
+                    Event::new(
+                        EventKind::DrainTimeout,
+                        format!("{name}: drain timeout, removed; its remaining connections move"),
+                    )
+                    .backend(name),
+                );
                 *d = Drain::TimedOut;
             }
         }
@@ -136,18 +187,21 @@ impl Reconciler {
         });
     }
 
-    /// Whether each VIP should be announced now.
+    /// Whether each VIP should be announced now: while the forwarder is healthy and the VIP
+    /// has a usable backend — or a failover address, which serves it through another cluster
+    /// when it has none (docs/forwarding.md §10.1).
     pub(super) fn announce_states(&self) -> Vec<bool> {
         let ok = self.phase == Phase::Running && self.forwarder.healthy;
         self.config
             .vips
             .iter()
             .map(|v| {
-                ok && self
-                    .built
-                    .as_ref()
-                    .and_then(|b| b.vip(&v.key))
-                    .is_some_and(|b| b.usable() > 0)
+                ok && (v.failover.is_some()
+                    || self
+                        .built
+                        .as_ref()
+                        .and_then(|b| b.vip(&v.key))
+                        .is_some_and(|b| b.usable() > 0))
             })
             .collect()
     }
@@ -161,6 +215,18 @@ impl Reconciler {
             if before != Some(on) && (before.is_some() || on) {
                 if on {
                     tracing::info!(vip = %vip.name, address = %vip.key.addr, "VIP announced");
+                    let what = if self.config.bgp.is_some() {
+                        "announced"
+                    } else {
+                        "ready to be announced (no [bgp] configured)"
+                    };
+                    self.events.push(
+                        Event::new(
+                            EventKind::Announce,
+                            format!("{} ({}) {what}", vip.name, vip.key.addr),
+                        )
+                        .vip(&vip.name),
+                    );
                 } else {
                     let why = if self.phase != Phase::Running {
                         "the node is stopping"
@@ -170,6 +236,13 @@ impl Reconciler {
                         "no usable backend"
                     };
                     tracing::warn!(vip = %vip.name, address = %vip.key.addr, reason = why, "VIP withdrawn");
+                    self.events.push(
+                        Event::new(
+                            EventKind::Withdraw,
+                            format!("{} ({}) withdrawn: {why}", vip.name, vip.key.addr),
+                        )
+                        .vip(&vip.name),
+                    );
                 }
             }
             seen.insert(vip.name.clone(), on);
@@ -215,6 +288,10 @@ impl Reconciler {
     }
 
     pub(super) async fn shutdown(&mut self) -> Result<(), ControlError> {
+        self.events.push(Event::new(
+            EventKind::Stopping,
+            "shutting down: withdrawing every VIP",
+        ));
         self.phase = Phase::Stopping;
         self.stopping.store(true, Ordering::SeqCst);
         self.publish();

@@ -134,10 +134,10 @@ pub fn check(text: &str) -> Result<Vec<Sample>, String> {
                 "counter" if !name.ends_with("_total") => {
                     return Err(fail(format!("counter {name} does not end in _total")));
                 }
-                "gauge" | "summary" if name.ends_with("_total") => {
+                "gauge" | "summary" | "histogram" if name.ends_with("_total") => {
                     return Err(fail(format!("{kind} {name} ends in _total")));
                 }
-                "counter" | "gauge" | "summary" => {}
+                "counter" | "gauge" | "summary" | "histogram" => {}
                 other => return Err(fail(format!("unexpected type {other}"))),
             }
             families.insert(name.to_owned(), kind.to_owned());
@@ -157,6 +157,7 @@ pub fn check(text: &str) -> Result<Vec<Sample>, String> {
                 .ok_or_else(|| fail(format!("sample {name} outside its family {family}")))?;
             let ok_suffix = match kind.as_str() {
                 "summary" => matches!(suffix, "_sum" | "_count"),
+                "histogram" => matches!(suffix, "_bucket" | "_sum" | "_count"),
                 _ => suffix.is_empty(),
             };
             if !ok_suffix || closed.contains(name) {
@@ -165,6 +166,12 @@ pub fn check(text: &str) -> Result<Vec<Sample>, String> {
                 )));
             }
             let (labels, rest) = parse_labels(&line[name_end..]).map_err(&fail)?;
+            if suffix == "_bucket" {
+                let le = labels
+                    .get("le")
+                    .ok_or_else(|| fail("a bucket without le".into()))?;
+                parse_value(le).map_err(&fail)?;
+            }
             let value_text = rest
                 .strip_prefix(' ')
                 .ok_or_else(|| fail("no space before the value".into()))?;
@@ -179,6 +186,9 @@ pub fn check(text: &str) -> Result<Vec<Sample>, String> {
             }
             if kind == "counter" && !(value.is_finite() && value >= 0.0) {
                 return Err(fail("a counter must be finite and non-negative".into()));
+            }
+            if kind == "histogram" && suffix != "_sum" && value.fract() != 0.0 {
+                return Err(fail("histogram counts must be integers".into()));
             }
             if suffix == "_count" && (value < 0.0 || value.fract() != 0.0) {
                 return Err(fail("a _count must be a non-negative integer".into()));
@@ -232,6 +242,8 @@ fn the_checker_rejects_what_scrapers_reject() {
         "# HELP stator_x X.\n# TYPE stator_x gauge\nstator_y 1\n",
         "# HELP stator_x X.\n# TYPE stator_x gauge\nstator_x 1",
         "# HELP stator_s X.\n# TYPE stator_s summary\nstator_s_bucket 1\n",
+        "# HELP stator_h X.\n# TYPE stator_h histogram\nstator_h_bucket 1\n",
+        "# HELP stator_h X.\n# TYPE stator_h histogram\nstator_h_total 1\n",
     ] {
         assert!(check(bad).is_err(), "accepted: {bad:?}");
     }

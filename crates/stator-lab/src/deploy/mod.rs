@@ -11,12 +11,14 @@
 //!                                                          `stator lab serve`          10.S.2.11…
 //! ```
 //!
-//! Every node runs the same configuration (only `[node]` and the BGP files differ): the VIPs
-//! [`VIP_V4`] and [`VIP_V6`], each with HTTP on port [`HTTP_PORT`], a long-lived TCP echo on
-//! [`ECHO_PORT`] and a UDP echo on [`UDP_PORT`], over the backends with their weights
+//! Every node runs the same configuration (only `[node]`, the BGP files and BFD differ): the
+//! VIPs [`VIP_V4`] and [`VIP_V6`], each with HTTP on port [`HTTP_PORT`], a long-lived TCP echo
+//! on [`ECHO_PORT`] and a UDP echo on [`UDP_PORT`], over the backends with their weights
 //! (`pool web4` / `web6`, HTTP health checks on each backend's own address). Nodes announce
 //! the VIPs to the router with BGP hold time [`DeploySpec::hold_time`], so a node that dies is
-//! withdrawn in seconds.
+//! withdrawn in seconds — or, for the nodes in [`DeploySpec::bfd_nodes`], with BFD beside the
+//! session, in about 0.3 s. With [`DeploySpec::prometheus`], Prometheus runs in the router's
+//! namespace and scrapes every node's admin API at the node's address.
 //!
 //! State lives in one directory ([`DeploySpec::dir`]): configurations, logs, BIRD sockets and
 //! pid files, each process's pid file, the backends' served counters, and the bpffs every pin
@@ -44,10 +46,12 @@ use std::time::{Duration, Instant};
 use crate::bird::{Bird, kernel_next_hops, wait_next_hops};
 use crate::lan::{RouterBgp, node_bird_config, router_bird_config};
 use crate::netns::{ChildGuard, Netns, NetnsError, Result, is_root, run};
+use crate::prometheus::Prometheus;
 use crate::stator::{ApiAnswer, BpfFs, StatorRun, api_request};
 use crate::topo::{DsrLab, DsrSpec, Host};
 use crate::wait::wait_until;
 
+mod config;
 mod state;
 
 pub use state::{DownReport, LabState, down, read_served, read_state, served_path};
@@ -98,11 +102,49 @@ pub struct DeploySpec {
     pub table_size: u32,
     /// Interval of the backends' health checks, milliseconds (fall and rise 2).
     pub health_interval_ms: u32,
+    /// Nodes whose BGP sessions with the router run BFD (100 ms, multiplier 3, on both
+    /// sides): the router drops such a node about 0.3 s after it dies, instead of when the
+    /// hold time expires.
+    pub bfd_nodes: Vec<usize>,
+    /// Run Prometheus in the router's namespace, scraping every node's `/metrics` every
+    /// second and evaluating Stator's alerting rules ([`crate::prometheus`]).
+    pub prometheus: bool,
+    /// How many nodes run the AF_XDP data plane (`dataplane.mode = "afxdp"`): the last ones;
+    /// the others run XDP.
+    pub afxdp_nodes: usize,
+    /// Fragments (docs/forwarding.md §9): the nodes of a cluster list each other as
+    /// `fragments.peers` (with permanent neighbour entries between them: XDP resolves none)
+    /// and the UDP VIPs accept fragments.
+    pub fragments: bool,
+    /// Clusters the nodes and backends are split into, in order (1: the usual lab). Cluster
+    /// `c` has its own VIP addresses ([`cluster_vip`]), its nodes announce only those and
+    /// forward only to its backends; one class holds every cluster's addresses (prefix groups
+    /// `192.0.2.0/24` with 4-bit suffixes and `2001:db8:100::/48` with 64-bit ones) and each
+    /// VIP fails over to the next cluster's address (docs/forwarding.md §3.1, §10).
+    pub clusters: usize,
 }
 
+/// The address of a VIP in cluster `c` (cluster 0: [`VIP_V4`] / [`VIP_V6`]): the same suffix
+/// in each cluster's prefix (`192.0.2.16c/28`, `2001:db8:100:c::/64`). Cluster 2 is the one
+/// no node is configured for ([`UNTOLD_CLUSTER`]).
+pub fn cluster_vip(c: usize, v6: bool) -> IpAddr {
+    if v6 {
+        let mut seg = VIP_V6.segments();
+        seg[3] = c as u16;
+        IpAddr::V6(Ipv6Addr::from(seg))
+    } else {
+        let o = VIP_V4.octets();
+        IpAddr::V4(Ipv4Addr::new(o[0], o[1], o[2], o[3] + 16 * c as u8))
+    }
+}
+
+/// The cluster of the class whose addresses no node is told about: its VIP addresses are
+/// matched only by prefix group and suffix.
+pub const UNTOLD_CLUSTER: usize = 2;
+
 impl DeploySpec {
-    /// Three nodes, four backends of weight 1, 64 client addresses, hold time 3 s, tables of
-    /// 65537 slots, health checks every 500 ms; state in `dir`.
+    /// Three nodes, four backends of weight 1, 64 client addresses, hold time 3 s and no BFD,
+    /// tables of 65537 slots, health checks every 500 ms, no Prometheus; state in `dir`.
     pub fn new(prefix: &str, subnet: u8, dir: &Path, binary: &Path) -> Self {
         Self {
             prefix: prefix.to_owned(),
@@ -116,7 +158,40 @@ impl DeploySpec {
             hold_time: 3,
             table_size: 65537,
             health_interval_ms: 500,
+            bfd_nodes: Vec::new(),
+            prometheus: false,
+            afxdp_nodes: 0,
+            fragments: false,
+            clusters: 1,
         }
+    }
+
+    /// Whether node `j` runs the AF_XDP data plane.
+    pub fn is_afxdp(&self, j: usize) -> bool {
+        j + self.afxdp_nodes >= self.nodes
+    }
+
+    /// The cluster of node `j`.
+    pub fn node_cluster(&self, j: usize) -> usize {
+        j * self.clusters.max(1) / self.nodes.max(1)
+    }
+
+    /// The cluster of backend `k`.
+    pub fn backend_cluster(&self, k: usize) -> usize {
+        k * self.clusters.max(1) / self.backends.max(1)
+    }
+
+    /// The VIP addresses backends answer on: every cluster's, and the untold cluster's when
+    /// there are clusters.
+    pub fn served_vips(&self, v6: bool) -> Vec<IpAddr> {
+        let n = if self.clusters > 1 {
+            UNTOLD_CLUSTER + 1
+        } else {
+            1
+        };
+        (0..n.max(self.clusters))
+            .map(|c| cluster_vip(c, v6))
+            .collect()
     }
 
     /// Backend `k`'s configured weight (1 where [`DeploySpec::weights`] has no entry).
@@ -174,6 +249,7 @@ pub struct Deployment {
     router: Option<Bird>,
     lab: Option<DsrLab>,
     bpffs: Option<BpfFs>,
+    prometheus: Option<Prometheus>,
     persistent: bool,
     /// Held (never read: the open file is the lock) from the start of [`Deployment::up`] until the deployment is torn down (fields
     /// drop after `Drop::drop` has run): one deployment is built and driven at a time.
@@ -242,6 +318,7 @@ impl Deployment {
             router: None,
             lab: None,
             bpffs: None,
+            prometheus: None,
             persistent: false,
             _one_at_a_time: one_at_a_time,
         };
@@ -270,6 +347,10 @@ impl Deployment {
                 ["fdb", "replace", &mac, "dev", &h.name, "master", "static"],
             )?;
         }
+        if spec.fragments {
+            // XDP resolves no neighbours: a node redirecting a fragment to a peer needs it
+            lab.permanent_neighbours_between_lbs()?;
+        }
         let s = spec.subnet;
         let router_conf = router_bird_config(
             Ipv4Addr::new(10, s, 1, 1),
@@ -282,7 +363,7 @@ impl Deployment {
                 node_as: NODE_AS,
                 hold_time: spec.hold_time,
                 keepalive: (spec.hold_time / 3).max(1),
-                bfd_nodes: vec![],
+                bfd_nodes: spec.bfd_nodes.clone(),
                 accept_v4: vec!["192.0.2.0/24".into()],
                 accept_v6: vec!["2001:db8:100::/48".into()],
             },
@@ -325,15 +406,33 @@ impl Deployment {
         for n in &mut d.nodes {
             n.run.wait_ready(START)?;
         }
-        let all: Vec<usize> = (0..spec.nodes).collect();
-        for v6 in [false, true] {
-            if let Err(e) = d.wait_routed(v6, &all, START) {
+        for (c, v6) in (0..spec.clusters.max(1)).flat_map(|c| [(c, false), (c, true)]) {
+            let mine: Vec<usize> = (0..spec.nodes)
+                .filter(|&j| spec.node_cluster(j) == c)
+                .collect();
+            if let Err(e) = d.wait_routed_vip(cluster_vip(c, v6), &mine, START) {
                 let e = d.explain(e);
                 if std::env::var_os("STATOR_LAB_KEEP_FAILED").is_some() {
                     d.persistent = true;
                 }
                 return Err(e);
             }
+        }
+        if spec.prometheus {
+            let targets: Vec<(String, SocketAddr)> = d
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(j, n)| {
+                    (
+                        format!("n{j}"),
+                        SocketAddr::new(IpAddr::V4(n.host.v4[0]), NODE_API.port()),
+                    )
+                })
+                .collect();
+            let p = Prometheus::start(d.router(), &spec.dir, &targets)?;
+            write_pid(&spec.dir, "prometheus", p.pid())?;
+            d.prometheus = Some(p);
         }
         Ok(d)
     }
@@ -361,6 +460,11 @@ impl Deployment {
             ));
         }
         NetnsError::Timeout { what, waited }
+    }
+
+    /// The lab's Prometheus, when the spec asked for one.
+    pub fn prometheus(&self) -> Option<&Prometheus> {
+        self.prometheus.as_ref()
     }
 
     /// The spec it was built from.
@@ -399,99 +503,6 @@ impl Deployment {
     }
 
     // ---- nodes ----
-
-    /// The configuration node `j` runs: identical on every node but for `[node]` and the
-    /// node's own BIRD files.
-    fn node_config(&self, j: usize, host: &Host) -> String {
-        let spec = &self.spec;
-        let dir = spec.dir.display();
-        let s = spec.subnet;
-        let mut c = format!(
-            r#"# stator lab node n{j} (generated; every node has the same VIPs and pools)
-[node]
-name = "n{j}"
-address_v4 = "{a4}"
-address_v6 = "{a6}"
-
-[dataplane]
-interfaces = ["eth0"]
-pin_path = "{pins}/n{j}"
-conntrack = "shared"
-conntrack_entries = 65536
-slots_per_generation = {slots}
-
-[bgp]
-bird_socket = "{dir}/n{j}.ctl"
-bird_config = "{dir}/n{j}-stator.conf"
-local_as = {nas}
-
-[[bgp.neighbor]]
-name = "router_v4"
-address = "{r4}"
-remote_as = {ras}
-hold_time = "{hold}s"
-keepalive = "{ka}s"
-connect_retry = "1s"
-error_wait = "1s"
-
-[[bgp.neighbor]]
-name = "router_v6"
-address = "{r6}"
-remote_as = {ras}
-hold_time = "{hold}s"
-keepalive = "{ka}s"
-connect_retry = "1s"
-error_wait = "1s"
-
-[log]
-format = "json"
-"#,
-            a4 = host.v4[0],
-            a6 = host.v6[0],
-            r4 = Ipv4Addr::new(10, s, 1, 1),
-            r6 = Ipv6Addr::new(0xfd00, u16::from(s), 1, 0, 0, 0, 0, 1),
-            pins = self.pins().display(),
-            slots = u64::from(spec.table_size) * 6,
-            nas = NODE_AS,
-            ras = ROUTER_AS,
-            hold = spec.hold_time,
-            ka = (spec.hold_time / 3).max(1),
-        );
-        for (pool, v6) in [("web4", false), ("web6", true)] {
-            c.push_str(&format!(
-                "\n[[pool]]\nname = \"{pool}\"\n[pool.health]\nmethod = \"http\"\nport = {HTTP_PORT}\n\
-                 interval = \"{i}ms\"\ntimeout = \"{t}ms\"\nrise = 2\nfall = 2\n",
-                i = spec.health_interval_ms,
-                t = spec.health_interval_ms * 3 / 5,
-            ));
-            for (k, b) in self.backends.iter().enumerate() {
-                if b.in_config {
-                    let fam = if v6 { "v6" } else { "v4" };
-                    c.push_str(&format!(
-                        "[[pool.backend]]\nid = \"b{k}-{fam}\"\naddress = \"{a}\"\nport = {HTTP_PORT}\n\
-                         weight = {w}\n",
-                        a = b.host.addr(v6),
-                        w = b.weight,
-                    ));
-                }
-            }
-        }
-        for (v6, fam, pool) in [(false, "4", "web4"), (true, "6", "web6")] {
-            let vip = Self::vip(v6);
-            for (name, port, proto) in [
-                ("http", HTTP_PORT, "tcp"),
-                ("echo", ECHO_PORT, "tcp"),
-                ("udp", UDP_PORT, "udp"),
-            ] {
-                c.push_str(&format!(
-                    "\n[[vip]]\nname = \"{name}{fam}\"\naddress = \"{vip}\"\nport = {port}\n\
-                     protocol = \"{proto}\"\npools = [\"{pool}\"]\ntable_size = {ts}\n",
-                    ts = spec.table_size,
-                ));
-            }
-        }
-        c
-    }
 
     fn pins(&self) -> PathBuf {
         self.spec.dir.join("bpffs")
@@ -551,6 +562,35 @@ format = "json"
             .collect())
     }
 
+    /// Waits until the router routes `vip` over exactly `nodes`.
+    pub fn wait_routed_vip(
+        &self,
+        vip: IpAddr,
+        nodes: &[usize],
+        timeout: Duration,
+    ) -> Result<Duration> {
+        let want: Vec<IpAddr> = nodes
+            .iter()
+            .map(|&j| self.nodes[j].host.addr(vip.is_ipv6()))
+            .collect();
+        let prefix = if vip.is_ipv6() {
+            format!("{vip}/128")
+        } else {
+            format!("{vip}/32")
+        };
+        wait_next_hops(self.router(), &prefix, &want, timeout)
+    }
+
+    /// The router's next hops for `vip` (sorted).
+    pub fn next_hops_vip(&self, vip: IpAddr) -> Result<Vec<IpAddr>> {
+        let prefix = if vip.is_ipv6() {
+            format!("{vip}/128")
+        } else {
+            format!("{vip}/32")
+        };
+        kernel_next_hops(self.router(), &prefix)
+    }
+
     /// Waits until the router routes the VIP of a family over exactly `nodes`.
     pub fn wait_routed(&self, v6: bool, nodes: &[usize], timeout: Duration) -> Result<Duration> {
         let want: Vec<IpAddr> = nodes.iter().map(|&j| self.nodes[j].host.addr(v6)).collect();
@@ -562,7 +602,9 @@ format = "json"
     fn setup_backend(&self, k: usize, host: &Host) -> Result<()> {
         let lab = self.lab();
         for v6 in [false, true] {
-            lab.add_vip_to_backend(k, Self::vip(v6))?;
+            for vip in self.spec.served_vips(v6) {
+                lab.add_vip_to_backend(k, vip)?;
+            }
         }
         let pin = self.pins().join(format!("b{k}"));
         let mut cmd = Command::new("nsenter");
@@ -614,10 +656,17 @@ format = "json"
             .arg(format!("[::]:{HTTP_PORT}"))
             .arg("--echo")
             .arg(format!("[::]:{ECHO_PORT}"))
-            .arg("--udp")
-            .arg(SocketAddr::new(Self::vip(false), UDP_PORT).to_string())
-            .arg("--udp")
-            .arg(SocketAddr::new(Self::vip(true), UDP_PORT).to_string())
+            .args(
+                [false, true]
+                    .into_iter()
+                    .flat_map(|v6| self.spec.served_vips(v6))
+                    .flat_map(|vip| {
+                        [
+                            "--udp".to_owned(),
+                            SocketAddr::new(vip, UDP_PORT).to_string(),
+                        ]
+                    }),
+            )
             .arg("--stats")
             .arg(&stats)
             .stdin(Stdio::null())
@@ -722,6 +771,7 @@ format = "json"
     }
 
     fn teardown(&mut self) {
+        self.prometheus = None;
         for n in &mut self.nodes {
             n.run.kill();
             n.bird.kill();
@@ -748,6 +798,7 @@ impl Drop for Deployment {
             std::mem::forget(self.router.take());
             std::mem::forget(self.lab.take());
             std::mem::forget(self.bpffs.take());
+            std::mem::forget(self.prometheus.take());
         } else {
             self.teardown();
         }

@@ -4,9 +4,10 @@
 //! Traffic, bounded in count and time: short HTTP connections from the client's 64 addresses
 //! (about 150 a second), UDP requests (about 50 a second) and 120 long-lived TCP echo connections, each answering a line every
 //! second or so. Phases: steady traffic; node l0's uplink cut (the router withdraws it when
-//! the BGP hold time expires, and its flows move to nodes that have no state for them — yet
-//! every long-lived connection keeps its backend); l0 back; backend b3's servers stopped
-//! (health checks take it out of every node's Maglev table); b3 back.
+//! BFD notices, about 0.3 s — or, with `--no-bfd`, when the BGP hold time expires — and its
+//! flows move to nodes that have no state for them, yet every long-lived connection keeps its
+//! backend); l0 back; backend b3's servers stopped (health checks take it out of every node's
+//! Maglev table); b3 back. With `--prometheus`, the end shows what Prometheus saw.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -61,10 +62,18 @@ impl Traffic {
 
 /// Runs the demo.
 pub fn run(args: &DemoArgs) -> Result<()> {
-    let spec = spec(&args.lab, args.subnet, 3, 4)?;
+    let spec = spec(&args.lab, args.subnet, 3, 4, &args.extras)?;
     println!(
-        "stator lab demo: building the deployment ({} nodes, {} backends, prefix {}) …",
-        spec.nodes, spec.backends, spec.prefix
+        "stator lab demo: building the deployment ({} nodes, {} backends, {}{}, prefix {}) …",
+        spec.nodes,
+        spec.backends,
+        if spec.bfd_nodes.is_empty() {
+            "BGP hold timers only"
+        } else {
+            "BFD between router and nodes"
+        },
+        if spec.prometheus { ", Prometheus" } else { "" },
+        spec.prefix
     );
     let t0 = Instant::now();
     let mut d = Deployment::up(&spec, &peer_xdp).context("bringing the lab up")?;
@@ -175,11 +184,17 @@ fn drive(d: &mut Deployment) -> Result<()> {
         })
     };
 
-    let mut screen = Screen::new(state, dir, Arc::clone(&traffic));
+    let bfd = !d.spec().bfd_nodes.is_empty();
+    let mut screen = Screen::new(state.clone(), dir.clone(), Arc::clone(&traffic));
     let phases = [
         "steady traffic: ECMP spreads flows over the nodes, Maglev over the backends",
-        "node l0 dies (its uplink is cut): the router withdraws it when the BGP hold time \
-         expires; its flows move to l1/l2, which have no state for them",
+        if bfd {
+            "node l0 dies (its uplink is cut): the router withdraws it when BFD notices \
+             (300 ms); its flows move to l1/l2, which have no state for them"
+        } else {
+            "node l0 dies (its uplink is cut): the router withdraws it when the BGP hold time \
+             expires; its flows move to l1/l2, which have no state for them"
+        },
         "node l0 is back: the router spreads over it again",
         "backend b3 fails (its servers stop): health checks take it out of every node's table",
         "backend b3 is back",
@@ -190,13 +205,31 @@ fn drive(d: &mut Deployment) -> Result<()> {
     screen.show(Duration::from_secs(10), |_| false);
     // 2. node l0 dies
     screen.phase(1, phases[1]);
+    // The router's table is polled every 10 ms beside the screen, for a precise figure.
+    let watcher = {
+        let state = state.clone();
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(20) {
+                if !state.routed_nodes(false).contains(&0) {
+                    return Some(t.elapsed());
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            None
+        })
+    };
     d.cut(0)?;
-    let t = Instant::now();
-    let gone = screen.show(Duration::from_secs(20), |s| !s.routed(0));
-    notes.push(match gone {
-        Some(_) => format!(
-            "l0's uplink cut: the router withdrew l0 after {:.1}s",
-            t.elapsed().as_secs_f64()
+    screen.show(Duration::from_secs(20), |s| !s.routed(0));
+    notes.push(match watcher.join().ok().flatten() {
+        Some(took) => format!(
+            "l0's uplink cut: the router withdrew l0 after {:.2}s ({})",
+            took.as_secs_f64(),
+            if bfd {
+                "BFD, 100 ms x 3"
+            } else {
+                "BGP hold time 3 s"
+            }
         ),
         None => "l0's uplink cut: the router did not withdraw l0 within 20s".into(),
     });
@@ -241,7 +274,11 @@ fn drive(d: &mut Deployment) -> Result<()> {
     traffic.stop.store(true, Ordering::Relaxed);
     let _ = http.join();
     let _ = pinger.join();
-    summary(&traffic, &phases, &notes);
+    summary(&traffic, &phases, &notes, bfd);
+    if d.prometheus().is_some() {
+        println!("\nPrometheus (in the router's namespace, scraping every node each second):");
+        print!("{}", super::view::prometheus_summary(&state));
+    }
     Ok(())
 }
 
@@ -393,7 +430,7 @@ impl Seen<'_> {
     }
 }
 
-fn summary(traffic: &Traffic, phases: &[&str], notes: &[String]) {
+fn summary(traffic: &Traffic, phases: &[&str], notes: &[String], bfd: bool) {
     println!("\nsummary");
     let stats = traffic.stats.lock().map(|s| s.clone()).unwrap_or_default();
     for (i, what) in phases.iter().enumerate() {
@@ -416,8 +453,13 @@ fn summary(traffic: &Traffic, phases: &[&str], notes: &[String]) {
         println!("  {n}");
     }
     println!(
-        "  (while l0 was cut, what the router still sent to it was lost until the hold time \
-         expired; TCP retransmitted it to l1 or l2, whose Maglev tables pick the same backend. \
-         b3's connections broke because its server process died.)"
+        "  (while l0 was cut, what the router still sent to it was lost until {}; TCP \
+         retransmitted it to l1 or l2, whose Maglev tables pick the same backend. b3's \
+         connections broke because its server process died.)",
+        if bfd {
+            "BFD declared it dead"
+        } else {
+            "the hold time expired"
+        }
     );
 }

@@ -3,7 +3,8 @@
 //! backend, its health (as the nodes see it) and what its servers answered.
 //!
 //! Everything is read from outside — the router's kernel table, each node's admin API, the
-//! backends' counters files — so it works for a lab another process brought up.
+//! backends' counters files, the lab's Prometheus when it runs one — so it works for a lab
+//! another process brought up.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -12,6 +13,7 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use serde_json::Value;
 use stator_lab::deploy::{self, Deployment, LabState, NODE_API, Served, read_served, served_path};
+use stator_lab::prometheus;
 use stator_lab::stator::api_request;
 
 /// One node's row.
@@ -176,6 +178,92 @@ pub fn render(prev: Option<&Sample>, cur: &Sample, long_lived: Option<&[usize]>)
     s
 }
 
+/// The rows of a Prometheus instant-vector answer: (labels, value).
+fn prom_rows(state: &LabState, promql: &str) -> Option<Vec<(Value, f64)>> {
+    let path = format!("/api/v1/query?query={}", prometheus::encode(promql));
+    let (status, body) = prometheus::get(&state.router_ns(), &path).ok()?;
+    let v: Value = serde_json::from_str(&body).ok()?;
+    if status != 200 || v["status"] != "success" {
+        return None;
+    }
+    Some(
+        v["data"]["result"]
+            .as_array()?
+            .iter()
+            .map(|r| {
+                let value = r["value"][1]
+                    .as_str()
+                    .and_then(|x| x.parse().ok())
+                    .unwrap_or(f64::NAN);
+                (r["metric"].clone(), value)
+            })
+            .collect(),
+    )
+}
+
+/// What the lab's Prometheus says: packets per second per node and per backend over the last
+/// 10 s, and the alerts firing. Empty when the lab runs no Prometheus.
+pub fn prometheus_summary(state: &LabState) -> String {
+    let mut s = String::new();
+    let Some(by_node_backend) = prom_rows(
+        state,
+        "sum by (node, backend) (rate(stator_backend_packets_total[10s]))",
+    ) else {
+        return "  Prometheus does not answer\n".into();
+    };
+    let label = |m: &Value, k: &str| m[k].as_str().unwrap_or("?").to_owned();
+    let mut backends: Vec<String> = by_node_backend
+        .iter()
+        .map(|(m, _)| label(m, "backend"))
+        .collect();
+    backends.sort();
+    backends.dedup();
+    let mut nodes: Vec<String> = by_node_backend
+        .iter()
+        .map(|(m, _)| label(m, "node"))
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    let _ = write!(s, "  packets/s  ");
+    for b in &backends {
+        let _ = write!(s, "{b:>8}");
+    }
+    s.push('\n');
+    for n in &nodes {
+        let _ = write!(s, "  {n:<10} ");
+        for b in &backends {
+            let v = by_node_backend
+                .iter()
+                .find(|(m, _)| label(m, "node") == *n && label(m, "backend") == *b)
+                .map_or(0.0, |x| x.1);
+            let _ = write!(s, "{v:>8.0}");
+        }
+        s.push('\n');
+    }
+    let firing = prom_rows(state, "ALERTS{alertstate=\"firing\"}").unwrap_or_default();
+    if firing.is_empty() {
+        let _ = writeln!(s, "  alerts firing: none");
+    } else {
+        for (m, _) in firing {
+            let _ = writeln!(
+                s,
+                "  alert firing: {} {}",
+                label(&m, "alertname"),
+                ["node", "vip", "backend", "neighbor"]
+                    .iter()
+                    .filter_map(|k| m[*k].as_str().map(|v| format!("{k}={v}")))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
+    }
+    s
+}
+
+fn runs_prometheus(dir: &Path) -> bool {
+    dir.join("prometheus.pid").exists()
+}
+
 /// `stator lab status`.
 pub fn status(prefix: &str, dir: &Path) -> Result<()> {
     let Some(state) = deploy::read_state(dir) else {
@@ -193,6 +281,10 @@ pub fn status(prefix: &str, dir: &Path) -> Result<()> {
         dir.display()
     );
     print!("{}", render(None, &s, None));
+    if runs_prometheus(dir) {
+        println!("Prometheus (router namespace, {}):", prometheus::LISTEN);
+        print!("{}", prometheus_summary(&state));
+    }
     Ok(())
 }
 
@@ -216,6 +308,16 @@ pub fn print_guide(d: &Deployment) {
         "        ip netns exec {p}r ip route show {}",
         deploy::VIP_V4
     );
+    println!(
+        "        nsenter --net=/run/netns/{p}l0 curl -s http://127.0.0.1:{}/   (the status page)",
+        NODE_API.port()
+    );
+    if d.prometheus().is_some() {
+        println!(
+            "        nsenter --net=/run/netns/{p}r curl -s 'http://{}/api/v1/query?query=up'",
+            prometheus::LISTEN
+        );
+    }
     println!("        stator lab status --prefix {p}");
     println!("        stator lab down --prefix {p}");
 }

@@ -1,0 +1,128 @@
+//! How the AF_XDP plane runs: thread counts and CPUs, the packet pool, rings, batches and the
+//! flush timer. Defaults fit a 2-core machine: one I/O thread (steering and muxing) and one
+//! packet thread.
+
+use std::time::Duration;
+
+use crate::error::AfxdpError;
+use crate::socket::{BindMode, RingSizes};
+use crate::sys;
+use crate::umem::UmemConfig;
+
+/// Options of the AF_XDP plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AfxdpConfig {
+    /// Packet threads (each with its own connection table).
+    pub packet_threads: usize,
+    /// CPUs to pin to: the I/O thread's first, then one per packet thread. Empty with `pin`:
+    /// the CPUs this process may use, I/O thread on the first, packet threads on the next ones
+    /// (wrapping).
+    pub cpus: Vec<usize>,
+    /// Pin the threads at all.
+    pub pin: bool,
+    /// The packet pool.
+    pub umem: UmemConfig,
+    /// Ring sizes of every socket.
+    pub rings: RingSizes,
+    /// Frames per batch: RX read, packet-thread batch, TX flush.
+    pub batch: u32,
+    /// A TX batch is flushed at the latest this long after its first frame (§3.2: 50 µs).
+    pub flush_timeout: Duration,
+    /// Capacity of each packet thread's receiving and transmission queue.
+    pub queue_depth: usize,
+    /// RX queues to bind per interface (`None`: every RX queue the interface has).
+    pub queues: Option<u32>,
+    /// Copy, zero-copy, or whatever the driver offers.
+    pub bind_mode: BindMode,
+    /// How long an idle thread busy-polls before it sleeps.
+    pub spin: Duration,
+    /// Entries per packet thread's connection table.
+    pub ct_capacity: usize,
+    /// Seed of the connection tables' hash (thread `i` uses `seed + i`).
+    pub ct_seed: u64,
+    /// Next-hop cache lifetime (`None`: ask the kernel for every packet).
+    pub fib_cache: Option<Duration>,
+}
+
+impl Default for AfxdpConfig {
+    fn default() -> Self {
+        Self {
+            packet_threads: 1,
+            cpus: Vec::new(),
+            pin: true,
+            umem: UmemConfig::default(),
+            rings: RingSizes::all(2048),
+            batch: 64,
+            flush_timeout: Duration::from_micros(50),
+            queue_depth: 1024,
+            queues: None,
+            bind_mode: BindMode::Auto,
+            spin: Duration::from_micros(20),
+            ct_capacity: stator_abi::STATOR_DEFAULT_CT_ENTRIES as usize,
+            ct_seed: 0,
+            fib_cache: Some(Duration::from_secs(1)),
+        }
+    }
+}
+
+impl AfxdpConfig {
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<(), AfxdpError> {
+        self.umem.validate()?;
+        if !(1..=64).contains(&self.packet_threads) {
+            return Err(AfxdpError::invalid(format!(
+                "packet_threads {} (1 ..= 64)",
+                self.packet_threads
+            )));
+        }
+        if !(1..=1024).contains(&self.batch) {
+            return Err(AfxdpError::invalid(format!(
+                "batch {} (1 ..= 1024)",
+                self.batch
+            )));
+        }
+        if self.queue_depth < 2 || self.queue_depth > 1 << 16 {
+            return Err(AfxdpError::invalid(format!(
+                "queue_depth {} (2 ..= 65536)",
+                self.queue_depth
+            )));
+        }
+        if self.flush_timeout.is_zero() || self.flush_timeout > Duration::from_millis(10) {
+            return Err(AfxdpError::invalid(format!(
+                "flush_timeout {:?} (more than 0, at most 10 ms)",
+                self.flush_timeout
+            )));
+        }
+        if self.queues == Some(0) {
+            return Err(AfxdpError::invalid("queues = 0"));
+        }
+        if !self.cpus.is_empty() && self.cpus.len() != self.packet_threads + 1 {
+            return Err(AfxdpError::invalid(format!(
+                "cpus lists {} CPUs: one for the I/O thread and one per packet thread ({}) are needed",
+                self.cpus.len(),
+                self.packet_threads + 1
+            )));
+        }
+        Ok(())
+    }
+
+    /// The CPU of each thread, I/O thread first (`None`: not pinned).
+    pub fn cpu_plan(&self) -> Vec<Option<usize>> {
+        let n = self.packet_threads + 1;
+        if !self.pin {
+            return vec![None; n];
+        }
+        if !self.cpus.is_empty() {
+            return self.cpus.iter().copied().map(Some).collect();
+        }
+        let allowed = sys::allowed_cpus();
+        (0..n)
+            .map(|i| allowed.get(i % allowed.len().max(1)).copied())
+            .collect()
+    }
+
+    /// The next-hop cache lifetime in ns (0 = off).
+    pub fn fib_cache_ns(&self) -> u64 {
+        self.fib_cache.map_or(0, |d| d.as_nanos() as u64)
+    }
+}

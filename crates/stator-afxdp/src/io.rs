@@ -1,0 +1,456 @@
+//! The I/O thread: the paper's steering and muxing modules on one core (§3.1, §5.2: "we use
+//! one core for steering and muxing"). It alone owns every ring of every socket.
+//!
+//! One turn of its loop:
+//! 1. **Completions**: frames the kernel has sent come back (completion ring → free list).
+//! 2. **Muxing**: frames the packet threads finished are written into the TX ring of the
+//!    socket they leave by, or recycled to the free list. A TX ring that is full keeps the rest
+//!    in a backlog (counted) for the next turn.
+//! 3. **Flush**: a socket's written TX descriptors are published and the kernel woken
+//!    (`sendto`, when it asks for it — need_wakeup; always, in copy mode) when a batch is full
+//!    or the oldest has waited the flush timeout (50 µs by default: §3.2's timer). Each flush
+//!    is counted by its cause. In copy mode the kernel sends at most 32 frames per wake-up, so
+//!    while a TX ring still holds frames it is woken again on every turn.
+//! 4. **Fill**: free frames go back to the fill rings — every turn, each ring topped up to its
+//!    share of the pool — and the driver is woken when it asks (need_wakeup).
+//! 5. **Steering**: received frames are read from the RX rings, hashed (stator-hash's flow
+//!    hash of the 5-tuple) and pushed to their packet thread's queue; a full queue sends the
+//!    frame to the next thread with room, round-robin (counted); when every queue is full the
+//!    frames wait here and no more are read (counted), so the RX ring fills and the kernel
+//!    drops — counted in `XDP_STATISTICS` — instead of anything blocking.
+//!
+//! With nothing to do it spins for `spin`, then sleeps in `ppoll` on the RX sockets and an
+//! eventfd the packet threads signal, never longer than the next flush deadline.
+
+use std::collections::VecDeque;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use std::time::Duration;
+
+use crate::ring::{CompRing, FillRing, RxRing, TxRing};
+use crate::spsc::{Consumer, Producer};
+use crate::steer::{fallback_order, home_thread, steering_hash};
+use crate::sys::{self, EventFd};
+use crate::umem::{Frame, FrameState, Umem};
+use crate::worker::{RxItem, TxItem, WorkerShared};
+
+/// How the I/O thread is woken from `ppoll` by the packet threads.
+#[derive(Debug)]
+pub(crate) struct IoWake {
+    efd: EventFd,
+    sleeping: AtomicBool,
+}
+
+impl IoWake {
+    pub(crate) fn new() -> std::io::Result<Self> {
+        Ok(Self {
+            efd: EventFd::new()?,
+            sleeping: AtomicBool::new(false),
+        })
+    }
+
+    /// Wakes the I/O thread if it sleeps (after pushing work to it).
+    #[inline]
+    pub(crate) fn wake(&self) {
+        // the push (a release store) must be visible before the flag is read, or both sides
+        // could miss each other: the sleeper sets its flag, then looks at the queues
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) {
+            self.efd.signal();
+        }
+    }
+
+    /// Wakes it whatever it does.
+    pub(crate) fn wake_now(&self) {
+        self.efd.signal();
+    }
+}
+
+/// What the I/O thread counts (read by the plane's reader). All monotonic.
+#[derive(Debug, Default)]
+pub struct IoStats {
+    /// Frames read from RX rings.
+    pub rx: AtomicU64,
+    /// Frames steered to their hash's packet thread.
+    pub steered: AtomicU64,
+    /// Frames sent to another thread because their own thread's queue was full (§3.1's
+    /// round-robin fallback).
+    pub steer_fallback: AtomicU64,
+    /// Times every packet-thread queue was full and reading RX paused.
+    pub steer_stalls: AtomicU64,
+    /// Frames written to TX rings.
+    pub tx: AtomicU64,
+    /// Frames recycled without transmission (dropped or passed by the forwarder).
+    pub recycled: AtomicU64,
+    /// Frames the kernel completed (sent).
+    pub completed: AtomicU64,
+    /// Flushes because a batch was full.
+    pub flush_full: AtomicU64,
+    /// Flushes because the oldest descriptor waited the flush timeout.
+    pub flush_timer: AtomicU64,
+    /// `sendto` wake-ups of the kernel's transmit path.
+    pub tx_kicks: AtomicU64,
+    /// Times a TX ring was full and frames waited in the backlog.
+    pub tx_ring_full: AtomicU64,
+    /// Wake-ups of the driver to refill (`recvfrom`, need_wakeup).
+    pub fill_wakeups: AtomicU64,
+    /// RX descriptors outside the UMEM (never expected).
+    pub rx_invalid: AtomicU64,
+    /// Times the thread slept in `ppoll`.
+    pub sleeps: AtomicU64,
+    /// CPU nanoseconds spent steering (reading RX and pushing to threads).
+    pub steer_ns: AtomicU64,
+    /// CPU nanoseconds spent muxing (draining the threads' queues into TX rings).
+    pub mux_ns: AtomicU64,
+    /// Loop turns: proof of life for the self-test.
+    pub heartbeat: AtomicU64,
+}
+
+/// One socket's rings and its flush state.
+#[derive(Debug)]
+pub(crate) struct SockIo {
+    pub fill: FillRing,
+    pub comp: CompRing,
+    pub rx: Option<RxRing>,
+    pub tx: TxRing,
+    /// Written to the TX ring, not yet flushed.
+    pub unflushed: u32,
+    /// When the oldest unflushed descriptor was written.
+    pub oldest_ns: u64,
+    /// Frames waiting for room in the TX ring.
+    pub backlog: VecDeque<Frame>,
+}
+
+/// Everything the I/O thread owns.
+#[derive(Debug)]
+pub(crate) struct Io {
+    pub umem: Arc<Umem>,
+    pub socks: Vec<SockIo>,
+    pub free: Vec<Frame>,
+    pub to_workers: Vec<Producer<RxItem>>,
+    pub from_workers: Vec<Consumer<TxItem>>,
+    pub workers: Vec<Arc<WorkerShared>>,
+    pub threads: Vec<std::thread::Thread>,
+    pub wake: Arc<IoWake>,
+    pub stats: Arc<IoStats>,
+    pub stop: Arc<crate::worker::Published>,
+    /// The snapshot steering parses with (the packet threads' current one), and its
+    /// publication generation.
+    pub snap: Arc<stator_core::CompiledSnapshot>,
+    pub snap_gen: u64,
+    pub batch: u32,
+    pub flush_ns: u64,
+    pub spin: Duration,
+    pub cpu: Option<usize>,
+}
+
+impl Io {
+    /// The thread's body.
+    pub(crate) fn run(mut self) {
+        if let Some(cpu) = self.cpu
+            && let Err(e) = sys::pin_to_cpu(cpu)
+        {
+            tracing::warn!(cpu, error = %e, "could not pin the AF_XDP I/O thread");
+        }
+        // ppoll's timeout must mean microseconds, not the default 50 µs of timer slack
+        sys::set_timer_slack_ns(1_000);
+        let mut rx_buf: Vec<Frame> = Vec::with_capacity(self.batch as usize);
+        let mut stalled: VecDeque<RxItem> = VecDeque::new();
+        let mut rr = 0usize;
+        let mut idle_since: Option<u64> = None;
+        let spin_ns = self.spin.as_nanos() as u64;
+        let rx_socks = self.socks.iter().filter(|s| s.rx.is_some()).count().max(1);
+        let share = (self.umem.config().frames as usize / rx_socks) as u32;
+        while !self.stop.stop.load(Ordering::Relaxed) {
+            self.stats.heartbeat.fetch_add(1, Ordering::Relaxed);
+            let g = self.stop.generation.load(Ordering::Acquire);
+            if g != self.snap_gen {
+                self.snap = self.stop.current();
+                self.snap_gen = g;
+            }
+            let now = sys::monotonic_ns();
+            let c0 = sys::thread_cpu_ns();
+            let mut work = self.reap();
+            let muxed = self.mux(now);
+            let c1 = sys::thread_cpu_ns();
+            if muxed != 0 {
+                self.stats.mux_ns.fetch_add(c1 - c0, Ordering::Relaxed);
+            }
+            work += muxed + self.flush(now);
+            self.fill(share);
+            let c2 = sys::thread_cpu_ns();
+            let steered = self.steer(&mut rx_buf, &mut stalled, &mut rr);
+            if steered != 0 {
+                self.stats
+                    .steer_ns
+                    .fetch_add(sys::thread_cpu_ns().saturating_sub(c2), Ordering::Relaxed);
+            }
+            work += steered;
+            if work != 0 {
+                idle_since = None;
+                continue;
+            }
+            let since = *idle_since.get_or_insert(now);
+            if now - since < spin_ns {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.sleep(now, !stalled.is_empty());
+            idle_since = None;
+        }
+        // what the threads still hold goes with the rings and sockets when they are dropped
+    }
+
+    /// 1. Completions back to the free list.
+    fn reap(&mut self) -> usize {
+        let mut n = 0;
+        for s in &mut self.socks {
+            n += s.comp.reap(&mut self.free, s.comp.ring.size()) as usize;
+        }
+        if n != 0 {
+            self.stats.completed.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        n
+    }
+
+    /// 2. The packet threads' output into TX rings (or the free list).
+    fn mux(&mut self, now: u64) -> usize {
+        let mut n = 0usize;
+        let (mut tx, mut recycled, mut full) = (0u64, 0u64, 0u64);
+        // frames that waited for room first, in order
+        for s in &mut self.socks {
+            while let Some(f) = s.backlog.pop_front() {
+                match s.tx.push(f) {
+                    Ok(()) => {
+                        tx += 1;
+                        mark_written(s, now);
+                    }
+                    Err(f) => {
+                        s.backlog.push_front(f);
+                        break;
+                    }
+                }
+            }
+        }
+        let cap = 4 * self.batch as usize;
+        for c in &mut self.from_workers {
+            for _ in 0..cap {
+                let Some(TxItem { frame, sock }) = c.pop() else {
+                    break;
+                };
+                n += 1;
+                let Some(s) = self.socks.get_mut(sock as usize) else {
+                    self.umem.pass(&frame, FrameState::Thread, FrameState::Free);
+                    self.free.push(frame);
+                    recycled += 1;
+                    continue;
+                };
+                if !s.backlog.is_empty() {
+                    s.backlog.push_back(frame);
+                    continue;
+                }
+                match s.tx.push(frame) {
+                    Ok(()) => {
+                        tx += 1;
+                        mark_written(s, now);
+                    }
+                    Err(f) => {
+                        full += 1;
+                        s.backlog.push_back(f);
+                    }
+                }
+            }
+        }
+        let st = &self.stats;
+        if n != 0 {
+            st.tx.fetch_add(tx, Ordering::Relaxed);
+            st.recycled.fetch_add(recycled, Ordering::Relaxed);
+            st.tx_ring_full.fetch_add(full, Ordering::Relaxed);
+        }
+        n
+    }
+
+    /// 3. Publish and wake TX when a batch is full or the timer expired.
+    fn flush(&mut self, now: u64) -> usize {
+        let mut n = 0;
+        for s in &mut self.socks {
+            if s.unflushed != 0 {
+                let full = s.unflushed >= self.batch;
+                if full || now.saturating_sub(s.oldest_ns) >= self.flush_ns {
+                    let c = if full {
+                        &self.stats.flush_full
+                    } else {
+                        &self.stats.flush_timer
+                    };
+                    c.fetch_add(1, Ordering::Relaxed);
+                    s.tx.submit();
+                    s.unflushed = 0;
+                    n += 1;
+                    if matches!(s.tx.kick_if_needed(), Ok(true)) {
+                        self.stats.tx_kicks.fetch_add(1, Ordering::Relaxed);
+                    }
+                    continue;
+                }
+            }
+            // copy mode sends 32 frames per wake-up: keep waking while frames remain
+            if s.tx.in_flight() != 0 && matches!(s.tx.kick_if_needed(), Ok(true)) {
+                self.stats.tx_kicks.fetch_add(1, Ordering::Relaxed);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// 4. Free frames back to the fill rings, each up to its share of the pool.
+    fn fill(&mut self, share: u32) {
+        for s in self.socks.iter_mut().filter(|s| s.rx.is_some()) {
+            if self.free.is_empty() {
+                break;
+            }
+            let want = share.min(s.fill.size()).saturating_sub(s.fill.queued());
+            if want == 0 {
+                continue;
+            }
+            let keep = self.free.len().saturating_sub(want as usize);
+            let mut give = self.free.split_off(keep);
+            s.fill.fill(&mut give);
+            self.free.append(&mut give);
+            if s.fill.wake_if_needed() {
+                self.stats.fill_wakeups.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// 5. RX rings to the packet threads.
+    fn steer(
+        &mut self,
+        rx_buf: &mut Vec<Frame>,
+        stalled: &mut VecDeque<RxItem>,
+        rr: &mut usize,
+    ) -> usize {
+        let threads = self.to_workers.len();
+        let mut n = 0;
+        // frames that found every queue full wait first
+        while let Some(item) = stalled.pop_front() {
+            match self.dispatch(item, rr) {
+                Ok(()) => n += 1,
+                Err(item) => {
+                    stalled.push_front(item);
+                    return n;
+                }
+            }
+        }
+        for si in 0..self.socks.len() {
+            let Some(rx) = self.socks[si].rx.as_mut() else {
+                continue;
+            };
+            let (got, bad) = rx.recv(rx_buf, self.batch);
+            if got == 0 {
+                continue;
+            }
+            self.stats.rx.fetch_add(u64::from(got), Ordering::Relaxed);
+            if bad != 0 {
+                self.stats
+                    .rx_invalid
+                    .fetch_add(u64::from(bad), Ordering::Relaxed);
+            }
+            for frame in rx_buf.drain(..) {
+                self.umem.pass(&frame, FrameState::Rx, FrameState::Thread);
+                let item = RxItem {
+                    frame,
+                    sock: si as u16,
+                };
+                if let Err(item) = self.dispatch(item, rr) {
+                    stalled.push_back(item);
+                }
+                n += 1;
+            }
+            if !stalled.is_empty() {
+                self.stats.steer_stalls.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+        }
+        if threads != 0 && n != 0 {
+            // as in IoWake::wake: pushes before the flags are read
+            fence(Ordering::SeqCst);
+            for (w, t) in self.workers.iter().zip(&self.threads) {
+                if w.sleeping.load(Ordering::Relaxed) {
+                    t.unpark();
+                }
+            }
+        }
+        n
+    }
+
+    /// Pushes one frame to its thread, or round-robin to the next with room.
+    fn dispatch(&mut self, mut item: RxItem, rr: &mut usize) -> Result<(), RxItem> {
+        let threads = self.to_workers.len();
+        let hash = {
+            let buf = self.umem.packet(&mut item.frame);
+            let data = stator_core::PacketBuf::data(&buf);
+            stator_core::table_hash(&self.snap, data).unwrap_or_else(|| steering_hash(data))
+        };
+        let home = home_thread(hash, threads);
+        match self.to_workers[home].push(item) {
+            Ok(()) => {
+                self.stats.steered.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            Err(back) => item = back,
+        }
+        for t in fallback_order(home, *rr, threads) {
+            match self.to_workers[t].push(item) {
+                Ok(()) => {
+                    *rr = t;
+                    self.stats.steer_fallback.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(back) => item = back,
+            }
+        }
+        Err(item)
+    }
+
+    /// Sleeps in `ppoll` until a socket has frames, a packet thread signals, or the next flush
+    /// is due.
+    fn sleep(&mut self, now: u64, stalled: bool) {
+        self.wake.sleeping.store(true, Ordering::SeqCst);
+        let pending = self.from_workers.iter_mut().any(|c| !c.is_empty());
+        if pending || stalled {
+            self.wake.sleeping.store(false, Ordering::SeqCst);
+            return;
+        }
+        let mut timeout = Duration::from_millis(10);
+        for s in &mut self.socks {
+            if s.unflushed != 0 {
+                let due = s.oldest_ns + self.flush_ns;
+                timeout = timeout.min(Duration::from_nanos(due.saturating_sub(now).max(1_000)));
+            } else if s.tx.in_flight() != 0 || !s.backlog.is_empty() {
+                timeout = timeout.min(Duration::from_micros(50));
+            }
+        }
+        let mut fds: Vec<libc::pollfd> = self
+            .socks
+            .iter()
+            .filter_map(|s| s.rx.as_ref().map(RxRing::raw_fd))
+            .chain(std::iter::once(self.wake.efd.raw()))
+            .map(|fd: RawFd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        self.stats.sleeps.fetch_add(1, Ordering::Relaxed);
+        sys::poll_in(&mut fds, timeout);
+        self.wake.sleeping.store(false, Ordering::SeqCst);
+        self.wake.efd.drain();
+    }
+}
+
+fn mark_written(s: &mut SockIo, now: u64) {
+    if s.unflushed == 0 {
+        s.oldest_ns = now;
+    }
+    s.unflushed += 1;
+}

@@ -1,0 +1,71 @@
+//! # stator-afxdp — Maglev's own forwarder, on AF_XDP
+//!
+//! **Layer.** The second data plane: the design the Maglev paper itself describes (§3.1–3.2) —
+//! a user-space forwarder with a shared packet pool, ring pointers, a steering module, packet
+//! threads with their own connection tables, and a muxing module — built on AF_XDP and running
+//! `stator-core`, the same forwarding decision the XDP program is proven equal to. Above it
+//! sits the controller (`stator-control`'s AF_XDP plane); below it the kernel's AF_XDP sockets
+//! and a small XDP program (`bpf/stator_xsk.bpf.c`, loaded through `stator-xdp`).
+//!
+//! ```text
+//!  NIC queue q ─► stator_xsk (XDP: the forwarder's parse + VIP match) ─► XSKMAP ─► socket q
+//!                     │ not for a VIP: XDP_PASS (the node stays reachable)
+//!  ┌─────────────────────────────────── UMEM: the packet pool ─────────────────────────────┐
+//!  │ fill ring ─► kernel ─► RX ring ─► steering ─► queue i ─► packet thread i (stator-core, │
+//!  │  ▲                        (I/O thread)            in place, own connection table)     │
+//!  │  └── free list ◄── completion ring ◄── kernel ◄── TX ring ◄── muxing ◄── queue i ◄─┘   │
+//!  └────────────────────────────────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! - [`umem`]: the pool, [`Frame`] ownership tokens and the per-frame ledger.
+//! - [`ring`]: the four rings as single-owner types; [`socket`]: binding, statistics.
+//! - [`spsc`]: the queues between the I/O thread and the packet threads.
+//! - [`steer`]: the steering hash; [`fib`]: next hops from the kernel (`stator_fibq`).
+//! - `io` (steering + muxing), `worker` (packet threads), [`runtime`] (start, publish, stop),
+//!   [`plane`] (the plane as the controller drives it, and its reader).
+//!
+//! **Contract.** Frames are never copied in user space: only descriptors move. Each ring side
+//! and each queue half is owned by exactly one thread, by type. Every packet is decided under
+//! exactly one snapshot and counted exactly once, in the same counters as the XDP plane (kernel
+//! half + packet threads). need_wakeup is honoured, TX completions are reaped and frames are
+//! recycled to the fill rings every turn; a batch is flushed when full or after
+//! `flush_timeout` (50 µs). Overload never blocks: it drops in the kernel, where
+//! `XDP_STATISTICS` counts it. Packets longer than a frame holds are dropped by the XDP program
+//! and counted (`xsk_frame`).
+//!
+//! **What it must never do.** Make a forwarding decision of its own (that is `stator-core`);
+//! touch a chunk it holds no [`Frame`] for; block a packet thread on the I/O thread or the
+//! reverse; log per packet. `unsafe` lives only in `sys` (system calls), `ring` (the shared
+//! indices and slots), `umem` (the pool's bytes) and `spsc`, each block with its `// SAFETY:`.
+#![deny(missing_debug_implementations)]
+
+pub mod config;
+mod error;
+pub mod fib;
+mod io;
+pub mod packet_socket;
+pub mod plane;
+pub mod ring;
+pub mod runtime;
+pub mod socket;
+pub mod spsc;
+pub mod steer;
+mod sys;
+pub mod umem;
+mod worker;
+
+pub use config::AfxdpConfig;
+pub use error::AfxdpError;
+pub use io::IoStats;
+pub use plane::{AfxdpCommit, AfxdpPlane, AfxdpReader, PlaneStats};
+pub use runtime::Shard;
+pub use socket::{BindMode, RingSizes, XskSocket, XskStats};
+pub use umem::{Frame, FrameState, Umem, UmemConfig};
+pub use worker::WorkerStats;
+
+/// The clock the packet threads decide with (`CLOCK_MONOTONIC_COARSE`, what the XDP program's
+/// `bpf_ktime_get_coarse_ns` reads), in nanoseconds: a reader ages connection-table entries
+/// with it.
+pub fn clock_ns() -> u64 {
+    sys::monotonic_coarse_ns()
+}

@@ -1,0 +1,417 @@
+//! The four rings of an AF_XDP socket as single-owner types — the paper's ring pointers (§3.2).
+//!
+//! Each ring is a power-of-two array shared with the kernel, a producer index and a consumer
+//! index (free-running u32s; a slot is `index & mask`) and a flags word. One side only ever
+//! writes the producer, the other only the consumer (af_xdp.rst):
+//!
+//! | ring | user space | kernel | paper (Figure 5) |
+//! |---|---|---|---|
+//! | [`FillRing`] | produces empty frames | consumes them to receive into | *reserved* |
+//! | [`RxRing`] | consumes received frames | produces | *received* / *processed* |
+//! | [`TxRing`] | produces frames to send | consumes them | *ready* / *sent* |
+//! | [`CompRing`] | consumes sent frames | produces | *recycled* |
+//!
+//! Each type owns its side outright: it is `Send` (it moves into the thread that runs it) but
+//! not `Sync` and not `Clone`, and every operation takes `&mut self` — so two threads can never
+//! drive the same side of a ring, which is what the lock-free protocol assumes. The indices the
+//! other side writes are read with acquire ordering and cached; our index is published with
+//! release ordering after the slots are written (or read), once per batch.
+
+use std::marker::PhantomData;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering, fence};
+
+use crate::socket::SocketFd;
+use crate::umem::{Frame, FrameState, Umem};
+
+/// Where the parts of a ring lie in its mapping (`struct xdp_ring_offset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct RingOffsets {
+    pub producer: u64,
+    pub consumer: u64,
+    pub desc: u64,
+    pub flags: u64,
+}
+
+/// The memory behind a ring: a kernel mapping, or heap memory in unit tests.
+pub(crate) trait Backing: Send + std::fmt::Debug {}
+impl<T: Send + std::fmt::Debug> Backing for T {}
+
+/// One side of a ring of `T` (see the module essay).
+#[derive(Debug)]
+pub(crate) struct RawRing<T> {
+    producer: *const AtomicU32,
+    consumer: *const AtomicU32,
+    flags: *const AtomicU32,
+    desc: *mut T,
+    mask: u32,
+    size: u32,
+    /// Our view of the producer index (ours on a producer ring, the kernel's otherwise).
+    prod: u32,
+    /// Our view of the consumer index.
+    cons: u32,
+    _backing: Box<dyn Backing>,
+    _not_sync: PhantomData<std::cell::Cell<()>>,
+}
+
+// SAFETY: the ring's memory is a mapping (or heap block) owned through `_backing` and valid
+// wherever the value goes; the protocol needs each side driven by one thread at a time, which
+// `&mut self` on every operation and the absence of `Sync` and `Clone` guarantee.
+unsafe impl<T: Send> Send for RawRing<T> {}
+
+impl<T: Copy> RawRing<T> {
+    /// A ring over `base` (kept alive by `backing`) laid out by `off`, `size` entries.
+    ///
+    /// # Safety
+    /// `base + off.*` must point at properly aligned producer, consumer and flags words and at
+    /// `size` (a power of two) slots of `T`, all inside memory that `backing` keeps mapped.
+    pub(crate) unsafe fn new(
+        base: *mut u8,
+        off: RingOffsets,
+        size: u32,
+        backing: Box<dyn Backing>,
+    ) -> Self {
+        debug_assert!(size.is_power_of_two());
+        // SAFETY: the caller guarantees the offsets lie inside the mapping.
+        let (producer, consumer, flags, desc) = unsafe {
+            (
+                base.add(off.producer as usize) as *const AtomicU32,
+                base.add(off.consumer as usize) as *const AtomicU32,
+                base.add(off.flags as usize) as *const AtomicU32,
+                base.add(off.desc as usize) as *mut T,
+            )
+        };
+        let mut r = Self {
+            producer,
+            consumer,
+            flags,
+            desc,
+            mask: size - 1,
+            size,
+            prod: 0,
+            cons: 0,
+            _backing: backing,
+            _not_sync: PhantomData,
+        };
+        r.prod = r.producer().load(Ordering::Acquire);
+        r.cons = r.consumer().load(Ordering::Acquire);
+        r
+    }
+
+    fn producer(&self) -> &AtomicU32 {
+        // SAFETY: valid and aligned for the ring's lifetime (constructor contract).
+        unsafe { &*self.producer }
+    }
+
+    fn consumer(&self) -> &AtomicU32 {
+        // SAFETY: as above.
+        unsafe { &*self.consumer }
+    }
+
+    /// Entries.
+    pub(crate) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Whether the kernel asks to be woken (`XDP_RING_NEED_WAKEUP`).
+    pub(crate) fn needs_wakeup(&self) -> bool {
+        // The flag is set by the kernel after it looked at the ring; order our index store
+        // before this load.
+        fence(Ordering::SeqCst);
+        // SAFETY: valid and aligned for the ring's lifetime (constructor contract).
+        let flags = unsafe { &*self.flags };
+        flags.load(Ordering::Acquire) & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+
+    // ---- producer side ----
+
+    /// Free slots, refreshing the consumer index only when fewer than `want` are known free.
+    pub(crate) fn free(&mut self, want: u32) -> u32 {
+        let free = self.size - self.prod.wrapping_sub(self.cons);
+        if free >= want {
+            return free;
+        }
+        self.cons = self.consumer().load(Ordering::Acquire);
+        self.size - self.prod.wrapping_sub(self.cons)
+    }
+
+    /// Writes slot `prod + i` (not yet visible).
+    pub(crate) fn write(&mut self, i: u32, v: T) {
+        let slot = (self.prod.wrapping_add(i) & self.mask) as usize;
+        // SAFETY: slot <= mask < size: inside the descriptor array; the slot is free (the
+        // caller asked `free`), so the kernel does not read it until we publish.
+        unsafe { self.desc.add(slot).write_volatile(v) };
+    }
+
+    /// Publishes `n` written slots.
+    pub(crate) fn submit(&mut self, n: u32) {
+        if n == 0 {
+            return;
+        }
+        self.prod = self.prod.wrapping_add(n);
+        self.producer().store(self.prod, Ordering::Release);
+    }
+
+    /// Entries produced but not yet consumed by the other side.
+    pub(crate) fn in_flight(&mut self) -> u32 {
+        self.cons = self.consumer().load(Ordering::Acquire);
+        self.prod.wrapping_sub(self.cons)
+    }
+
+    // ---- consumer side ----
+
+    /// Entries ready, refreshing the producer index only when fewer than `want` are known.
+    pub(crate) fn ready(&mut self, want: u32) -> u32 {
+        let n = self.prod.wrapping_sub(self.cons);
+        if n >= want {
+            return n;
+        }
+        self.prod = self.producer().load(Ordering::Acquire);
+        self.prod.wrapping_sub(self.cons)
+    }
+
+    /// Reads slot `cons + i`.
+    pub(crate) fn read(&self, i: u32) -> T {
+        let slot = (self.cons.wrapping_add(i) & self.mask) as usize;
+        // SAFETY: inside the array; the slot was published by the producer (the caller asked
+        // `ready`) and is not reused before we release it.
+        unsafe { self.desc.add(slot).read_volatile() }
+    }
+
+    /// Releases `n` read slots to the producer.
+    pub(crate) fn release(&mut self, n: u32) {
+        if n == 0 {
+            return;
+        }
+        self.cons = self.cons.wrapping_add(n);
+        self.consumer().store(self.cons, Ordering::Release);
+    }
+}
+
+/// The fill ring: empty frames for the kernel to receive into.
+#[derive(Debug)]
+pub struct FillRing {
+    pub(crate) ring: RawRing<u64>,
+    pub(crate) umem: Arc<Umem>,
+    pub(crate) fd: Arc<SocketFd>,
+}
+
+impl FillRing {
+    /// Hands frames from the end of `frames` to the kernel, as many as fit; returns how many.
+    pub fn fill(&mut self, frames: &mut Vec<Frame>) -> u32 {
+        let n = self.ring.free(frames.len() as u32).min(frames.len() as u32);
+        let mask = !(u64::from(self.umem.config().frame_size) - 1);
+        for i in 0..n {
+            let Some(f) = frames.pop() else { break };
+            let (addr, _) = self.umem.give(f, FrameState::Free, FrameState::Fill);
+            self.ring.write(i, addr & mask);
+        }
+        self.ring.submit(n);
+        n
+    }
+
+    /// Frames in the ring (given, not yet received into).
+    pub fn queued(&mut self) -> u32 {
+        self.ring.in_flight()
+    }
+
+    /// Entries.
+    pub fn size(&self) -> u32 {
+        self.ring.size()
+    }
+
+    /// Wakes the driver when it asked for it (need_wakeup); returns whether it did.
+    pub fn wake_if_needed(&self) -> bool {
+        if self.ring.needs_wakeup() {
+            crate::sys::wake_rx(self.fd.as_fd().as_raw_fd());
+            return true;
+        }
+        false
+    }
+}
+
+/// The RX ring: received frames.
+#[derive(Debug)]
+pub struct RxRing {
+    pub(crate) ring: RawRing<libc::xdp_desc>,
+    pub(crate) umem: Arc<Umem>,
+    pub(crate) fd: Arc<SocketFd>,
+}
+
+impl RxRing {
+    /// Takes up to `max` received frames into `out`; returns how many descriptors were read
+    /// and how many of them were invalid (outside the pool: never expected, counted).
+    pub fn recv(&mut self, out: &mut Vec<Frame>, max: u32) -> (u32, u32) {
+        let n = self.ring.ready(max).min(max);
+        let mut bad = 0;
+        for i in 0..n {
+            let d = self.ring.read(i);
+            match self
+                .umem
+                .take(d.addr, d.len, FrameState::Fill, FrameState::Rx)
+            {
+                Some(f) => out.push(f),
+                None => bad += 1,
+            }
+        }
+        self.ring.release(n);
+        (n, bad)
+    }
+
+    /// The socket's descriptor (for `ppoll`).
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_fd().as_raw_fd()
+    }
+}
+
+/// The TX ring: frames to transmit.
+#[derive(Debug)]
+pub struct TxRing {
+    pub(crate) ring: RawRing<libc::xdp_desc>,
+    pub(crate) umem: Arc<Umem>,
+    pub(crate) fd: Arc<SocketFd>,
+    /// Written, not yet published.
+    pub(crate) written: u32,
+}
+
+impl TxRing {
+    /// Writes `f` into the next free slot (published by [`TxRing::submit`]); gives it back when
+    /// the ring is full.
+    pub fn push(&mut self, f: Frame) -> Result<(), Frame> {
+        if self.ring.free(self.written + 1) <= self.written {
+            return Err(f);
+        }
+        let (addr, len) = self.umem.give(f, FrameState::Thread, FrameState::Tx);
+        self.ring.write(
+            self.written,
+            libc::xdp_desc {
+                addr,
+                len,
+                options: 0,
+            },
+        );
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Publishes what [`TxRing::push`] wrote.
+    pub fn submit(&mut self) {
+        self.ring.submit(self.written);
+        self.written = 0;
+    }
+
+    /// Descriptors published but not yet taken by the kernel.
+    pub fn in_flight(&mut self) -> u32 {
+        self.ring.in_flight()
+    }
+
+    /// Entries.
+    pub fn size(&self) -> u32 {
+        self.ring.size()
+    }
+
+    /// Asks the kernel to transmit when it asked for it (need_wakeup; always so in copy mode).
+    /// Returns whether a `sendto` was made.
+    pub fn kick_if_needed(&self) -> std::io::Result<bool> {
+        if self.ring.needs_wakeup() {
+            crate::sys::kick_tx(self.fd.as_fd().as_raw_fd())?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+/// The completion ring: frames the kernel has sent.
+#[derive(Debug)]
+pub struct CompRing {
+    pub(crate) ring: RawRing<u64>,
+    pub(crate) umem: Arc<Umem>,
+    #[allow(dead_code)] // keeps the socket open as long as the ring is mapped
+    pub(crate) fd: Arc<SocketFd>,
+}
+
+impl CompRing {
+    /// Takes up to `max` sent frames into `out` (now `Free`); returns how many.
+    pub fn reap(&mut self, out: &mut Vec<Frame>, max: u32) -> u32 {
+        let n = self.ring.ready(max).min(max);
+        for i in 0..n {
+            let addr = self.ring.read(i);
+            if let Some(f) = self.umem.take(addr, 0, FrameState::Tx, FrameState::Free) {
+                out.push(f);
+            }
+        }
+        self.ring.release(n);
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ring's memory on the heap: producer, consumer, flags, then the slots.
+    fn heap_ring<T: Copy>(size: u32) -> (RawRing<T>, RawRing<T>) {
+        let words = 8 + (size as usize * size_of::<T>()).div_ceil(8);
+        let mut mem = vec![0u64; words].into_boxed_slice();
+        let base = mem.as_mut_ptr().cast::<u8>();
+        let off = RingOffsets {
+            producer: 0,
+            consumer: 8,
+            flags: 16,
+            desc: 64,
+        };
+        let shared = Arc::new(std::sync::Mutex::new(mem));
+        // SAFETY: the block holds the three words and `size` slots at these offsets and lives
+        // as long as either side (both hold the Arc).
+        unsafe {
+            (
+                RawRing::new(base, off, size, Box::new(Arc::clone(&shared))),
+                RawRing::new(base, off, size, Box::new(shared)),
+            )
+        }
+    }
+
+    #[test]
+    fn producer_and_consumer_wrap_and_see_each_other_per_batch() {
+        let (mut p, mut c) = heap_ring::<u64>(8);
+        let mut next = 0u64;
+        let mut expect = 0u64;
+        for round in 0..100 {
+            let want = (round % 7 + 1) as u32;
+            let free = p.free(want);
+            let n = want.min(free);
+            for i in 0..n {
+                p.write(i, next);
+                next += 1;
+            }
+            assert_eq!(c.ready(1), 0, "nothing visible before submit");
+            p.submit(n);
+            let got = c.ready(8);
+            for i in 0..got {
+                assert_eq!(c.read(i), expect);
+                expect += 1;
+            }
+            c.release(got);
+        }
+        assert_eq!(next, expect);
+        assert!(next > 8 * 10, "wrapped many times");
+    }
+
+    #[test]
+    fn a_full_ring_refuses_until_the_consumer_releases() {
+        let (mut p, mut c) = heap_ring::<u64>(4);
+        assert_eq!(p.free(4), 4);
+        for i in 0..4 {
+            p.write(i, u64::from(i));
+        }
+        p.submit(4);
+        assert_eq!(p.free(1), 0);
+        assert_eq!(p.in_flight(), 4);
+        assert_eq!(c.ready(4), 4);
+        c.release(3);
+        assert_eq!(p.free(1), 3);
+        assert_eq!(p.in_flight(), 1);
+        assert!(!p.needs_wakeup());
+    }
+}

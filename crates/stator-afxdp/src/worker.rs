@@ -1,0 +1,295 @@
+//! A packet thread (§3.1): stator-core's forwarding decision on frames in place, with a
+//! connection table of its own.
+//!
+//! It pops a batch of frames from its receiving queue (filled by the steering step), takes the
+//! snapshot the plane published (one per batch, so no packet sees two), reads the clock once,
+//! runs `Forwarder::process` over each frame *in the UMEM* — the forwarder grows the frame
+//! into its headroom and writes the outer headers there, nothing is copied — and pushes each
+//! frame with its fate to its transmission queue, which the muxing step drains: transmit on a
+//! socket (TX or REDIRECT), or recycle (a drop; or a pass, which user space cannot hand back to
+//! the kernel — the XDP program passes what the forwarder would pass, so this happens only for
+//! a packet caught between two generations, counted `user_pass`).
+//!
+//! Its `Forwarder` sits behind a mutex that the thread takes once per batch; readers (counters,
+//! the tracer's connection-table lookups) take it between batches. Uncontended, that is one
+//! atomic exchange per batch.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use stator_core::{Action, CompiledSnapshot, Forwarder};
+
+use crate::fib::KernelFib;
+use crate::spsc::{Consumer, Producer};
+use crate::sys;
+use crate::umem::{Frame, FrameState, Umem};
+
+/// A received frame on its way to a packet thread: the frame and the socket it came in on.
+#[derive(Debug)]
+pub(crate) struct RxItem {
+    pub frame: Frame,
+    pub sock: u16,
+}
+
+/// Socket index meaning "recycle the frame" in a [`TxItem`].
+pub(crate) const RECYCLE: u16 = u16::MAX;
+
+/// A processed frame on its way to the muxing step: transmit on socket `sock`, or recycle.
+#[derive(Debug)]
+pub(crate) struct TxItem {
+    pub frame: Frame,
+    pub sock: u16,
+}
+
+/// Where each socket is, for choosing the transmit socket of a verdict.
+#[derive(Debug, Clone)]
+pub(crate) struct SocketMap {
+    /// `(ifindex, queue)` of socket `i`.
+    pub socks: Vec<(u32, u32)>,
+}
+
+impl SocketMap {
+    /// The socket to transmit on for a frame received on socket `from` and leaving through
+    /// `ifindex`: the same socket for TX; for REDIRECT, the egress interface's socket of the
+    /// same queue number, else its first.
+    fn egress(&self, from: u16, ifindex: u32) -> Option<u16> {
+        let queue = self.socks.get(from as usize).map_or(0, |s| s.1);
+        let mut first = None;
+        for (i, &(ifi, q)) in self.socks.iter().enumerate() {
+            if ifi == ifindex {
+                if q == queue {
+                    return Some(i as u16);
+                }
+                first.get_or_insert(i as u16);
+            }
+        }
+        first
+    }
+
+    pub(crate) fn ifindex(&self, sock: u16) -> u32 {
+        self.socks.get(sock as usize).map_or(0, |s| s.0)
+    }
+}
+
+/// What a packet thread counts (read by the plane's reader).
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    /// Frames processed.
+    pub packets: AtomicU64,
+    /// Batches processed.
+    pub batches: AtomicU64,
+    /// CPU nanoseconds spent processing batches (the thread's CPU clock, read per batch).
+    pub busy_ns: AtomicU64,
+    /// Frames the forwarder passed, which user space cannot hand back: recycled.
+    pub user_pass: AtomicU64,
+    /// Times the thread went to sleep for lack of work.
+    pub parks: AtomicU64,
+    /// FIB questions answered by the cache / asked of the kernel / failed.
+    pub fib_hits: AtomicU64,
+    /// See `fib_hits`.
+    pub fib_lookups: AtomicU64,
+    /// See `fib_hits`.
+    pub fib_errors: AtomicU64,
+}
+
+/// One packet thread's forwarder behind the lock the thread takes once per batch — the same
+/// shape as `stator-control`'s `coreplane::Shard`, whose reader (counters summed, connection
+/// tables looked up and walked) the controller uses over these.
+pub type Shard = Arc<Mutex<Forwarder>>;
+
+/// A packet thread's state shared with the rest of the plane.
+#[derive(Debug)]
+pub(crate) struct WorkerShared {
+    pub fwd: Shard,
+    /// The last snapshot generation this thread took.
+    pub seen_gen: AtomicU64,
+    /// The thread is (about to be) parked: unpark it after pushing work.
+    pub sleeping: AtomicBool,
+    /// Loop iterations: proof of life for the self-test.
+    pub heartbeat: AtomicU64,
+    pub stats: WorkerStats,
+}
+
+impl WorkerShared {
+    pub(crate) fn new(fwd: Shard) -> Self {
+        Self {
+            fwd,
+            seen_gen: AtomicU64::new(0),
+            sleeping: AtomicBool::new(false),
+            heartbeat: AtomicU64::new(0),
+            stats: WorkerStats::default(),
+        }
+    }
+
+    /// The forwarder, even if a packet thread panicked while holding it (its state is plain
+    /// data: counters and tables stay readable).
+    pub(crate) fn forwarder(&self) -> MutexGuard<'_, Forwarder> {
+        self.fwd.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What the packet threads share with the plane: the published snapshot and the stop flag.
+#[derive(Debug)]
+pub(crate) struct Published {
+    pub snap: Mutex<Arc<CompiledSnapshot>>,
+    pub generation: AtomicU64,
+    pub stop: AtomicBool,
+}
+
+impl Published {
+    pub(crate) fn current(&self) -> Arc<CompiledSnapshot> {
+        Arc::clone(&self.snap.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// Everything a packet thread owns.
+pub(crate) struct Worker {
+    pub index: usize,
+    pub umem: Arc<Umem>,
+    pub rx: Consumer<RxItem>,
+    pub tx: Producer<TxItem>,
+    pub fib: KernelFib,
+    pub socks: SocketMap,
+    pub shared: Arc<WorkerShared>,
+    pub published: Arc<Published>,
+    pub io_wake: Arc<crate::io::IoWake>,
+    pub batch: usize,
+    pub spin: Duration,
+    pub cpu: Option<usize>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("index", &self.index)
+            .finish()
+    }
+}
+
+impl Worker {
+    /// The thread's body.
+    pub(crate) fn run(mut self) {
+        if let Some(cpu) = self.cpu
+            && let Err(e) = sys::pin_to_cpu(cpu)
+        {
+            tracing::warn!(thread = self.index, cpu, error = %e, "could not pin a packet thread");
+        }
+        let mut snap = self.published.current();
+        let mut gen_seen = self.published.generation.load(Ordering::Acquire);
+        self.shared.seen_gen.store(gen_seen, Ordering::Release);
+        let mut batch: Vec<RxItem> = Vec::with_capacity(self.batch);
+        let mut idle_since: Option<u64> = None;
+        let spin_ns = self.spin.as_nanos() as u64;
+        while !self.published.stop.load(Ordering::Relaxed) {
+            self.shared.heartbeat.fetch_add(1, Ordering::Relaxed);
+            let g = self.published.generation.load(Ordering::Acquire);
+            if g != gen_seen {
+                snap = self.published.current();
+                gen_seen = g;
+                self.shared.seen_gen.store(g, Ordering::Release);
+            }
+            while batch.len() < self.batch {
+                match self.rx.pop() {
+                    Some(item) => batch.push(item),
+                    None => break,
+                }
+            }
+            if batch.is_empty() {
+                let now = sys::monotonic_ns();
+                let since = *idle_since.get_or_insert(now);
+                if now.saturating_sub(since) < spin_ns {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                self.shared.sleeping.store(true, Ordering::SeqCst);
+                if self.rx.is_empty() && !self.published.stop.load(Ordering::SeqCst) {
+                    self.shared.stats.parks.fetch_add(1, Ordering::Relaxed);
+                    std::thread::park_timeout(Duration::from_millis(10));
+                }
+                self.shared.sleeping.store(false, Ordering::SeqCst);
+                idle_since = None;
+                continue;
+            }
+            idle_since = None;
+            self.process(&snap, &mut batch);
+        }
+        // hand back whatever is still queued so the frames are accounted for
+        while let Some(item) = self.rx.pop() {
+            batch.push(item);
+        }
+        for item in batch.drain(..) {
+            self.emit(item.frame, RECYCLE);
+        }
+    }
+
+    fn process(&mut self, snap: &CompiledSnapshot, batch: &mut Vec<RxItem>) {
+        let t0 = sys::thread_cpu_ns();
+        let now = sys::monotonic_coarse_ns();
+        self.fib.set_now(now);
+        let n = batch.len() as u64;
+        let mut user_pass = 0;
+        {
+            let shared = Arc::clone(&self.shared);
+            let mut fwd = shared.forwarder();
+            for RxItem { mut frame, sock } in batch.drain(..) {
+                let ingress = self.socks.ifindex(sock);
+                let mut buf = self.umem.packet(&mut frame);
+                let v = fwd.process(snap, now, 0, ingress, &self.fib, &mut buf);
+                let (head, len) = (buf.head(), buf.len());
+                let out = match v.action {
+                    Action::Tx => Some(sock),
+                    Action::Redirect { ifindex } => self.socks.egress(sock, ifindex),
+                    Action::Pass => {
+                        user_pass += 1;
+                        None
+                    }
+                    // An early fragment (forwarding.md §9): this plane does not hold frames yet
+                    // (docs/afxdp.md); it is dropped, counted `act_hold` by the forwarder.
+                    Action::Drop(_) | Action::Hold => None,
+                };
+                let out = match out {
+                    Some(s) => {
+                        self.umem.set_packet(&mut frame, head, len);
+                        s
+                    }
+                    None => RECYCLE,
+                };
+                self.emit(frame, out);
+            }
+        }
+        self.io_wake.wake();
+        let st = &self.shared.stats;
+        st.packets.fetch_add(n, Ordering::Relaxed);
+        st.batches.fetch_add(1, Ordering::Relaxed);
+        st.busy_ns
+            .fetch_add(sys::thread_cpu_ns().saturating_sub(t0), Ordering::Relaxed);
+        if user_pass != 0 {
+            st.user_pass.fetch_add(user_pass, Ordering::Relaxed);
+        }
+        let f = self.fib.stats();
+        st.fib_hits.store(f.hits, Ordering::Relaxed);
+        st.fib_lookups.store(f.lookups, Ordering::Relaxed);
+        st.fib_errors.store(f.errors, Ordering::Relaxed);
+    }
+
+    /// Pushes a processed frame to the muxing step, waiting (and waking it) while the queue is
+    /// full: the I/O thread never waits on a packet thread, so this always drains.
+    fn emit(&mut self, frame: Frame, sock: u16) {
+        if sock == RECYCLE {
+            self.umem
+                .pass(&frame, FrameState::Thread, FrameState::Thread);
+        }
+        let mut item = TxItem { frame, sock };
+        loop {
+            match self.tx.push(item) {
+                Ok(()) => return,
+                Err(back) => {
+                    item = back;
+                    self.io_wake.wake_now();
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,471 @@
+//! `[[listener]]`, `[listener.timeouts]`, `[listener.http]`: the socket proxy tier.
+//!
+//! A listener serves from one pool; its upstreams are the pool's flattened backends, each at
+//! its own `port` or, when it has none, at the listener's `backend_port`. Addresses must be
+//! unique, and may not be the admin API's or a VIP's (XDP would forward a VIP's packets before
+//! they reach the socket).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::pools::Pools;
+use super::{Ctx, suggest_pool};
+use crate::defaults as d;
+use crate::error::{Error, FieldPath};
+use crate::flatten::{flatten, sorted_members};
+use crate::raw::{
+    ListenerProtocolName, RawListener, RawListenerHttp, RawListenerTimeouts, SchedulerName,
+    SteeringName,
+};
+use crate::types::{
+    Api, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Persistence, PoolId, Scheduler,
+    Steering, Upstream, Vip,
+};
+
+pub(super) fn listeners(
+    ctx: &mut Ctx,
+    raw: &[RawListener],
+    pools: &Pools,
+    api: Option<&Api>,
+    vips: Option<&[Vip]>,
+) -> Option<Vec<Listener>> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut ok = true;
+    let mut addresses: HashMap<SocketAddr, usize> = HashMap::new();
+    let mut names: HashMap<String, usize> = HashMap::new();
+    for (i, l) in raw.iter().enumerate() {
+        let at = FieldPath::root().key("listener").index(i);
+        let errors_before = ctx.errors.len();
+        let address = address(ctx, &at, l, api, vips);
+        if let Some(a) = address {
+            if let Some(&first) = addresses.get(&a) {
+                ctx.error(
+                    at.key("address"),
+                    Error::Duplicate {
+                        what: "listener address",
+                        value: a.to_string(),
+                        first: FieldPath::root()
+                            .key("listener")
+                            .index(first)
+                            .key("address"),
+                    },
+                );
+            } else {
+                addresses.insert(a, i);
+            }
+        }
+        let protocol = match l.protocol {
+            Some(ListenerProtocolName::Tcp) => Some(ListenerProtocol::Tcp),
+            Some(ListenerProtocolName::Http) => Some(ListenerProtocol::Http),
+            Some(ListenerProtocolName::Udp) => {
+                ctx.error(
+                    at.key("protocol"),
+                    Error::Unsupported {
+                        what: "\"udp\"".into(),
+                        hint: "; use \"tcp\" or \"http\"".into(),
+                    },
+                );
+                None
+            }
+            None => ctx.missing(at.key("protocol"), "\"tcp\" or \"http\""),
+        };
+        let name = match (&l.name, protocol, address) {
+            (Some(n), _, _) => ctx.name(at.key("name"), n),
+            (None, Some(p), Some(a)) => Some(Listener::derived_name(p, a)),
+            _ => None,
+        };
+        if let Some(n) = &name {
+            if let Some(&first) = names.get(n) {
+                ctx.error(
+                    at.key("name"),
+                    Error::Duplicate {
+                        what: "listener name",
+                        value: format!("{n:?}"),
+                        first: FieldPath::root().key("listener").index(first),
+                    },
+                );
+            } else {
+                names.insert(n.clone(), i);
+            }
+        }
+        let backend_port = match l.backend_port {
+            None => Some(None),
+            Some(p) => ctx.int(at.key("backend_port"), p, 1, 65535).map(Some),
+        };
+        let pool = pool(ctx, &at, l.pool.as_deref(), pools);
+        let upstreams = match (pool, backend_port) {
+            (Some(p), Some(port)) => upstreams(ctx, &at, p, port, pools),
+            _ => None,
+        };
+        let workers = match l.workers {
+            None => Some(None),
+            Some(n) => ctx
+                .int(at.key("workers"), n, 1, d::MAX_WORKERS.into())
+                .map(Some),
+        };
+        let persistence = persistence(ctx, &at, l);
+        let retries = match l.retries {
+            None => Some(d::RETRIES),
+            Some(n) => ctx.int(at.key("retries"), n, 0, d::MAX_RETRIES.into()),
+        };
+        let max_connections = match l.max_connections {
+            None => Some(d::MAX_CONNECTIONS),
+            Some(n) => ctx.int(at.key("max_connections"), n, 1, 1 << 24),
+        };
+        let timeouts = timeouts(ctx, &at.key("timeouts"), &l.timeouts, protocol);
+        let http = http(ctx, &at.key("http"), l.http.as_ref(), protocol);
+        if ctx.errors.len() != errors_before {
+            ok = false;
+            continue;
+        }
+        let (
+            Some(name),
+            Some(address),
+            Some(protocol),
+            Some(pool),
+            Some(backend_port),
+            Some(upstreams),
+            Some(workers),
+            Some(persistence),
+            Some(retries),
+            Some(max_connections),
+            Some(timeouts),
+            Some(http),
+        ) = (
+            name,
+            address,
+            protocol,
+            pool,
+            backend_port,
+            upstreams,
+            workers,
+            persistence,
+            retries,
+            max_connections,
+            timeouts,
+            http,
+        )
+        else {
+            ok = false;
+            continue;
+        };
+        out.push(Listener {
+            name,
+            address,
+            protocol,
+            pool,
+            backend_port,
+            upstreams,
+            scheduler: scheduler(l.scheduler),
+            workers,
+            pin_workers: l.pin_workers.unwrap_or(false),
+            steering: match l.steering {
+                None | Some(SteeringName::Kernel) => Steering::Kernel,
+                Some(SteeringName::Source) => Steering::Source,
+            },
+            persistence,
+            retries,
+            max_connections,
+            timeouts,
+            http,
+        });
+    }
+    ok.then_some(out)
+}
+
+fn scheduler(raw: Option<SchedulerName>) -> Scheduler {
+    match raw {
+        None | Some(SchedulerName::Vnswrr) => Scheduler::Vnswrr,
+        Some(SchedulerName::Swrr) => Scheduler::Swrr,
+        Some(SchedulerName::LeastConn) => Scheduler::LeastConn,
+        Some(SchedulerName::P2c) => Scheduler::P2c,
+        Some(SchedulerName::SourceHash) => Scheduler::SourceHash,
+    }
+}
+
+fn address(
+    ctx: &mut Ctx,
+    at: &FieldPath,
+    raw: &RawListener,
+    api: Option<&Api>,
+    vips: Option<&[Vip]>,
+) -> Option<SocketAddr> {
+    let path = at.key("address");
+    let Some(text) = raw.address.as_deref() else {
+        return ctx.missing(path, "the address to listen on, e.g. \"0.0.0.0:8080\"");
+    };
+    let addr = match text.parse::<SocketAddr>() {
+        Ok(a) if a.port() != 0 => a,
+        Ok(_) => {
+            ctx.error(
+                path,
+                Error::Invalid {
+                    value: format!("{text:?}"),
+                    expected: "a listen address with a non-zero port".into(),
+                },
+            );
+            return None;
+        }
+        Err(_) => {
+            ctx.error(
+                path,
+                Error::Invalid {
+                    value: format!("{text:?}"),
+                    expected: "an address:port such as \"0.0.0.0:8080\" or \"[::]:8080\"".into(),
+                },
+            );
+            return None;
+        }
+    };
+    if addr.ip().is_multicast() {
+        ctx.error(
+            path,
+            Error::UnusableAddress {
+                address: addr.ip().to_string(),
+                reason: "a multicast address".into(),
+            },
+        );
+        return None;
+    }
+    if api.is_some_and(|a| a.listen == addr) {
+        ctx.error(
+            path,
+            Error::UnusableAddress {
+                address: addr.to_string(),
+                reason: "api.listen, the admin API's address".into(),
+            },
+        );
+        return None;
+    }
+    let vip = vips.into_iter().flatten().position(|v| {
+        v.key.addr == addr.ip()
+            && v.key.proto == crate::types::Proto::Tcp
+            && (v.key.port == 0 || v.key.port == addr.port())
+    });
+    if let Some(v) = vip {
+        ctx.error(
+            path,
+            Error::UnusableAddress {
+                address: addr.to_string(),
+                reason: format!(
+                    "matched by vip[{v}]: the XDP forwarder would send its packets to the VIP's \
+                     backends before they reach the listener"
+                ),
+            },
+        );
+        return None;
+    }
+    Some(addr)
+}
+
+fn pool(ctx: &mut Ctx, at: &FieldPath, raw: Option<&str>, pools: &Pools) -> Option<PoolId> {
+    let Some(name) = raw else {
+        return ctx.missing(at.key("pool"), "the pool to proxy to, e.g. pool = \"web\"");
+    };
+    match pools.by_name.get(name) {
+        Some(&id) if pools.broken[id.0] => None, // reported in the pool itself
+        Some(&id) => Some(id),
+        None => {
+            let hint = suggest_pool(name, pools.names());
+            ctx.error(
+                at.key("pool"),
+                Error::UnknownPool {
+                    name: name.to_owned(),
+                    hint,
+                },
+            );
+            None
+        }
+    }
+}
+
+/// The pool's backends with the port the proxy connects to.
+fn upstreams(
+    ctx: &mut Ctx,
+    at: &FieldPath,
+    pool: PoolId,
+    backend_port: Option<u16>,
+    pools: &Pools,
+) -> Option<Vec<Upstream>> {
+    let flat = flatten(&pools.pools, &[pool]);
+    let mut ok = true;
+    for c in &flat.conflicts {
+        ok = false;
+        ctx.error(
+            at.key("pool"),
+            Error::WeightConflict {
+                backend: pools.backends[c.backend.0].name.clone(),
+                first_weight: c.first.1,
+                first_pool: pools.pools[c.first.0.0].name.clone(),
+                second_weight: c.second.1,
+                second_pool: pools.pools[c.second.0.0].name.clone(),
+            },
+        );
+    }
+    let mut out = Vec::new();
+    for m in sorted_members(&pools.backends, &flat) {
+        let backend = &pools.backends[m.backend.0];
+        match backend.port.or(backend_port) {
+            Some(port) => out.push(Upstream {
+                backend: m.backend,
+                port,
+                weight: m.weight,
+            }),
+            None => {
+                ok = false;
+                let path = pools
+                    .backend_paths
+                    .get(m.backend.0)
+                    .map_or_else(String::new, |p| format!(" ({p})"));
+                ctx.missing::<()>(
+                    at.key("backend_port"),
+                    &format!(
+                        "backend {}{path} has no port to proxy to: set its port, or \
+                         backend_port for every backend of the pool without one",
+                        backend.name
+                    ),
+                );
+            }
+        }
+    }
+    if ok && out.iter().all(|u| u.weight == 0) {
+        ok = false;
+        ctx.error(
+            at.key("pool"),
+            Error::ZeroTotalWeight {
+                backends: match out.len() {
+                    1 => "1 backend".into(),
+                    n => format!("{n} backends"),
+                },
+            },
+        );
+    }
+    ok.then_some(out)
+}
+
+fn persistence(ctx: &mut Ctx, at: &FieldPath, raw: &RawListener) -> Option<Option<Persistence>> {
+    let timeout = match &raw.persistence {
+        None => Some(None),
+        Some(v) => ctx
+            .duration_in(
+                at.key("persistence"),
+                v,
+                Duration::ZERO,
+                d::MAX_PROXY_TIMEOUT,
+            )
+            .map(|t| (!t.is_zero()).then_some(t)),
+    };
+    let entries = match raw.persistence_entries {
+        None => Some(d::PERSISTENCE_ENTRIES),
+        Some(n) => ctx.int(
+            at.key("persistence_entries"),
+            n,
+            1,
+            d::MAX_PERSISTENCE_ENTRIES.into(),
+        ),
+    };
+    let (timeout, max_entries) = (timeout?, entries?);
+    Some(timeout.map(|timeout| Persistence {
+        timeout,
+        max_entries,
+    }))
+}
+
+fn timeouts(
+    ctx: &mut Ctx,
+    at: &FieldPath,
+    raw: &RawListenerTimeouts,
+    protocol: Option<ListenerProtocol>,
+) -> Option<ListenerTimeouts> {
+    let mut one =
+        |key: &str, value: Option<&crate::raw::Scalar>, default, http_only: bool| match value {
+            None => Some(default),
+            Some(_) if http_only && protocol == Some(ListenerProtocol::Tcp) => {
+                ctx.error(
+                    at.key(key),
+                    Error::NotApplicable {
+                        reason: format!(
+                            "timeouts.{key} applies to protocol = \"http\" only (a TCP listener \
+                             reads no request head)"
+                        ),
+                    },
+                );
+                None
+            }
+            Some(v) => ctx.duration_in(at.key(key), v, d::MIN_PROXY_TIMEOUT, d::MAX_PROXY_TIMEOUT),
+        };
+    let connect = one("connect", raw.connect.as_ref(), d::CONNECT_TIMEOUT, false);
+    let header_read = one(
+        "header_read",
+        raw.header_read.as_ref(),
+        d::HEADER_READ_TIMEOUT,
+        true,
+    );
+    let idle = one("idle", raw.idle.as_ref(), d::IDLE_TIMEOUT, false);
+    let response = one("response", raw.response.as_ref(), d::RESPONSE_TIMEOUT, true);
+    Some(ListenerTimeouts {
+        connect: connect?,
+        header_read: header_read?,
+        idle: idle?,
+        response: response?,
+    })
+}
+
+fn http(
+    ctx: &mut Ctx,
+    at: &FieldPath,
+    raw: Option<&RawListenerHttp>,
+    protocol: Option<ListenerProtocol>,
+) -> Option<HttpOptions> {
+    let defaults = HttpOptions {
+        forwarded_for: true,
+        forwarded: false,
+        max_header_size: d::MAX_HEADER_SIZE,
+        keepalive_pool: d::KEEPALIVE_POOL,
+        keepalive_timeout: d::KEEPALIVE_TIMEOUT,
+        served_by: false,
+    };
+    let Some(raw) = raw else {
+        return Some(defaults);
+    };
+    if protocol == Some(ListenerProtocol::Tcp) {
+        ctx.error(
+            at.clone(),
+            Error::NotApplicable {
+                reason: "[listener.http] applies to protocol = \"http\" only".into(),
+            },
+        );
+        return None;
+    }
+    let max_header_size = match raw.max_header_size {
+        None => Some(defaults.max_header_size),
+        Some(n) => ctx.int(
+            at.key("max_header_size"),
+            n,
+            d::MIN_MAX_HEADER_SIZE.into(),
+            d::MAX_MAX_HEADER_SIZE.into(),
+        ),
+    };
+    let keepalive_pool = match raw.keepalive_pool {
+        None => Some(defaults.keepalive_pool),
+        Some(n) => ctx.int(at.key("keepalive_pool"), n, 0, d::MAX_KEEPALIVE_POOL.into()),
+    };
+    let keepalive_timeout = match &raw.keepalive_timeout {
+        None => Some(defaults.keepalive_timeout),
+        Some(v) => ctx.duration_in(
+            at.key("keepalive_timeout"),
+            v,
+            d::MIN_PROXY_TIMEOUT,
+            d::MAX_PROXY_TIMEOUT,
+        ),
+    };
+    Some(HttpOptions {
+        forwarded_for: raw.forwarded_for.unwrap_or(defaults.forwarded_for),
+        forwarded: raw.forwarded.unwrap_or(defaults.forwarded),
+        max_header_size: max_header_size?,
+        keepalive_pool: keepalive_pool?,
+        keepalive_timeout: keepalive_timeout?,
+        served_by: raw.served_by.unwrap_or(defaults.served_by),
+    })
+}

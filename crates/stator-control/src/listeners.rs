@@ -1,0 +1,213 @@
+//! The proxy tier of a node: `[[listener]]` tables become [`stator_proxy::ListenerSpec`]s,
+//! backend health and drains become [`UpstreamState`]s, and a task keeps the running
+//! [`Proxy`] in step with every [`View`] the reconciler publishes — a new configuration is
+//! applied to the listeners (swapped under running workers, see `stator_proxy::Proxy::apply`),
+//! a health change flips upstreams in place, at once.
+//!
+//! One health state per backend: a listener's upstream is usable exactly when the backend is
+//! healthy and not drained (the same rule that puts a backend in a VIP's Maglev table), and
+//! draining (no new requests, existing connections kept) while drained before its timeout.
+//!
+//! A listener that cannot start on a reload (its port taken) is logged and counted
+//! (`stator_proxy_reload_failures_total`); the configuration itself is already committed by
+//! then, and every other listener applies.
+
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tokio::time::Instant;
+
+use stator_config::{Config, ListenerProtocol, Scheduler, Steering};
+use stator_proxy::{
+    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Proxy, SourceSteering,
+    SteeringGroup, Timeouts, UpstreamSpec, UpstreamState,
+};
+use tokio::sync::watch;
+
+use crate::plan::Health;
+use crate::view::{DrainView, View};
+
+/// The node's proxy, shared by the API and the task that follows the views.
+#[derive(Debug, Clone)]
+pub struct ProxyTier {
+    proxy: Arc<Mutex<Proxy>>,
+    /// Reloads whose listeners could not all be applied.
+    pub reload_failures: Arc<AtomicU64>,
+}
+
+impl ProxyTier {
+    /// A proxy tier with no listener yet.
+    pub fn new(node: &str) -> Self {
+        let steering: Arc<dyn SourceSteering> = Arc::new(KernelSteering);
+        Self {
+            proxy: Arc::new(Mutex::new(Proxy::new(node, Some(steering)))),
+            reload_failures: Arc::default(),
+        }
+    }
+
+    /// The proxy (held briefly: the API reads counters through it).
+    pub fn lock(&self) -> MutexGuard<'_, Proxy> {
+        // A panicked holder leaves a consistent proxy: every change is applied whole.
+        self.proxy.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies the listeners of `view`'s configuration and its backend states.
+    pub fn apply(&self, view: &View) -> Result<(), stator_proxy::ProxyError> {
+        let mut proxy = self.lock();
+        let result = proxy.apply(specs(&view.config));
+        set_states(&proxy, view);
+        result
+    }
+
+    /// Follows the views: listeners on every configuration change, states on every view.
+    pub fn follow(&self, mut views: watch::Receiver<Arc<View>>) -> tokio::task::JoinHandle<()> {
+        let tier = self.clone();
+        tokio::spawn(async move {
+            let mut config = Arc::clone(&views.borrow().config);
+            while views.changed().await.is_ok() {
+                let view = Arc::clone(&views.borrow_and_update());
+                if Arc::ptr_eq(&config, &view.config) {
+                    set_states(&tier.lock(), &view);
+                    continue;
+                }
+                config = Arc::clone(&view.config);
+                if let Err(e) = tier.apply(&view) {
+                    tier.reload_failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(error = %e, "listeners: reload not fully applied");
+                }
+            }
+        })
+    }
+
+    /// Stops every listener (sockets closed, connections given up to `limit`).
+    pub fn shutdown(&self, limit: std::time::Duration) {
+        let proxy = std::mem::replace(&mut *self.lock(), Proxy::new("", None));
+        proxy.shutdown(limit);
+    }
+}
+
+/// `steering = "source"`: `stator-steer`'s `SK_REUSEPORT` program, one per listener.
+#[derive(Debug)]
+struct KernelSteering;
+
+/// Worker ids a group can hold: room for reloads that add workers (a live id without a
+/// socket falls back to the next table slot, counted by the program).
+const STEERING_CAPACITY: usize = 64;
+
+impl SourceSteering for KernelSteering {
+    fn group(&self, _listener: &str, workers: usize) -> Result<Box<dyn SteeringGroup>, String> {
+        let capacity = workers.max(STEERING_CAPACITY) as u32;
+        let loaded =
+            stator_steer::ReuseportSteering::load(&stator_steer::SteeringOptions::new(capacity))
+                .map_err(|e| e.to_string())?;
+        Ok(Box::new(Group(loaded)))
+    }
+}
+
+#[derive(Debug)]
+struct Group(stator_steer::ReuseportSteering);
+
+impl SteeringGroup for Group {
+    fn set_socket(&mut self, worker: usize, fd: BorrowedFd<'_>) -> Result<(), String> {
+        self.0
+            .set_socket(worker as u32, fd)
+            .map_err(|e| e.to_string())
+    }
+
+    fn attach(&mut self, fd: BorrowedFd<'_>) -> Result<(), String> {
+        self.0.attach(fd).map_err(|e| e.to_string())
+    }
+
+    fn set_workers(&mut self, live: &[u32]) -> Result<(), String> {
+        self.0
+            .set_workers(live)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn set_states(proxy: &Proxy, view: &View) {
+    let now = Instant::now();
+    for l in &view.config.listeners {
+        let states: Vec<UpstreamState> = l
+            .upstreams
+            .iter()
+            .map(|u| match view.backends.get(u.backend.0) {
+                Some(b) if b.health == Health::Up => match b.drain {
+                    DrainView::None => UpstreamState::Usable,
+                    DrainView::Draining { until } if until > now => UpstreamState::Draining,
+                    _ => UpstreamState::Absent,
+                },
+                _ => UpstreamState::Absent,
+            })
+            .collect();
+        let _ = proxy.set_states(&l.name, &states);
+    }
+}
+
+/// Worker threads when a listener does not say: one per core.
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+/// The listeners of a configuration, as the proxy runs them.
+pub fn specs(config: &Config) -> Vec<ListenerSpec> {
+    config
+        .listeners
+        .iter()
+        .map(|l| ListenerSpec {
+            name: l.name.clone(),
+            address: l.address,
+            protocol: match l.protocol {
+                ListenerProtocol::Tcp => Protocol::Tcp,
+                ListenerProtocol::Http => Protocol::Http,
+            },
+            pool: config.pool(l.pool).name.clone(),
+            upstreams: l
+                .upstreams
+                .iter()
+                .map(|u| {
+                    let b = config.backend(u.backend);
+                    UpstreamSpec {
+                        name: b.name.clone(),
+                        addr: std::net::SocketAddr::new(b.address, u.port),
+                        weight: u.weight,
+                    }
+                })
+                .collect(),
+            algorithm: match l.scheduler {
+                Scheduler::Vnswrr => Algorithm::Vnswrr,
+                Scheduler::Swrr => Algorithm::Swrr,
+                Scheduler::LeastConn => Algorithm::LeastConn,
+                Scheduler::P2c => Algorithm::P2c,
+                Scheduler::SourceHash => Algorithm::SourceHash,
+            },
+            workers: l.workers.map_or_else(default_workers, usize::from),
+            pin_workers: l.pin_workers,
+            steering: match l.steering {
+                Steering::Kernel => stator_proxy::Steering::Kernel,
+                Steering::Source => stator_proxy::Steering::Source,
+            },
+            persistence: l.persistence.map(|p| PersistenceSpec {
+                timeout: p.timeout,
+                max_entries: p.max_entries as usize,
+            }),
+            retries: usize::from(l.retries),
+            max_connections: l.max_connections as usize,
+            timeouts: Timeouts {
+                connect: l.timeouts.connect,
+                header_read: l.timeouts.header_read,
+                idle: l.timeouts.idle,
+                response: l.timeouts.response,
+            },
+            http: HttpSpec {
+                forwarded_for: l.http.forwarded_for,
+                forwarded: l.http.forwarded,
+                max_header_size: l.http.max_header_size as usize,
+                keepalive_pool: l.http.keepalive_pool as usize,
+                keepalive_timeout: l.http.keepalive_timeout,
+                served_by: l.http.served_by,
+            },
+        })
+        .collect()
+}

@@ -1,0 +1,294 @@
+//! The monitoring examples stay true to what a node exports (no root; needs `promtool`, from
+//! Debian's `prometheus`, which `make deps` installs):
+//! - `promtool check rules examples/stator-alerts.yml` and `promtool check config
+//!   examples/prometheus.yml` pass;
+//! - `examples/grafana-dashboard.json` has the structure of a Grafana dashboard (unique panel
+//!   ids, grid positions inside 24 columns without overlap, every non-row panel with a
+//!   Prometheus datasource and targets with a PromQL `expr` and unique `refId`s, the
+//!   `datasource`, `node` and `vip` variables);
+//! - a running node's `/metrics` (over the stator-core data plane, with `[bgp]` configured so
+//!   the announcer's families are there) passes `promtool check metrics`, and every `stator_*`
+//!   metric the alerts and the dashboard use is a family it declares.
+//!
+//! The same names are checked for samples on the lab's nodes (real BIRD, real traffic), and
+//! every expression is evaluated by a real Prometheus, in `crates/stator/tests/lab_prometheus.rs`.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use serde_json::Value;
+use stator_control::client::ApiClient;
+use stator_control::coreplane::{CoreOptions, CorePlane, CoreState, TokioClock};
+use stator_control::{Node, NodeOptions};
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn promtool(args: &[&str], stdin: Option<&str>) -> (bool, String) {
+    let mut child = Command::new("promtool")
+        .args(args)
+        .current_dir(examples())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus package; `make deps` installs it)");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    } else {
+        drop(child.stdin.take());
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The PromQL expressions of the alerting rules (`expr:` lines).
+pub fn alert_exprs(yaml: &str) -> Vec<String> {
+    yaml.lines()
+        .filter_map(|l| l.trim().strip_prefix("expr:"))
+        .map(|e| e.trim().to_owned())
+        .collect()
+}
+
+/// Every PromQL expression of the dashboard: targets, annotations, variable queries.
+pub fn dashboard_exprs(d: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            out.push(t["expr"].as_str().unwrap().to_owned());
+        }
+    }
+    for a in d["annotations"]["list"].as_array().unwrap() {
+        if let Some(e) = a["expr"].as_str() {
+            out.push(e.to_owned());
+        }
+    }
+    for v in d["templating"]["list"].as_array().unwrap() {
+        if let Some(q) = v["query"]["query"].as_str() {
+            out.push(q.to_owned());
+        }
+    }
+    out
+}
+
+/// The `stator_*` names an expression mentions.
+pub fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while let Some(at) = expr[i..].find("stator_") {
+        let start = i + at;
+        let before_ok =
+            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
+        let mut end = start;
+        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+            end += 1;
+        }
+        if before_ok {
+            names.insert(expr[start..end].to_owned());
+        }
+        i = end;
+    }
+    names
+}
+
+/// The families `/metrics` declares (`# TYPE name kind`), with the sample names a summary adds.
+fn declared(metrics: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for l in metrics.lines() {
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            let mut w = rest.split_whitespace();
+            let (name, kind) = (w.next().unwrap(), w.next().unwrap());
+            out.insert(name.to_owned());
+            if kind == "summary" {
+                out.insert(format!("{name}_sum"));
+                out.insert(format!("{name}_count"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn alert_rules_and_scrape_config_pass_promtool() {
+    let (ok, text) = promtool(&["check", "rules", "stator-alerts.yml"], None);
+    assert!(ok, "{text}");
+    println!("{text}");
+    let (ok, text) = promtool(&["check", "config", "prometheus.yml"], None);
+    assert!(ok, "{text}");
+    let alerts = std::fs::read_to_string(examples().join("stator-alerts.yml")).unwrap();
+    let exprs = alert_exprs(&alerts);
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    // The alerts docs/operations.md recommends are all there.
+    for wanted in [
+        "stator_forwarder_healthy == 0",
+        "stator_vip_usable_backends == 0",
+        "stator_vip_announce != on(instance, job, node, vip) stator_vip_announced",
+        "stator_drops_total{reason=~\"fib|no_neigh|mtu\"}",
+        "increase(stator_config_reloads_total{result=\"failure\"}[1h]) > 0",
+    ] {
+        assert!(exprs.iter().any(|e| e.contains(wanted)), "{wanted}");
+    }
+}
+
+#[test]
+fn the_dashboard_is_a_grafana_dashboard() {
+    let text = std::fs::read_to_string(examples().join("grafana-dashboard.json")).unwrap();
+    let d: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(d["title"], "Stator");
+    assert!(
+        d["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty() && u.len() <= 40)
+    );
+    assert!(d["schemaVersion"].as_u64().unwrap() >= 36);
+    assert!(d["time"]["from"].is_string() && d["time"]["to"].is_string());
+    let vars: Vec<&str> = d["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(vars, ["datasource", "node", "vip"]);
+    let known = ["row", "timeseries", "stat", "state-timeline", "bargauge"];
+    let mut ids = BTreeSet::new();
+    let mut cells: Vec<(u64, u64, u64, u64, String)> = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        let title = p["title"].as_str().unwrap().to_owned();
+        assert!(
+            ids.insert(p["id"].as_u64().unwrap()),
+            "duplicate id: {title}"
+        );
+        let kind = p["type"].as_str().unwrap();
+        assert!(known.contains(&kind), "{title}: {kind}");
+        let g = &p["gridPos"];
+        let (x, y, w, h) = (
+            g["x"].as_u64().unwrap(),
+            g["y"].as_u64().unwrap(),
+            g["w"].as_u64().unwrap(),
+            g["h"].as_u64().unwrap(),
+        );
+        assert!(w >= 1 && h >= 1 && x + w <= 24, "{title}: {g}");
+        for (cx, cy, cw, ch, other) in &cells {
+            let apart = x + w <= *cx || cx + cw <= x || y + h <= *cy || cy + ch <= y;
+            assert!(apart, "{title} overlaps {other}");
+        }
+        cells.push((x, y, w, h, title.clone()));
+        if kind == "row" {
+            continue;
+        }
+        assert_eq!(p["datasource"]["type"], "prometheus", "{title}");
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{title}");
+        assert!(
+            p["description"].as_str().is_some_and(|s| !s.is_empty()),
+            "{title}"
+        );
+        let targets = p["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{title}");
+        let mut refs = BTreeSet::new();
+        for t in targets {
+            assert!(refs.insert(t["refId"].as_str().unwrap()), "{title}: refIds");
+            let expr = t["expr"].as_str().unwrap();
+            assert!(
+                !metric_names(expr).is_empty() || expr.starts_with("count(up{"),
+                "{title}: {expr}"
+            );
+        }
+    }
+    let titles: String = cells.iter().map(|c| c.4.clone() + "\n").collect();
+    for wanted in [
+        "by VIP",
+        "by backend",
+        "Drops by reason",
+        "Backend health",
+        "BGP sessions",
+        "Reloads",
+    ] {
+        assert!(titles.contains(wanted), "a panel about {wanted}:\n{titles}");
+    }
+}
+
+#[test]
+fn live_metrics_pass_promtool_and_declare_every_name_the_examples_use() {
+    let text = "[node]\nname = \"mon\"\naddress_v4 = \"10.9.0.1\"\n[dataplane]\ninterfaces = [\"d0\"]\n\
+                conntrack = \"shared\"\nconntrack_entries = 4096\nslots_per_generation = 4096\n\
+                [bgp]\nbird_socket = \"/nonexistent/bird.ctl\"\nbird_config = \"/nonexistent/stator.conf\"\n\
+                local_as = 65010\n[[bgp.neighbor]]\nname = \"tor\"\naddress = \"10.9.0.254\"\nremote_as = 65000\n\
+                [[pool]]\nname = \"web\"\n[pool.health]\nmethod = \"none\"\n\
+                [[pool.backend]]\nid = \"a\"\naddress = \"10.9.1.1\"\n\
+                [[vip]]\nname = \"www\"\naddress = \"192.0.2.80\"\nport = 80\nprotocol = \"tcp\"\n\
+                pools = [\"web\"]\ntable_size = 251\n";
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let state = CoreState::new(CoreOptions::default(), Arc::new(TokioClock::new()));
+    let node = rt
+        .block_on(Node::start(
+            text.to_owned(),
+            "mon.toml".into(),
+            NodeOptions {
+                plane: Some(Box::new(CorePlane::new(state))),
+                no_attach: true,
+                no_preflight: true,
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                ..NodeOptions::default()
+            },
+        ))
+        .unwrap();
+    let addr = node.api_addr().to_string();
+    let metrics = std::thread::spawn(move || {
+        let client = ApiClient::new(&addr, None).unwrap();
+        client.request("GET", "/metrics", &[], &[]).unwrap().text()
+    })
+    .join()
+    .unwrap();
+    rt.block_on(node.shutdown()).ok();
+
+    let (ok, out) = promtool(&["check", "metrics"], Some(&metrics));
+    assert!(ok, "promtool check metrics:\n{out}");
+    println!(
+        "promtool check metrics: {}",
+        if out.trim().is_empty() {
+            "no complaint"
+        } else {
+            out.trim()
+        }
+    );
+
+    let have = declared(&metrics);
+    let alerts = std::fs::read_to_string(examples().join("stator-alerts.yml")).unwrap();
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(examples().join("grafana-dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    let mut used = BTreeSet::new();
+    for e in alert_exprs(&alerts)
+        .iter()
+        .chain(&dashboard_exprs(&dashboard))
+    {
+        used.extend(metric_names(e));
+    }
+    println!(
+        "{} metric names used by the alerts and the dashboard",
+        used.len()
+    );
+    let missing: Vec<&String> = used.iter().filter(|n| !have.contains(*n)).collect();
+    assert!(missing.is_empty(), "not in /metrics: {missing:?}");
+    assert!(used.len() >= 25, "{used:?}");
+}

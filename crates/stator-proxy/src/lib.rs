@@ -1,0 +1,51 @@
+//! # stator-proxy — the proxy tier: TCP and HTTP/1.1 listeners in front of pools
+//!
+//! Layer: an I/O adapter beside the packet forwarder. The controller (`stator-control`) turns
+//! `[[listener]]` tables into [`ListenerSpec`]s and health states into [`UpstreamState`]s; this
+//! crate owns the sockets, threads and connections; the choice of an upstream is
+//! `stator-sched`'s (VNSWRR by default), made per worker without locks.
+//!
+//! The shape, after nginx's workers and the 2014 session-persistence paper:
+//! - **Workers** ([`worker`]): N threads per listener, each with its own `SO_REUSEPORT`
+//!   listening socket and its own current-thread tokio runtime — no shared accept queue, no
+//!   thundering herd, nothing shared on the request path but relaxed counters. Which worker a
+//!   client reaches is the kernel's 4-tuple hash (`steering = "kernel"`), or a reuseport BPF
+//!   program keyed by the client address (`"source"`, through [`SourceSteering`]), so that a
+//!   client always reaches the same worker and that worker's [`session`] table keeps it on the
+//!   same backend.
+//! - **TCP** ([`tcp`]): bytes both ways, half-close propagated, idle timeout, counters.
+//! - **HTTP/1.1** ([`http`]): hyper's connection-level API both ways; keep-alive with a
+//!   per-worker upstream pool; streamed bodies; retries of connect failures on the next
+//!   upstream; 400/408/431 from the client side, 502/503/504 of our own.
+//! - **Reload** ([`Proxy::apply`]): new schedulers and upstreams are swapped (`ArcSwap`) under
+//!   running workers; listeners added or removed open and close; a changed address re-binds;
+//!   no socket or connection of an unchanged listener is closed.
+//!
+//! Contract: bad input from the network never panics a worker — a malformed request gets 400
+//! and its connection closes; floods are bounded (`max_connections` per worker, a bounded
+//! session table) and counted ([`stats`]). A reload that fails changes nothing.
+//!
+//! What it must never do: read the configuration file or health-check anything (the
+//! controller tells it), share a scheduler's mutable state between workers, buffer a whole
+//! body, block a worker's thread.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod error;
+pub mod http;
+mod io;
+mod proxy;
+pub mod session;
+mod shared;
+pub mod spec;
+pub mod stats;
+pub mod tcp;
+pub mod worker;
+
+pub use error::ProxyError;
+pub use proxy::{ListenerView, Proxy, SourceSteering, SteeringGroup, UpstreamView};
+pub use spec::{
+    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Steering, Timeouts, UpstreamSpec,
+    UpstreamState,
+};
+pub use stats::{ClientErrorKind, DURATION_BUCKETS, ErrorKind, ListenerStats, UpstreamStats};

@@ -1,0 +1,421 @@
+//! [`Proxy`]: the listeners of a node, started, changed and stopped as a whole.
+//!
+//! [`Proxy::apply`] makes the running listeners those of a list of specs, in two phases: first
+//! everything that can fail (schedulers built, sockets bound, steering set up) — on an error
+//! nothing running has changed; then the commit: shared state swapped (`ArcSwap`), workers
+//! started, removed workers and listeners stopped. A listener whose address, protocol,
+//! steering or pinning changed gets new sockets and workers (the old ones drain); any other
+//! change, including the upstreams and their weights, is swapped under running workers
+//! without closing a socket or a connection. [`Proxy::set_states`] flips upstreams usable or
+//! not in place (health checks, drains): no rebuild, no allocation.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use socket2::{Domain, Protocol as SockProtocol, Socket, Type};
+
+use crate::error::ProxyError;
+use crate::shared::ListenerShared;
+use crate::spec::{ListenerSpec, Steering, UpstreamSpec, UpstreamState};
+use crate::stats::{ListenerStats, UpstreamStats};
+use crate::worker::{self, WorkerHandle, WorkerSetup};
+
+/// Listen backlog of every worker socket.
+const BACKLOG: i32 = 4096;
+
+/// The kernel side of `steering = "source"`, supplied by whoever can load BPF programs (the
+/// node: `stator-xdp`'s reuseport program). One group per listener.
+pub trait SourceSteering: Send + Sync + std::fmt::Debug {
+    /// Steering for a listener of `workers` sockets.
+    fn group(&self, listener: &str, workers: usize) -> Result<Box<dyn SteeringGroup>, String>;
+}
+
+/// Steering of one listener's reuseport group.
+pub trait SteeringGroup: Send + std::fmt::Debug {
+    /// Worker `worker`'s socket.
+    fn set_socket(&mut self, worker: usize, fd: BorrowedFd<'_>) -> Result<(), String>;
+    /// Attaches the program to the group (through one of its sockets).
+    fn attach(&mut self, fd: BorrowedFd<'_>) -> Result<(), String>;
+    /// The workers that take new connections; a worker leaving moves only its own clients.
+    fn set_workers(&mut self, live: &[u32]) -> Result<(), String>;
+}
+
+#[derive(Debug)]
+struct Running {
+    shared: Arc<ArcSwap<ListenerShared>>,
+    stats: Arc<ListenerStats>,
+    address: SocketAddr,
+    workers: Vec<WorkerHandle>,
+    group: Option<Box<dyn SteeringGroup>>,
+}
+
+/// The proxy tier of a node.
+#[derive(Debug)]
+pub struct Proxy {
+    node: Arc<str>,
+    steering: Option<Arc<dyn SourceSteering>>,
+    listeners: BTreeMap<String, Running>,
+    stats: BTreeMap<String, Arc<ListenerStats>>,
+    retiring: Vec<WorkerHandle>,
+}
+
+/// One upstream as [`Proxy::listeners`] shows it.
+#[derive(Debug, Clone)]
+pub struct UpstreamView {
+    /// What it is.
+    pub spec: UpstreamSpec,
+    /// Its state.
+    pub state: UpstreamState,
+    /// Its counters.
+    pub stats: Arc<UpstreamStats>,
+}
+
+/// One listener as [`Proxy::listeners`] shows it.
+#[derive(Debug, Clone)]
+pub struct ListenerView {
+    /// What it runs.
+    pub spec: ListenerSpec,
+    /// The address bound (the spec's, with the port the kernel chose for port 0).
+    pub address: SocketAddr,
+    /// Workers running.
+    pub workers: usize,
+    /// Its counters.
+    pub stats: Arc<ListenerStats>,
+    /// Its upstreams, in the spec's order.
+    pub upstreams: Vec<UpstreamView>,
+}
+
+/// What a commit needs, prepared by the first phase of [`Proxy::apply`].
+enum Plan {
+    Keep {
+        shared: ListenerShared,
+        add: Vec<(usize, std::net::TcpListener)>,
+        remove: usize,
+    },
+    Start {
+        shared: ListenerShared,
+        sockets: Vec<std::net::TcpListener>,
+        address: SocketAddr,
+        group: Option<Box<dyn SteeringGroup>>,
+    },
+}
+
+impl Proxy {
+    /// A proxy with no listener; `node` names it in `X-Served-By`; `steering` serves
+    /// listeners with `steering = "source"` (without it they are refused).
+    pub fn new(node: &str, steering: Option<Arc<dyn SourceSteering>>) -> Self {
+        Self {
+            node: Arc::from(node),
+            steering,
+            listeners: BTreeMap::new(),
+            stats: BTreeMap::new(),
+            retiring: Vec::new(),
+        }
+    }
+
+    /// Makes the running listeners exactly `specs` (see the module documentation). On error
+    /// nothing changed.
+    pub fn apply(&mut self, specs: Vec<ListenerSpec>) -> Result<(), ProxyError> {
+        let mut plans = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let stats = Arc::clone(self.stats.entry(spec.name.clone()).or_default());
+            let plan = match self.listeners.get(&spec.name) {
+                Some(r) if !r.shared.load().spec.needs_rebind(&spec) => {
+                    let current = r.workers.len();
+                    let add = (current..spec.workers)
+                        .map(|i| bind(&spec, r.address).map(|s| (i, s)))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let remove = current.saturating_sub(spec.workers);
+                    let shared = ListenerShared::build(spec, &stats, Some(&r.shared.load()))?;
+                    Plan::Keep {
+                        shared,
+                        add,
+                        remove,
+                    }
+                }
+                previous => {
+                    let prev = previous.map(|r| r.shared.load_full());
+                    let (sockets, address) = bind_all(&spec)?;
+                    let group = self.steer(&spec, &sockets)?;
+                    let shared = ListenerShared::build(spec, &stats, prev.as_deref())?;
+                    Plan::Start {
+                        shared,
+                        sockets,
+                        address,
+                        group,
+                    }
+                }
+            };
+            plans.push((plan, stats));
+        }
+        // Commit: nothing below fails but starting threads (which leaves what started running
+        // and reports the error).
+        let names: Vec<String> = plans
+            .iter()
+            .map(|(p, _)| match p {
+                Plan::Keep { shared, .. } | Plan::Start { shared, .. } => shared.spec.name.clone(),
+            })
+            .collect();
+        let removed: Vec<String> = self
+            .listeners
+            .keys()
+            .filter(|n| !names.contains(n))
+            .cloned()
+            .collect();
+        for name in removed {
+            if let Some(r) = self.listeners.remove(&name) {
+                tracing::info!(listener = %name, "listener removed: its socket closes, its connections drain");
+                self.retire(r);
+            }
+            self.stats.remove(&name);
+        }
+        let mut first_error = None;
+        for (plan, stats) in plans {
+            if let Err(e) = self.commit(plan, stats) {
+                first_error.get_or_insert(e);
+            }
+        }
+        self.retiring.retain(|w| !w.is_finished());
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn commit(&mut self, plan: Plan, stats: Arc<ListenerStats>) -> Result<(), ProxyError> {
+        match plan {
+            Plan::Keep {
+                shared,
+                add,
+                remove,
+            } => {
+                let name = shared.spec.name.clone();
+                let keep: Vec<&str> = shared
+                    .spec
+                    .upstreams
+                    .iter()
+                    .map(|u| u.name.as_str())
+                    .collect();
+                stats.retain_upstreams(&keep);
+                let pin = shared.spec.pin_workers;
+                let Some(r) = self.listeners.get_mut(&name) else {
+                    return Ok(());
+                };
+                r.shared.store(Arc::new(shared));
+                for _ in 0..remove {
+                    if let Some(w) = r.workers.pop() {
+                        let live: Vec<u32> = (0..r.workers.len() as u32).collect();
+                        if let Some(g) = r.group.as_mut()
+                            && let Err(e) = g.set_workers(&live)
+                        {
+                            tracing::warn!(listener = %name, error = %e, "steering: set_workers");
+                        }
+                        w.stop();
+                        self.retiring.push(w);
+                    }
+                }
+                for (i, socket) in add {
+                    if let Some(g) = r.group.as_mut() {
+                        let _ = g.set_socket(i, socket.as_fd());
+                    }
+                    let w = start_worker(&self.node, &name, i, socket, r, pin)?;
+                    r.workers.push(w);
+                }
+                if let Some(g) = r.group.as_mut() {
+                    let live: Vec<u32> = (0..r.workers.len() as u32).collect();
+                    let _ = g.set_workers(&live);
+                }
+                Ok(())
+            }
+            Plan::Start {
+                shared,
+                sockets,
+                address,
+                group,
+            } => {
+                let name = shared.spec.name.clone();
+                let pin = shared.spec.pin_workers;
+                tracing::info!(listener = %name, %address, workers = sockets.len(),
+                               protocol = shared.spec.protocol.as_str(), "listener started");
+                let mut r = Running {
+                    shared: Arc::new(ArcSwap::from_pointee(shared)),
+                    stats,
+                    address,
+                    workers: Vec::new(),
+                    group,
+                };
+                let mut result = Ok(());
+                for (i, socket) in sockets.into_iter().enumerate() {
+                    match start_worker(&self.node, &name, i, socket, &r, pin) {
+                        Ok(w) => r.workers.push(w),
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                if let Some(old) = self.listeners.insert(name, r) {
+                    self.retire(old);
+                }
+                result
+            }
+        }
+    }
+
+    fn steer(
+        &self,
+        spec: &ListenerSpec,
+        sockets: &[std::net::TcpListener],
+    ) -> Result<Option<Box<dyn SteeringGroup>>, ProxyError> {
+        if spec.steering != Steering::Source {
+            return Ok(None);
+        }
+        let fail = |reason: String| ProxyError::Steering {
+            listener: spec.name.clone(),
+            reason,
+        };
+        let Some(factory) = &self.steering else {
+            return Err(fail("this node has no reuseport steering program".into()));
+        };
+        let mut group = factory.group(&spec.name, sockets.len()).map_err(fail)?;
+        for (i, s) in sockets.iter().enumerate() {
+            group.set_socket(i, s.as_fd()).map_err(fail)?;
+        }
+        if let Some(first) = sockets.first() {
+            group.attach(first.as_fd()).map_err(fail)?;
+        }
+        let live: Vec<u32> = (0..sockets.len() as u32).collect();
+        group.set_workers(&live).map_err(fail)?;
+        Ok(Some(group))
+    }
+
+    fn retire(&mut self, r: Running) {
+        for w in r.workers {
+            w.stop();
+            self.retiring.push(w);
+        }
+    }
+
+    /// Sets the states of a listener's upstreams, by index in its spec (extra entries are
+    /// ignored, missing ones keep their state).
+    pub fn set_states(&self, listener: &str, states: &[UpstreamState]) -> Result<(), ProxyError> {
+        let r = self
+            .listeners
+            .get(listener)
+            .ok_or_else(|| ProxyError::UnknownListener(listener.to_owned()))?;
+        let shared = r.shared.load();
+        for (i, s) in states.iter().enumerate() {
+            shared.set_state(i, *s);
+        }
+        Ok(())
+    }
+
+    /// The address a listener is bound to.
+    pub fn local_addr(&self, listener: &str) -> Option<SocketAddr> {
+        self.listeners.get(listener).map(|r| r.address)
+    }
+
+    /// Every listener with its counters, by name.
+    pub fn listeners(&self) -> Vec<ListenerView> {
+        self.listeners
+            .values()
+            .map(|r| {
+                let shared = r.shared.load();
+                ListenerView {
+                    spec: shared.spec.clone(),
+                    address: r.address,
+                    workers: r.workers.len(),
+                    stats: Arc::clone(&r.stats),
+                    upstreams: shared
+                        .spec
+                        .upstreams
+                        .iter()
+                        .enumerate()
+                        .map(|(i, u)| UpstreamView {
+                            spec: u.clone(),
+                            state: shared.state(i),
+                            stats: Arc::clone(&shared.stats[i]),
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// Stops every listener: sockets closed at once, connections given up to `limit` to end.
+    pub fn shutdown(mut self, limit: Duration) {
+        let all: Vec<String> = self.listeners.keys().cloned().collect();
+        for name in all {
+            if let Some(r) = self.listeners.remove(&name) {
+                self.retire(r);
+            }
+        }
+        let deadline = std::time::Instant::now() + limit;
+        for w in self.retiring.drain(..) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            w.join(left);
+        }
+    }
+}
+
+fn start_worker(
+    node: &Arc<str>,
+    name: &str,
+    i: usize,
+    socket: std::net::TcpListener,
+    r: &Running,
+    pin: bool,
+) -> Result<WorkerHandle, ProxyError> {
+    worker::spawn(WorkerSetup {
+        id: i,
+        node: Arc::clone(node),
+        name: name.to_owned(),
+        socket,
+        listener: Arc::clone(&r.shared),
+        stats: Arc::clone(&r.stats),
+        core: pin.then_some(i),
+        seed: rand::random(),
+    })
+    .map_err(|source| ProxyError::Worker {
+        listener: name.to_owned(),
+        worker: i,
+        source,
+    })
+}
+
+/// One socket per worker, all on the spec's address (the first decides the port when it is 0).
+fn bind_all(spec: &ListenerSpec) -> Result<(Vec<std::net::TcpListener>, SocketAddr), ProxyError> {
+    let first = bind(spec, spec.address)?;
+    let address = first.local_addr().map_err(|source| ProxyError::Bind {
+        listener: spec.name.clone(),
+        address: spec.address,
+        source,
+    })?;
+    let mut sockets = vec![first];
+    for _ in 1..spec.workers.max(1) {
+        sockets.push(bind(spec, address)?);
+    }
+    Ok((sockets, address))
+}
+
+/// A non-blocking listening socket on `address` with `SO_REUSEPORT`.
+fn bind(spec: &ListenerSpec, address: SocketAddr) -> Result<std::net::TcpListener, ProxyError> {
+    let fail = |source| ProxyError::Bind {
+        listener: spec.name.clone(),
+        address,
+        source,
+    };
+    let socket = Socket::new(
+        Domain::for_address(address),
+        Type::STREAM,
+        Some(SockProtocol::TCP),
+    )
+    .map_err(fail)?;
+    socket.set_reuse_address(true).map_err(fail)?;
+    socket.set_reuse_port(true).map_err(fail)?;
+    socket.set_nonblocking(true).map_err(fail)?;
+    socket.bind(&address.into()).map_err(fail)?;
+    socket.listen(BACKLOG).map_err(fail)?;
+    Ok(socket.into())
+}

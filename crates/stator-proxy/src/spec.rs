@@ -1,0 +1,206 @@
+//! What a listener is asked to be: plain data the controller builds from the configuration
+//! (and tests build by hand). Nothing here is validated again: the configuration crate did
+//! that; what the proxy itself must refuse (a scheduler over no upstream, a port in use) is
+//! refused when the listener starts or a reload is applied.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use stator_sched::Algorithm;
+
+/// What a listener speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// Bytes copied both ways, half-close propagated.
+    Tcp,
+    /// HTTP/1.1 reverse proxy.
+    Http,
+}
+
+impl Protocol {
+    /// `tcp` or `http`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tcp => "tcp",
+            Self::Http => "http",
+        }
+    }
+}
+
+/// Which worker a new client connection reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Steering {
+    /// The kernel's `SO_REUSEPORT` hash of the 4-tuple.
+    Kernel,
+    /// A reuseport BPF program keyed by the client address (needs a [`crate::SourceSteering`]
+    /// implementation, given to [`crate::Proxy::new`]).
+    Source,
+}
+
+impl Steering {
+    /// `kernel` or `source`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Kernel => "kernel",
+            Self::Source => "source",
+        }
+    }
+}
+
+/// A backend's state as the health checks and drains decide it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamState {
+    /// Picked for new connections and requests.
+    #[default]
+    Usable,
+    /// Healthy but taking no new work (weight 0, or drained): existing connections go on.
+    Draining,
+    /// Down, not checked yet, or drained past its timeout: not picked.
+    Absent,
+}
+
+/// One upstream of a listener.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UpstreamSpec {
+    /// The backend's stable name (its id, else `address:port`): the metric label, and the key
+    /// that carries counters and sessions across reloads.
+    pub name: String,
+    /// Where the proxy connects.
+    pub addr: SocketAddr,
+    /// Weight (0 = draining).
+    pub weight: u32,
+}
+
+/// Client address → backend stickiness, per worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PersistenceSpec {
+    /// An entry unused this long is forgotten.
+    pub timeout: Duration,
+    /// Entries per worker (least recently used evicted first).
+    pub max_entries: usize,
+}
+
+/// Timeouts of a listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Timeouts {
+    /// Connecting to an upstream.
+    pub connect: Duration,
+    /// Receiving a request head (HTTP); then 408.
+    pub header_read: Duration,
+    /// No bytes either way (TCP) / between requests (HTTP); then close.
+    pub idle: Duration,
+    /// Waiting for an upstream's response head (HTTP); then 504.
+    pub response: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(5),
+            header_read: Duration::from_secs(10),
+            idle: Duration::from_secs(60),
+            response: Duration::from_secs(60),
+        }
+    }
+}
+
+/// HTTP options of a listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HttpSpec {
+    /// Append the client address to `X-Forwarded-For`.
+    pub forwarded_for: bool,
+    /// Append an RFC 7239 `Forwarded` element.
+    pub forwarded: bool,
+    /// Largest request head, bytes.
+    pub max_header_size: usize,
+    /// Idle upstream connections kept per worker and upstream.
+    pub keepalive_pool: usize,
+    /// How long an idle upstream connection is kept.
+    pub keepalive_timeout: Duration,
+    /// Add `X-Served-By: <node>/<listener>/<worker>`.
+    pub served_by: bool,
+}
+
+impl Default for HttpSpec {
+    fn default() -> Self {
+        Self {
+            forwarded_for: true,
+            forwarded: false,
+            max_header_size: 32 * 1024,
+            keepalive_pool: 32,
+            keepalive_timeout: Duration::from_secs(60),
+            served_by: false,
+        }
+    }
+}
+
+/// One listener.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ListenerSpec {
+    /// Name (unique; metric label).
+    pub name: String,
+    /// Where it listens.
+    pub address: SocketAddr,
+    /// What it speaks.
+    pub protocol: Protocol,
+    /// The pool's name (for the API).
+    pub pool: String,
+    /// Upstreams, in the order schedulers index them.
+    pub upstreams: Vec<UpstreamSpec>,
+    /// How upstreams are picked.
+    pub algorithm: Algorithm,
+    /// Worker threads (at least 1).
+    pub workers: usize,
+    /// Pin worker `i` to core `i mod cores`.
+    pub pin_workers: bool,
+    /// Client → worker steering.
+    pub steering: Steering,
+    /// Stickiness (`None`: off).
+    pub persistence: Option<PersistenceSpec>,
+    /// Further upstreams tried after a connect failure.
+    pub retries: usize,
+    /// Client connections per worker.
+    pub max_connections: usize,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+    /// HTTP options.
+    pub http: HttpSpec,
+}
+
+impl ListenerSpec {
+    /// A listener with the configuration's defaults: VNSWRR, one worker, kernel steering, no
+    /// persistence, two retries.
+    pub fn new(
+        name: impl Into<String>,
+        address: SocketAddr,
+        protocol: Protocol,
+        upstreams: Vec<UpstreamSpec>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            address,
+            protocol,
+            pool: String::new(),
+            upstreams,
+            algorithm: Algorithm::Vnswrr,
+            workers: 1,
+            pin_workers: false,
+            steering: Steering::Kernel,
+            persistence: None,
+            retries: 2,
+            max_connections: 16_384,
+            timeouts: Timeouts::default(),
+            http: HttpSpec::default(),
+        }
+    }
+
+    /// Whether a change from `self` to `other` needs new sockets (the rest is swapped in
+    /// place).
+    pub(crate) fn needs_rebind(&self, other: &Self) -> bool {
+        self.address != other.address
+            || self.protocol != other.protocol
+            || self.steering != other.steering
+            || self.pin_workers != other.pin_workers
+    }
+}

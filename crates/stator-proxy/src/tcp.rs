@@ -1,0 +1,109 @@
+//! TCP proxying: pick an upstream, connect (next upstream on failure, bounded), then copy
+//! bytes both ways until both directions have ended. A read of end-of-stream on one side
+//! shuts down writing on the other (half-close), so a client that sends a request and shuts
+//! its side still gets the whole answer. No bytes either way for `timeouts.idle` closes both.
+//!
+//! Copying is tokio's `copy_bidirectional` through [`Counted`] sockets (bytes per listener and
+//! per upstream, and the time of the last byte for the idle timer). `splice(2)` would save a
+//! copy per byte; it was not tried (docs/proxy.md).
+
+use std::cell::Cell;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use stator_sched::Tried;
+use tokio::net::TcpStream;
+
+use crate::io::{Counted, CounterPair};
+use crate::stats::{ClientErrorKind, ErrorKind, Gauge32, GaugeField, add};
+use crate::worker::WorkerCtx;
+
+pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAddr) {
+    let started = Instant::now();
+    let shared = ctx.shared();
+    let spec = &shared.spec;
+    let mut tried = Tried::new();
+    let mut attempts = 0;
+    let (upstream, index) = loop {
+        let Some(i) = ctx.pick(&shared, peer.ip(), &tried) else {
+            let kind = if attempts == 0 {
+                ClientErrorKind::NoUpstream
+            } else {
+                ClientErrorKind::UpstreamFailed
+            };
+            ctx.stats.client_error(kind);
+            return;
+        };
+        tried.insert(i);
+        let addr = spec.upstreams[i].addr;
+        match connect(addr, spec.timeouts.connect).await {
+            Ok(s) => break (s, i),
+            Err(kind) => {
+                shared.stats[i].error(kind);
+                attempts += 1;
+                if attempts > spec.retries {
+                    ctx.stats.client_error(ClientErrorKind::UpstreamFailed);
+                    return;
+                }
+                add(&ctx.stats.retries, 1);
+            }
+        }
+    };
+    let ustats = Arc::clone(&shared.stats[index]);
+    add(&ustats.connects, 1);
+    add(&ustats.requests, 1);
+    ctx.remember(&shared, peer.ip(), index);
+    let _open = Gauge32::new(Arc::clone(&ustats), GaugeField::Open);
+    let _active = Gauge32::new(Arc::clone(&ustats), GaugeField::Active);
+    let last = Rc::new(Cell::new(Instant::now()));
+    let listener_counters: Arc<dyn CounterPair> = ctx.stats.clone();
+    let upstream_counters: Arc<dyn CounterPair> = ustats.clone();
+    let mut a = Counted::new(client, listener_counters, Rc::clone(&last));
+    let mut b = Counted::new(upstream, upstream_counters, Rc::clone(&last));
+    let idle = spec.timeouts.idle;
+    drop(shared);
+    let copy = tokio::io::copy_bidirectional(&mut a, &mut b);
+    tokio::pin!(copy);
+    loop {
+        let due = last.get() + idle;
+        tokio::select! {
+            r = &mut copy => {
+                if let Err(e) = r
+                    && e.kind() == io::ErrorKind::ConnectionReset
+                {
+                    ustats.error(ErrorKind::Reset);
+                }
+                break;
+            }
+            () = tokio::time::sleep_until(due.into()) => {
+                if last.get() + idle <= Instant::now() {
+                    ctx.stats.client_error(ClientErrorKind::IdleTimeout);
+                    break;
+                }
+            }
+        }
+    }
+    ctx.stats.duration.observe(started.elapsed());
+}
+
+/// Connects to `addr` within `timeout`; the error says which kind of failure it was.
+pub(crate) async fn connect(
+    addr: SocketAddr,
+    timeout: std::time::Duration,
+) -> Result<TcpStream, ErrorKind> {
+    match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => {
+            let _ = s.set_nodelay(true);
+            Ok(s)
+        }
+        Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            Err(ErrorKind::ConnectRefused)
+        }
+        Ok(Err(e)) if e.kind() == io::ErrorKind::TimedOut => Err(ErrorKind::ConnectTimeout),
+        Ok(Err(_)) => Err(ErrorKind::ConnectOther),
+        Err(_) => Err(ErrorKind::ConnectTimeout),
+    }
+}

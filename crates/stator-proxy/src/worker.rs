@@ -1,0 +1,322 @@
+//! A worker: one thread, one current-thread tokio runtime, one listening socket of its own
+//! (`SO_REUSEPORT`), and everything it decides with kept to itself — its scheduler state, its
+//! session table, its upstream connection pool. Nothing on the request path is shared with
+//! another worker except relaxed counters (like nginx's worker processes).
+//!
+//! Stopping a worker (a reload that removes it, its listener, or the node's shutdown) closes
+//! its listening socket at once; its connections go on (HTTP ones close after their current
+//! exchange) until they end or [`DRAIN_LIMIT`] passes, then the thread exits.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use stator_sched::{PeerView, Request, Tried, client_key};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+
+use crate::http::ReqBody;
+use crate::session::{Inserted, Sessions};
+use crate::shared::ListenerShared;
+use crate::spec::{PersistenceSpec, Protocol};
+use crate::stats::{ClientErrorKind, ListenerStats, add};
+
+/// The longest a stopped worker waits for its connections to end.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(300);
+
+/// A pooled upstream connection.
+pub(crate) type Sender = hyper::client::conn::http1::SendRequest<ReqBody>;
+
+/// What a worker's tasks share (one thread: `Rc`, `RefCell`).
+#[derive(Debug)]
+pub(crate) struct WorkerCtx {
+    pub id: usize,
+    pub node: Arc<str>,
+    pub listener: Arc<ArcSwap<ListenerShared>>,
+    pub stats: Arc<ListenerStats>,
+    sched: RefCell<stator_sched::Worker>,
+    sessions: RefCell<Option<(PersistenceSpec, Sessions)>>,
+    pool: RefCell<HashMap<SocketAddr, VecDeque<(Sender, Instant)>>>,
+    active: Cell<usize>,
+    pub stop: watch::Receiver<bool>,
+    drained: Notify,
+}
+
+impl WorkerCtx {
+    /// The listener's state now (a reload may have swapped it).
+    pub fn shared(&self) -> Arc<ListenerShared> {
+        self.listener.load_full()
+    }
+
+    /// Picks an upstream for `client`: its session's upstream when it has a usable one not yet
+    /// tried, else the scheduler's pick. `None`: no usable upstream left.
+    pub fn pick(&self, shared: &ListenerShared, client: IpAddr, tried: &Tried) -> Option<usize> {
+        if let Some(p) = shared.spec.persistence {
+            let mut sessions = self.sessions.borrow_mut();
+            let table = match sessions.as_mut() {
+                Some((spec, table)) if *spec == p => table,
+                _ => {
+                    let fresh = Sessions::new(p.max_entries, p.timeout);
+                    &mut sessions.insert((p, fresh)).1
+                }
+            };
+            if let Some(addr) = table.get(client, Instant::now())
+                && let Some(&i) = shared.by_addr.get(&addr)
+                && shared.usable.usable(i)
+                && !tried.contains(i)
+            {
+                add(&self.stats.session_hits, 1);
+                return Some(i);
+            }
+        }
+        let mut sched = self.sched.borrow_mut();
+        sched.sync(&shared.scheduler);
+        let view = shared.view();
+        let req = Request::new(&view)
+            .with_tried(tried)
+            .with_key(client_key(client));
+        sched.pick(&req).ok()
+    }
+
+    /// Remembers that `client` was served by upstream `i` (when persistence is on).
+    pub fn remember(&self, shared: &ListenerShared, client: IpAddr, i: usize) {
+        if shared.spec.persistence.is_none() {
+            return;
+        }
+        if let Some((_, table)) = self.sessions.borrow_mut().as_mut()
+            && let Some(u) = shared.spec.upstreams.get(i)
+            && table.insert(client, u.addr, Instant::now()) == Inserted::Evicted
+        {
+            add(&self.stats.session_evictions, 1);
+        }
+    }
+
+    /// A kept-alive connection to `addr`, if one is idle and still open.
+    pub async fn checkout(&self, addr: SocketAddr, keepalive: Duration) -> Option<Sender> {
+        loop {
+            let (mut sender, since) = {
+                let mut pool = self.pool.borrow_mut();
+                let idle = pool.get_mut(&addr)?;
+                idle.pop_back()?
+            };
+            if sender.is_closed() || since.elapsed() > keepalive {
+                continue;
+            }
+            // Ready once the connection has finished the previous exchange (it has: the
+            // sender came back when the response body ended), unless it closed meanwhile.
+            match tokio::time::timeout(Duration::from_secs(1), sender.ready()).await {
+                Ok(Ok(())) => return Some(sender),
+                _ => continue,
+            }
+        }
+    }
+
+    /// Gives a connection back to the pool (dropped — closed — when the pool is full).
+    pub fn checkin(&self, addr: SocketAddr, sender: Sender) {
+        let shared = self.shared();
+        let cap = shared.spec.http.keepalive_pool;
+        if cap == 0 || sender.is_closed() {
+            return;
+        }
+        let mut pool = self.pool.borrow_mut();
+        let idle = pool.entry(addr).or_default();
+        if idle.len() >= cap {
+            idle.pop_front();
+        }
+        idle.push_back((sender, Instant::now()));
+    }
+
+    /// Closes idle upstream connections older than `keepalive` or to upstreams gone.
+    pub fn sweep_pool(&self, shared: &ListenerShared) {
+        let keepalive = shared.spec.http.keepalive_timeout;
+        let mut pool = self.pool.borrow_mut();
+        pool.retain(|addr, idle| {
+            idle.retain(|(s, since)| !s.is_closed() && since.elapsed() <= keepalive);
+            !idle.is_empty() && shared.by_addr.contains_key(addr)
+        });
+    }
+
+    fn connection_ended(&self) {
+        self.active.set(self.active.get().saturating_sub(1));
+        if self.active.get() == 0 {
+            self.drained.notify_one();
+        }
+    }
+}
+
+/// A running worker, seen from the listener that owns it.
+#[derive(Debug)]
+pub(crate) struct WorkerHandle {
+    stop: watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl WorkerHandle {
+    /// Closes its listening socket; its connections drain, then the thread exits.
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Waits (up to `limit`) for the thread to exit; whether it did.
+    pub fn join(mut self, limit: Duration) -> bool {
+        self.stop();
+        let Some(t) = self.thread.take() else {
+            return true;
+        };
+        let deadline = Instant::now() + limit;
+        while !t.is_finished() {
+            if Instant::now() >= deadline {
+                return false; // left running: it exits by itself within DRAIN_LIMIT
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = t.join();
+        true
+    }
+
+    /// Whether its thread has exited.
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+}
+
+/// What a new worker needs.
+#[derive(Debug)]
+pub(crate) struct WorkerSetup {
+    pub id: usize,
+    pub node: Arc<str>,
+    pub name: String,
+    pub socket: std::net::TcpListener,
+    pub listener: Arc<ArcSwap<ListenerShared>>,
+    pub stats: Arc<ListenerStats>,
+    pub core: Option<usize>,
+    pub seed: u64,
+}
+
+/// Starts a worker thread serving `setup.socket`.
+pub(crate) fn spawn(setup: WorkerSetup) -> std::io::Result<WorkerHandle> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let id = setup.id;
+    let thread = std::thread::Builder::new()
+        .name(format!("stator-w{id}"))
+        .spawn(move || run(setup, stop_rx))?;
+    Ok(WorkerHandle {
+        stop: stop_tx,
+        thread: Some(thread),
+    })
+}
+
+fn run(setup: WorkerSetup, stop: watch::Receiver<bool>) {
+    if let Some(core) = setup.core {
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        if let Some(&c) = cores.get(core % cores.len().max(1))
+            && !core_affinity::set_for_current(c)
+        {
+            tracing::warn!(listener = %setup.name, worker = setup.id, "cannot pin worker");
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(listener = %setup.name, worker = setup.id, error = %e, "worker runtime");
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, serve(setup, stop));
+}
+
+async fn serve(setup: WorkerSetup, stop: watch::Receiver<bool>) {
+    let listener = match TcpListener::from_std(setup.socket) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(listener = %setup.name, worker = setup.id, error = %e, "worker socket");
+            return;
+        }
+    };
+    let shared = setup.listener.load_full();
+    let ctx = Rc::new(WorkerCtx {
+        id: setup.id,
+        node: setup.node,
+        sched: RefCell::new(stator_sched::Worker::new(
+            Arc::clone(&shared.scheduler),
+            setup.seed,
+        )),
+        listener: setup.listener,
+        stats: setup.stats,
+        sessions: RefCell::new(None),
+        pool: RefCell::new(HashMap::new()),
+        active: Cell::new(0),
+        stop: stop.clone(),
+        drained: Notify::new(),
+    });
+    drop(shared);
+    let sweeper = tokio::task::spawn_local(sweep(Rc::clone(&ctx)));
+    accept_loop(&ctx, listener, stop).await;
+    // Stopped: the socket is closed; connections finish (bounded).
+    let _ = tokio::time::timeout(DRAIN_LIMIT, async {
+        while ctx.active.get() > 0 {
+            ctx.drained.notified().await;
+        }
+    })
+    .await;
+    sweeper.abort();
+}
+
+async fn accept_loop(ctx: &Rc<WorkerCtx>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            r = listener.accept() => r,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // Out of descriptors or memory: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let shared = ctx.shared();
+        add(&ctx.stats.connections, 1);
+        if ctx.active.get() >= shared.spec.max_connections {
+            ctx.stats.client_error(ClientErrorKind::Rejected);
+            drop(stream);
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        ctx.active.set(ctx.active.get() + 1);
+        add(&ctx.stats.active, 1);
+        let conn_ctx = Rc::clone(ctx);
+        let protocol = shared.spec.protocol;
+        tokio::task::spawn_local(async move {
+            match protocol {
+                Protocol::Tcp => crate::tcp::serve(&conn_ctx, stream, peer).await,
+                Protocol::Http => crate::http::serve(&conn_ctx, stream, peer).await,
+            }
+            conn_ctx
+                .stats
+                .active
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            conn_ctx.connection_ended();
+        });
+    }
+}
+
+/// Closes idle upstream connections past their keep-alive time, once a second.
+async fn sweep(ctx: Rc<WorkerCtx>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let shared = ctx.shared();
+        ctx.sweep_pool(&shared);
+    }
+}

@@ -1,0 +1,47 @@
+//! `stator bench proxy --quick` runs end to end — Stator, nginx and HAProxy under wrk on
+//! loopback — and reports every row. Asserts the rows and that the figures are positive,
+//! never their size (benchmarks do not pass or fail on timing). Unprivileged; needs the
+//! packages `make deps` installs (wrk, nginx-light, haproxy).
+
+use std::process::Command;
+
+#[test]
+fn bench_proxy_quick_reports_every_row() {
+    let out = Command::new(env!("CARGO_BIN_EXE_stator"))
+        .args(["bench", "proxy", "--quick", "--seconds", "1", "--json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    for case in ["keep-alive", "new connection per request"] {
+        for proxy in ["stator", "nginx", "haproxy"] {
+            let r = runs
+                .iter()
+                .find(|r| r["case"] == case && r["proxy"] == proxy)
+                .unwrap_or_else(|| panic!("no row {case} / {proxy}: {stdout}"));
+            assert!(r["requests_per_second"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(r["p99_ms"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    assert_eq!(v["ratios"].as_array().unwrap().len(), 2);
+    let scale = v["scale"].as_array().unwrap();
+    for (proxy, case) in [
+        ("stator vnswrr", "20 backends"),
+        ("stator swrr", "20 backends"),
+        ("stator vnswrr", "2000 backends"),
+        ("stator swrr", "2000 backends"),
+    ] {
+        assert!(
+            scale
+                .iter()
+                .any(|r| r["proxy"] == proxy && r["case"] == case),
+            "no row {proxy} / {case}: {stdout}"
+        );
+    }
+}

@@ -1,0 +1,314 @@
+//! Prometheus for real: a lab deployment (`stator_lab::deploy`, 3 nodes with BIRD, BFD and
+//! XDP, 4 backends) with Debian's `prometheus` in the router's namespace scraping every node's
+//! `/metrics` each second and evaluating `examples/stator-alerts.yml`. Under HTTP and UDP
+//! traffic from the client:
+//! - Prometheus's HTTP API gives per-node, per-backend packet rates (every node, every IPv4
+//!   backend, all above zero) and every target is up;
+//! - a node's `/metrics` passes `promtool check metrics`, and every `stator_*` metric the
+//!   alerts and the Grafana dashboard use has samples there;
+//! - every expression of the dashboard (its variables set to match everything) is accepted by
+//!   Prometheus, and every alerting rule is evaluated without error; no alert fires in a
+//!   healthy lab.
+//!
+//! Needs root, BIRD, XDP and prometheus (`make deps`).
+//!
+//! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
+
+mod common;
+
+use common::peer_xdp;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use stator_lab::deploy::{DeploySpec, Deployment, HTTP_PORT, UDP_PORT};
+use stator_lab::netns::is_root;
+use stator_lab::traffic::{http_batch, udp_batch};
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// The `stator_*` names an expression mentions (as in stator-control's
+/// `tests/monitoring_examples.rs`).
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while let Some(at) = expr[i..].find("stator_") {
+        let start = i + at;
+        let before_ok =
+            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
+        let mut end = start;
+        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+            end += 1;
+        }
+        if before_ok {
+            names.insert(expr[start..end].to_owned());
+        }
+        i = end;
+    }
+    names
+}
+
+/// (panel title, expression) of every dashboard target, annotation and variable query.
+fn dashboard_exprs() -> Vec<(String, String)> {
+    let d: Value = serde_json::from_str(
+        &std::fs::read_to_string(examples().join("grafana-dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            out.push((
+                p["title"].as_str().unwrap().to_owned(),
+                t["expr"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    for a in d["annotations"]["list"].as_array().unwrap() {
+        if let Some(e) = a["expr"].as_str() {
+            out.push(("annotation".into(), e.to_owned()));
+        }
+    }
+    out
+}
+
+fn alert_exprs() -> Vec<String> {
+    std::fs::read_to_string(examples().join("stator-alerts.yml"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("expr:"))
+        .map(|e| e.trim().to_owned())
+        .collect()
+}
+
+/// Grafana's variables, set to match everything.
+fn grafana_to_promql(expr: &str) -> String {
+    expr.replace("$__rate_interval", "5s")
+        .replace("$node", ".*")
+        .replace("$vip", ".*")
+}
+
+fn query(d: &Deployment, promql: &str) -> Value {
+    let p = d.prometheus().expect("the lab runs Prometheus");
+    let body = p.query(promql).unwrap();
+    let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert_eq!(v["status"], "success", "{promql}: {v}");
+    v
+}
+
+fn rows(v: &Value) -> Vec<(Value, f64)> {
+    v["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["metric"].clone(),
+                r["value"][1].as_str().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn promtool_check_metrics(text: &str) -> (bool, String) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus package; make deps installs it)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn prometheus_scrapes_every_node_and_the_examples_hold() {
+    assert!(
+        is_root(),
+        "this test builds a lab deployment (namespaces, BIRD, XDP): run it as root"
+    );
+    let prefix = format!("lpm{}-", std::process::id() % 100_000);
+    let dir =
+        PathBuf::from("/run/stator-lab").join(format!("test-{}", prefix.trim_end_matches('-')));
+    let mut spec = DeploySpec::new(&prefix, 61, &dir, Path::new(env!("CARGO_BIN_EXE_stator")));
+    spec.prometheus = true;
+    spec.bfd_nodes = vec![0, 1, 2];
+    let t = Instant::now();
+    let d = Deployment::up(&spec, &peer_xdp).unwrap_or_else(|e| panic!("lab up: {e}"));
+    println!(
+        "deployment with Prometheus up in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+
+    // Traffic for about 8 s, bounded in count and time.
+    let client = d.client().ns.clone();
+    let srcs = d.client().addrs(false);
+    let vip = Deployment::vip(false);
+    let started = Instant::now();
+    let (mut http, mut udp) = (0, 0);
+    while started.elapsed() < Duration::from_secs(8) {
+        let h = http_batch(
+            &client,
+            &srcs,
+            SocketAddr::new(vip, HTTP_PORT),
+            64,
+            8,
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let u = udp_batch(
+            &client,
+            &srcs,
+            SocketAddr::new(vip, UDP_PORT),
+            64,
+            4,
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!((h.failed, u.failed), (0, 0));
+        http += h.answered();
+        udp += u.answered();
+    }
+    println!("traffic: {http} HTTP requests, {udp} UDP requests answered");
+
+    // Every target up; per-node, per-backend rates.
+    let (_, targets) = d.prometheus().unwrap().get("/api/v1/targets").unwrap();
+    let targets: Value = serde_json::from_str(&targets).unwrap();
+    let active = targets["data"]["activeTargets"].as_array().unwrap();
+    assert_eq!(active.len(), 3, "{targets}");
+    for t in active {
+        assert_eq!(t["health"], "up", "{t}");
+    }
+    let rates = rows(&query(
+        &d,
+        "sum by (node, backend) (rate(stator_backend_packets_total{backend=~\".*-v4\"}[5s]))",
+    ));
+    let mut table: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for (m, v) in &rates {
+        table.insert(
+            (
+                m["node"].as_str().unwrap().to_owned(),
+                m["backend"].as_str().unwrap().to_owned(),
+            ),
+            *v,
+        );
+    }
+    println!("packets/s per node and backend, from Prometheus:");
+    for ((node, backend), v) in &table {
+        println!("  {node} {backend}: {v:.1}");
+    }
+    for j in 0..3 {
+        for k in 0..4 {
+            let v = table
+                .get(&(format!("n{j}"), format!("b{k}-v4")))
+                .copied()
+                .unwrap_or(0.0);
+            assert!(v > 0.0, "n{j} -> b{k}-v4: {v} ({table:?})");
+        }
+    }
+    let per_node = rows(&query(
+        &d,
+        "sum by (node) (rate(stator_packets_total{action=~\"tx|redirect\"}[5s]))",
+    ));
+    println!("forwarded packets/s per node: {per_node:?}");
+    assert_eq!(per_node.len(), 3);
+
+    // A node's /metrics: promtool accepts it; every name the examples use has samples.
+    let metrics = d.api(0, "GET", "/metrics").unwrap();
+    assert_eq!(metrics.status, 200);
+    let (ok, out) = promtool_check_metrics(&metrics.body);
+    assert!(ok, "promtool check metrics:\n{out}");
+    let sampled: BTreeSet<String> = metrics
+        .body
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split(['{', ' ']).next().unwrap().to_owned())
+        .collect();
+    let dashboard = dashboard_exprs();
+    let alerts = alert_exprs();
+    let mut used = BTreeSet::new();
+    for e in dashboard.iter().map(|(_, e)| e).chain(&alerts) {
+        used.extend(metric_names(e));
+    }
+    let missing: Vec<&String> = used.iter().filter(|n| !sampled.contains(*n)).collect();
+    assert!(
+        missing.is_empty(),
+        "no samples in a lab node's /metrics: {missing:?}"
+    );
+    println!(
+        "{} metric names of the alerts and the dashboard all have samples",
+        used.len()
+    );
+
+    // Every dashboard expression runs; those about traffic, health and BGP return series.
+    let mut empty = Vec::new();
+    for (title, e) in &dashboard {
+        let v = query(&d, &grafana_to_promql(e));
+        if rows(&v).is_empty() {
+            empty.push(format!("{title}: {e}"));
+        }
+    }
+    println!(
+        "{} dashboard expressions evaluated; empty now (a healthy lab has nothing to show): {empty:#?}",
+        dashboard.len()
+    );
+    for (title, e) in &dashboard {
+        if [
+            "by VIP",
+            "by backend",
+            "by node",
+            "BGP sessions",
+            "Backend health",
+            "Configuration generation",
+        ]
+        .iter()
+        .any(|w| title.contains(w))
+        {
+            assert!(
+                !rows(&query(&d, &grafana_to_promql(e))).is_empty(),
+                "{title}: {e}"
+            );
+        }
+    }
+
+    // The alerting rules were loaded and evaluate without error; nothing fires.
+    let (_, rules) = d.prometheus().unwrap().get("/api/v1/rules").unwrap();
+    let rules: Value = serde_json::from_str(&rules).unwrap();
+    let loaded: Vec<&Value> = rules["data"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .collect();
+    assert_eq!(loaded.len(), alerts.len(), "{rules}");
+    for r in &loaded {
+        assert_eq!(r["health"], "ok", "{r}");
+        assert_eq!(r["state"], "inactive", "{r}");
+    }
+    println!("{} alerting rules evaluated, none firing", loaded.len());
+    let firing = rows(&query(&d, "ALERTS"));
+    assert!(firing.is_empty(), "{firing:?}");
+    drop(d);
+    assert!(!dir.exists(), "the lab's state directory is gone");
+}

@@ -1,0 +1,234 @@
+//! Installing like a system service, without root: `scripts/deb.sh` builds a Debian package
+//! from this test's `stator` binary and the package is inspected (`dpkg-deb -I`, `-c`, `-x`,
+//! `-e`): control fields, the files and their places, the conffile, the configuration passing
+//! `stator check` with `on_exit = "keep"`, the systemd unit (`systemd-analyze verify` where
+//! systemd is installed), completions for bash, zsh and fish, man pages, md5sums. Then
+//! `scripts/install.sh` (what `make install` runs) into a staging directory with another
+//! prefix, twice: the unit names that prefix, and an edited configuration is kept. And
+//! `stator --version` names the commit the tree is at.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_stator");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("stator-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The commit `git` says the source tree is at, if it is a checkout.
+fn git_commit() -> Option<String> {
+    let out = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(repo())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+#[test]
+fn version_names_the_commit() {
+    let v = text(&run(Command::new(BIN).arg("--version")));
+    println!("{}", v.trim());
+    assert!(
+        v.starts_with(&format!("stator {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{v}"
+    );
+    match git_commit() {
+        Some(c) => assert!(v.contains(&format!("(commit {c}, ")), "{v} vs git {c}"),
+        None => assert!(
+            v.contains("commit unknown: built outside a git checkout"),
+            "{v}"
+        ),
+    }
+}
+
+#[test]
+fn the_debian_package() {
+    let dir = temp("deb");
+    let out = run(Command::new(repo().join("scripts/deb.sh"))
+        .env("STATOR_BIN", BIN)
+        .env("OUT", &dir));
+    let deb = PathBuf::from(text(&out).trim());
+    assert!(deb.starts_with(&dir) && deb.exists(), "{deb:?}");
+    println!(
+        "{} ({} KiB)",
+        deb.display(),
+        std::fs::metadata(&deb).unwrap().len() / 1024
+    );
+
+    let info = text(&run(Command::new("dpkg-deb").arg("-I").arg(&deb)));
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("no {name} in\n{info}"))
+            .to_owned()
+    };
+    assert_eq!(field("Package"), "stator");
+    let arch = text(&run(Command::new("dpkg").arg("--print-architecture")));
+    assert_eq!(field("Architecture"), arch.trim());
+    let version = field("Version");
+    assert!(version.starts_with(env!("CARGO_PKG_VERSION")), "{version}");
+    if let Some(c) = git_commit() {
+        assert!(version.ends_with(&format!(".{c}")), "{version} names {c}");
+    }
+    assert!(field("Depends").contains("libc6 (>="), "{info}");
+    assert!(field("Recommends").contains("bird2"));
+    for script in ["postinst", "prerm", "postrm", "conffiles", "md5sums"] {
+        assert!(info.contains(script), "{script} in\n{info}");
+    }
+
+    let contents = text(&run(Command::new("dpkg-deb").arg("-c").arg(&deb)));
+    for path in [
+        "./usr/bin/stator",
+        "./usr/lib/systemd/system/stator.service",
+        "./etc/stator/stator.toml",
+        "./usr/share/bash-completion/completions/stator",
+        "./usr/share/zsh/vendor-completions/_stator",
+        "./usr/share/fish/vendor_completions.d/stator.fish",
+        "./usr/share/man/man1/stator.1.gz",
+        "./usr/share/man/man1/stator-run.1.gz",
+        "./usr/share/man/man1/stator-xdp-attach.1.gz",
+        "./usr/share/doc/stator/operations.md",
+        "./usr/share/doc/stator/examples/grafana-dashboard.json",
+    ] {
+        assert!(
+            contents.lines().any(|l| l.ends_with(&format!(" {path}"))),
+            "{path} in the package:\n{contents}"
+        );
+    }
+    assert!(
+        !contents.contains("stator-generate") && !contents.contains("stator-lab-serve"),
+        "hidden subcommands get no page"
+    );
+    assert!(
+        contents.lines().all(|l| l.contains(" root/root ")),
+        "owned by root"
+    );
+
+    let root = dir.join("root");
+    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root));
+    let control = dir.join("control");
+    run(Command::new("dpkg-deb").arg("-e").arg(&deb).arg(&control));
+    assert_eq!(
+        std::fs::read_to_string(control.join("conffiles")).unwrap(),
+        "/etc/stator/stator.toml\n"
+    );
+    run(Command::new("md5sum")
+        .args(["--quiet", "-c"])
+        .arg(control.join("md5sums"))
+        .current_dir(&root));
+
+    // The binary runs and is the one packaged (stripped of debug information).
+    let packaged = root.join("usr/bin/stator");
+    let v = text(&run(Command::new(&packaged).arg("--version")));
+    assert_eq!(v, text(&run(Command::new(BIN).arg("--version"))));
+
+    // The configuration: the minimal example, forwarding kept across restarts, valid.
+    let conf = root.join("etc/stator/stator.toml");
+    let toml = std::fs::read_to_string(&conf).unwrap();
+    assert!(toml.contains("\non_exit = \"keep\""), "{toml}");
+    let check = run(Command::new(&packaged).arg("check").arg(&conf));
+    println!("{}", text(&check).trim());
+
+    // The unit: stop withdraws (SIGTERM), reload is SIGHUP after a check.
+    let unit = std::fs::read_to_string(root.join("usr/lib/systemd/system/stator.service")).unwrap();
+    for line in [
+        "ExecStart=/usr/bin/stator run -c /etc/stator/stator.toml",
+        "ExecStartPre=/usr/bin/stator check /etc/stator/stator.toml",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+        "KillSignal=SIGTERM",
+        "WantedBy=multi-user.target",
+    ] {
+        assert!(unit.lines().any(|l| l == line), "{line} in\n{unit}");
+    }
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        // Verified with the paths of the extracted package (the checked commands must exist).
+        let local = dir.join("stator.service");
+        std::fs::write(
+            &local,
+            unit.replace("/usr/bin/stator", &packaged.display().to_string()),
+        )
+        .unwrap();
+        run(Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(&local));
+        println!("systemd-analyze verify: the unit is valid");
+    } else {
+        println!("systemd-analyze is not installed here: the unit was not verified by systemd");
+    }
+
+    // Completions and man pages.
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    assert!(read("usr/share/bash-completion/completions/stator").contains("complete -F"));
+    assert!(read("usr/share/zsh/vendor-completions/_stator").starts_with("#compdef stator"));
+    assert!(read("usr/share/fish/vendor_completions.d/stator.fish").contains("complete -c stator"));
+    let page = run(Command::new("gzip")
+        .args(["-dc"])
+        .arg(root.join("usr/share/man/man1/stator-run.1.gz")));
+    let page = text(&page);
+    assert!(page.contains(".TH STATOR-RUN 1"), "{page}");
+    assert!(page.contains("/etc/stator/stator.toml"), "{page}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn make_install_into_a_staging_directory() {
+    let dir = temp("install");
+    let install = || {
+        run(Command::new(repo().join("scripts/install.sh"))
+            .env("STATOR_BIN", BIN)
+            .env("DESTDIR", &dir)
+            .env("PREFIX", "/opt/stator"))
+    };
+    let first = install();
+    println!("{}", text(&first).trim());
+    assert!(dir.join("opt/stator/bin/stator").exists());
+    let unit =
+        std::fs::read_to_string(dir.join("opt/stator/lib/systemd/system/stator.service")).unwrap();
+    assert!(
+        unit.contains("ExecStart=/opt/stator/bin/stator run -c /etc/stator/stator.toml"),
+        "{unit}"
+    );
+    assert!(dir.join("opt/stator/share/man/man1/stator.1.gz").exists());
+    assert!(
+        dir.join("opt/stator/share/zsh/vendor-completions/_stator")
+            .exists()
+    );
+    // An operator's configuration is never overwritten.
+    let conf = dir.join("etc/stator/stator.toml");
+    std::fs::write(&conf, "# edited\n").unwrap();
+    let second = install();
+    assert!(text(&second).contains("keeping the existing /etc/stator/stator.toml"));
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), "# edited\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
