@@ -16,6 +16,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "stator_abi.h"
+#include "license.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
@@ -76,4 +77,4 @@ int stator_bench(struct xdp_md *ctx)
 	return XDP_ABORTED;
 }
 
-char _license[] SEC("license") = "Dual BSD/GPL";
+char _license[] SEC("license") = STATOR_BPF_LICENSE;

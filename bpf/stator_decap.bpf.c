@@ -16,6 +16,7 @@
 #include "decap_maps.h"
 #include "decap_outer.h"
 #include "decap_tunnel.h"
+#include "license.h"
 
 /* §6: removes everything between the Ethernet header and the inner packet, keeping the MAC
  * addresses and an 802.1Q tag, and sets the inner ethertype. */
@@ -83,4 +84,4 @@ int stator_decap(struct xdp_md *ctx)
 	return stator_decap_strip(ctx, &p);
 }
 
-char _license[] SEC("license") = "Dual BSD/GPL";
+char _license[] SEC("license") = STATOR_BPF_LICENSE;

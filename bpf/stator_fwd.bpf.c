@@ -32,6 +32,7 @@
 #include "tail.h"
 #include "frag.h"
 #include "probe.h"
+#include "license.h"
 
 /* §3–§5 for TCP and UDP: VIP match, selection, the trace mark, encapsulation. */
 static __always_inline int stator_forward(struct xdp_md *ctx, struct stator_pkt *pkt)
@@ -172,4 +173,4 @@ int stator_first(struct xdp_md *ctx)
 	return stator_frag_first(ctx, &pkt);
 }
 
-char _license[] SEC("license") = "Dual BSD/GPL";
+char _license[] SEC("license") = STATOR_BPF_LICENSE;

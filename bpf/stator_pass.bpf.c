@@ -3,6 +3,7 @@
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
+#include "license.h"
 
 SEC("xdp")
 int stator_pass(struct xdp_md *ctx)
@@ -26,4 +27,4 @@ int stator_swap_tx(struct xdp_md *ctx)
 	return XDP_TX;
 }
 
-char _license[] SEC("license") = "Dual BSD/GPL";
+char _license[] SEC("license") = STATOR_BPF_LICENSE;

@@ -27,6 +27,7 @@
 #include "reuseport.h"
 #include "reuseport_client.h"
 #include "reuseport_maps.h"
+#include "license.h"
 
 SEC("sk_reuseport/migrate")
 int stator_reuseport(struct sk_reuseport_md *md)
@@ -71,4 +72,4 @@ int stator_reuseport(struct sk_reuseport_md *md)
 	return SK_PASS;
 }
 
-char _license[] SEC("license") = "Dual BSD/GPL";
+char _license[] SEC("license") = STATOR_BPF_LICENSE;

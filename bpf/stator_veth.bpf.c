@@ -20,6 +20,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "stator_abi.h"
+#include "license.h"
 
 #define STATOR_AF_INET 2
 
@@ -152,4 +153,4 @@ int stator_vroute(struct xdp_md *ctx)
 	return bpf_redirect_map(&stator_vroutetx, fib.ifindex, 0);
 }
 
-char _license[] SEC("license") = "Dual BSD/GPL";
+char _license[] SEC("license") = STATOR_BPF_LICENSE;

@@ -23,6 +23,7 @@
 #include "parse.h"
 #include "probe.h"
 #include "xsk.h"
+#include "license.h"
 
 /* §6's split of ICMP to a VIP address, as icmp.h decides it: echo (answered in user space when
  * the node answers pings, else passed), errors and the rest (user space routes or drops them),
@@ -180,4 +181,4 @@ int stator_fibq(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-char _license[] SEC("license") = "Dual BSD/GPL";
+char _license[] SEC("license") = STATOR_BPF_LICENSE;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR Apache-2.0) */
 /* Stator flow hash: Linux's jhash2 (Bob Jenkins' lookup3, public domain) over a flow's fields.
  *
  * This is the C half of one function; the Rust half is crates/stator-hash/src/flow.rs. Both

@@ -17,7 +17,7 @@ use libfuzzer_sys::fuzz_target;
 use stator_core::{
     Action, BackendSpec, CompiledSnapshot, CtMode, DropReason, Encap, FibError, Forwarder,
     ForwarderConfig, NextHop, NodeParams, Proto, Snapshot, SnapshotBuilder, StaticFib,
-    VecPacketBuf, VipFlags, VipKey,
+    ValidSnapshot, VecPacketBuf, VipFlags, VipKey,
 };
 
 const VIP4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 10);
@@ -123,7 +123,8 @@ fuzz_target!(|data: &[u8]| {
     let worlds = WORLDS.get_or_init(|| {
         (0..16u8)
             .map(|w| {
-                let snap = CompiledSnapshot::new_lenient(&world(w)).expect("representable");
+                let snap = ValidSnapshot::new_lenient(world(w)).expect("representable");
+                let snap = CompiledSnapshot::new(&snap);
                 (snap, fib())
             })
             .collect()

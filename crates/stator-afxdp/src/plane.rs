@@ -22,7 +22,7 @@
 use std::sync::{Arc, Mutex};
 
 use stator_abi::Traffic;
-use stator_core::{CompiledSnapshot, RealId, Snapshot, VipId};
+use stator_core::{CompiledSnapshot, RealId, Snapshot, ValidSnapshot, VipId};
 use stator_xdp::{Attachment, Maps, XdpOptions};
 
 use crate::config::AfxdpConfig;
@@ -91,10 +91,11 @@ impl AfxdpPlane {
         let mut kernel = stator_xdp::Forwarder::load_xsk(xdp, cfg.umem.max_packet())?;
         kernel.ensure_programmed()?;
         let active = kernel.active_snapshot()?.unwrap_or_default();
-        let snap = Arc::new(CompiledSnapshot::new_lenient(&for_threads(
-            &active,
-            cfg.packet_threads,
-        ))?);
+        // What the maps hold: representable, as the kernel half reads it back; the threads'
+        // copy shares the tracer's rate among them.
+        let snap = Arc::new(CompiledSnapshot::new(&ValidSnapshot::new_lenient(
+            for_threads(&active, cfg.packet_threads),
+        )?));
         Ok(Self {
             shards: new_shards(&cfg),
             kernel,
@@ -199,16 +200,17 @@ impl AfxdpPlane {
         Ok(())
     }
 
-    /// Makes `snap` what every packet sees (see the module essay for the order). It accepts
-    /// exactly what the kernel half accepts — a snapshot representable in the maps, even one
-    /// the controller would never build (a backend without a source address: its packets are
-    /// dropped `no_source`, as in XDP) — so both halves always hold the same snapshot: if the
-    /// kernel half refuses it, the packet threads go back to the previous one.
-    pub fn commit(&mut self, snap: &Snapshot) -> Result<AfxdpCommit, AfxdpError> {
-        let compiled = Arc::new(CompiledSnapshot::new_lenient(&for_threads(
-            snap,
-            self.cfg.packet_threads,
-        ))?);
+    /// Makes `snap` what every packet sees (see the module essay for the order). It takes the
+    /// same [`ValidSnapshot`] as the kernel half — validated once by stator-core, or made with
+    /// `ValidSnapshot::new_lenient` by tests of the drop paths (a backend without a source
+    /// address: its packets are dropped `no_source`, as in XDP) — so both halves always hold
+    /// the same snapshot: if the kernel half refuses it (no room), the packet threads go back
+    /// to the previous one.
+    pub fn commit(&mut self, snap: &ValidSnapshot) -> Result<AfxdpCommit, AfxdpError> {
+        // The threads' copy: the same snapshot with the tracer's rate shared among them.
+        let compiled = Arc::new(CompiledSnapshot::new(&ValidSnapshot::new_lenient(
+            for_threads(snap, self.cfg.packet_threads),
+        )?));
         let t = std::time::Instant::now();
         if let Some(rt) = &self.runtime {
             rt.publish(Arc::clone(&compiled))?;

@@ -73,7 +73,8 @@ fn start(lab: &Lab, cfg: AfxdpConfig) -> AfxdpPlane {
         .run_in(move || {
             let mut p = AfxdpPlane::load(&opts, cfg).expect("load the AF_XDP plane");
             p.attach(&["in0".into(), "out0".into()]).expect("attach");
-            p.commit(&frag_snapshot()).expect("commit");
+            p.commit(&frag_snapshot().validated().expect("valid"))
+                .expect("commit");
             p
         })
         .expect("enter the LB namespace")

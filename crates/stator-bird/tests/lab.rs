@@ -172,6 +172,23 @@ impl Lab {
             .unwrap_or_else(|e| panic!("{e}\nrouter log:\n{}", self.router.log_tail(20)))
     }
 
+    /// Asserts that the router's BGP session `protocol` last went down for `reason` (BIRD's
+    /// `Last error` line of `show protocols all`).
+    fn last_error_is(&self, protocol: &str, reason: &str) {
+        let all = self
+            .router
+            .birdc(&format!("show protocols all {protocol}"))
+            .unwrap();
+        let last = all
+            .lines()
+            .find(|l| l.trim_start().starts_with("Last error:"))
+            .unwrap_or_else(|| panic!("no `Last error` for {protocol}:\n{all}"));
+        assert!(
+            last.contains(reason),
+            "{protocol}: {last:?}, not {reason:?}\n{all}"
+        );
+    }
+
     fn sessions(&self) -> [&'static str; 4] {
         ["n0_v4", "n0_v6", "n1_v4", "n1_v6"]
     }
@@ -300,9 +317,14 @@ fn ecmp_announce_withdraw_reconfigure_and_failures() {
         .unwrap();
     let start = Instant::now();
     lab.lan.cut(0).unwrap();
-    let took = lab.expect(VIP1, &[1], Duration::from_secs(u64::from(HOLD) + 2));
-    println!("uplink cut, hold time {HOLD}s: router dropped the node after {took:?}");
-    assert!(start.elapsed() <= Duration::from_secs(u64::from(HOLD) + 1));
+    let took = lab.expect(VIP1, &[1], Duration::from_secs(u64::from(HOLD) * 3));
+    println!(
+        "uplink cut, hold time {HOLD}s: router dropped the node after {took:?} ({:?} from the cut)",
+        start.elapsed()
+    );
+    // Why the router dropped it: its hold timer, not a closed connection (measured times
+    // are printed above, not asserted).
+    lab.last_error_is("n0_v4", "Hold timer expired");
     lab.lan.restore(0).unwrap();
     let took = lab.expect(VIP1, &[0, 1], SESSIONS);
     println!("uplink restored: back on the router after {took:?}");
@@ -324,12 +346,12 @@ fn ecmp_announce_withdraw_reconfigure_and_failures() {
     )
     .unwrap();
     lab.lan.cut(1).unwrap();
-    let took = lab.expect(VIP1, &[0], Duration::from_secs(u64::from(HOLD) + 2));
-    println!("uplink cut, BFD 100ms x 3: router dropped the node after {took:?}");
-    assert!(
-        took < Duration::from_secs(u64::from(HOLD)),
-        "BFD beat the hold timer"
+    let took = lab.expect(VIP1, &[0], Duration::from_secs(u64::from(HOLD) * 3));
+    println!(
+        "uplink cut, BFD 100ms x 3: router dropped the node after {took:?} (hold time {HOLD}s)"
     );
+    // BFD beat the hold timer: the session ended because BFD said so.
+    lab.last_error_is("n1_v4", "BFD session down");
     lab.lan.restore(1).unwrap();
     lab.expect(VIP1, &[0, 1], SESSIONS);
 

@@ -71,6 +71,17 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 pub const MIN_DRAIN_TIMEOUT: Duration = Duration::from_secs(0);
 /// Longest `api.drain_timeout`.
 pub const MAX_DRAIN_TIMEOUT: Duration = Duration::from_secs(86_400);
+/// Default `api.max_connections`: far more than operators, scrapers and dashboards use, far
+/// fewer than a process's file descriptors (1,024 by default on many hosts).
+pub const API_MAX_CONNECTIONS: u32 = 256;
+/// Largest `api.max_connections`.
+pub const MAX_API_MAX_CONNECTIONS: u32 = 65_536;
+/// Default `api.header_read_timeout`: ample for any client on a real network.
+pub const API_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Shortest `api.header_read_timeout`.
+pub const MIN_API_HEADER_READ_TIMEOUT: Duration = Duration::from_millis(100);
+/// Longest `api.header_read_timeout`.
+pub const MAX_API_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `vip.table_size`: the paper's default, prime.
 pub const TABLE_SIZE: u32 = 65537;

@@ -335,6 +335,10 @@ pub struct RawApi {
     pub token_file: Option<String>,
     /// How long a drain through the API keeps a backend's existing connections.
     pub drain_timeout: Option<Scalar>,
+    /// Most connections open at once.
+    pub max_connections: Option<i64>,
+    /// How long a connection may take to send a complete request head.
+    pub header_read_timeout: Option<Scalar>,
 }
 
 /// `[log]`.

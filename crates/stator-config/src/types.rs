@@ -366,6 +366,12 @@ pub struct Api {
     /// How long a backend drained through the API keeps its existing connections before it
     /// is removed (a drain request may ask for another time).
     pub drain_timeout: Duration,
+    /// Most connections open at once; when full, a new connection replaces the one idle
+    /// the longest (or is closed, if none is idle).
+    pub max_connections: u32,
+    /// How long a connection may take to send a complete request head (from when it opens,
+    /// or from its previous response): slow or silent clients are closed after it.
+    pub header_read_timeout: Duration,
 }
 
 /// Log output format.

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use stator_afxdp::{AfxdpConfig, BindMode, RingSizes, UmemConfig};
 use stator_config::{AfxdpBindMode, Config};
-use stator_core::{CtEntry, FlowKey, RealId, Snapshot, Traffic, VipId};
+use stator_core::{CtEntry, FlowKey, RealId, Snapshot, Traffic, ValidSnapshot, VipId};
 use stator_xdp::XdpOptions;
 
 use crate::coreplane::{Clock, CoreReader, Shards};
@@ -143,7 +143,7 @@ impl DataPlane for AfxdpPlane {
         self.plane.detach(purge).map_err(|e| afxdp_err("detach", e))
     }
 
-    fn commit(&mut self, snap: &Snapshot) -> Result<CommitInfo, ControlError> {
+    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, ControlError> {
         let r = self
             .plane
             .commit(snap)

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use stator_core::{Counter, CtEntry, DropReason, FlowKey, RealId, Snapshot, Traffic, VipId};
+use stator_core::{
+    Counter, CtEntry, DropReason, FlowKey, RealId, Snapshot, Traffic, ValidSnapshot, VipId,
+};
 
 use crate::error::ControlError;
 
@@ -85,9 +87,10 @@ pub trait DataPlane: Send + std::fmt::Debug + 'static {
     /// Detaches from every interface; with `purge`, also removes what it pinned.
     fn detach(&mut self, purge: bool) -> Result<(), ControlError>;
 
-    /// Makes `snap` what every packet sees, atomically. On error, the previous snapshot is
-    /// still active.
-    fn commit(&mut self, snap: &Snapshot) -> Result<CommitInfo, ControlError>;
+    /// Makes `snap` what every packet sees, atomically. The snapshot was validated once, by
+    /// stator-core's rules ([`ValidSnapshot`]); a plane refuses only what it has no room for.
+    /// On error, the previous snapshot is still active.
+    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, ControlError>;
 
     /// The snapshot packets use now (`None` if nothing was ever committed).
     fn active_snapshot(&self) -> Result<Option<Snapshot>, ControlError>;

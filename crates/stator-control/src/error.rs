@@ -101,6 +101,15 @@ pub enum ControlError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
+    /// A planned snapshot breaks a forwarding rule (stator-core's validation): the
+    /// configuration's checks should have refused its cause, so this is a bug to report.
+    #[error("the planned snapshot breaks a forwarding rule: {source}")]
+    Snapshot {
+        /// The rule.
+        #[source]
+        source: stator_core::SnapshotError,
+    },
+
     /// The data plane has no room for a snapshot (more Maglev slots than it was created
     /// with); the previous snapshot is in force.
     #[error("data plane: commit refused: {reason}")]

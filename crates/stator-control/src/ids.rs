@@ -21,7 +21,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use stator_abi::{STATOR_MAX_REALS, STATOR_MAX_VIPS};
 use stator_config::Config;

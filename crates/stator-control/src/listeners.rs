@@ -18,7 +18,7 @@
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use stator_config::{Config, ListenerProtocol, Scheduler, Steering};
 use stator_proxy::{

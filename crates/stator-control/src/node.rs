@@ -28,6 +28,7 @@ use crate::api::{self, Ctx};
 use crate::dataplane::DataPlane;
 use crate::error::ControlError;
 use crate::events::EventLog;
+use crate::health::ProbeRoutes;
 use crate::host;
 use crate::listeners::ProxyTier;
 use crate::noplane::NoPlane;
@@ -48,10 +49,14 @@ pub struct NodeOptions {
     pub plane: Option<Box<dyn DataPlane>>,
     /// Skip attaching to `dataplane.interfaces` (tests of the controller alone).
     pub no_attach: bool,
-    /// Skip the host checks, at start and on reloads (tests that bring their own data plane).
+    /// Skip the host checks, at start and on reloads (tests that bring their own data
+    /// plane).
     pub no_preflight: bool,
     /// Listen here instead of `api.listen` (tests: port 0).
     pub listen: Option<SocketAddr>,
+    /// Where health probes connect instead of the backends' addresses (tests without root,
+    /// which cannot own those addresses; empty otherwise).
+    pub probe_routes: ProbeRoutes,
     /// The commit the binary was built from (`/v1/status`, `stator_build_info`); `unknown`
     /// when `None`.
     pub commit: Option<String>,
@@ -167,6 +172,7 @@ impl Node {
                 announcer: Arc::clone(&announcer),
                 token: Arc::clone(&token),
                 stopping: Arc::clone(&stopping),
+                probe_routes: opts.probe_routes,
                 events: events.clone(),
                 host_checks: !opts.no_preflight,
                 listeners: proxy.clone(),
@@ -182,6 +188,8 @@ impl Node {
             announcer,
             token,
             scan: Arc::new(Mutex::new(())),
+            host_checks: !opts.no_preflight,
+            conn_stats: Arc::default(),
             events,
             commit: Arc::from(opts.commit.as_deref().unwrap_or("unknown")),
         };
@@ -199,17 +207,7 @@ impl Node {
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
         let (server_stop, stop_rx) = oneshot::channel::<()>();
         let app = api::router(ctx.clone());
-        let server = tokio::spawn(async move {
-            // The peer's address reaches the handlers: the status page without a token is
-            // served to loopback clients only.
-            let app = app.into_make_service_with_connect_info::<SocketAddr>();
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
-                let _ = stop_rx.await;
-            });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "admin API stopped");
-            }
-        });
+        let server = tokio::spawn(api::serve::serve(listener, app, ctx.clone(), stop_rx));
         tracing::info!(listen = %api_addr, "admin API listening");
         let mut inputs = Inputs {
             requests: req_rx,
@@ -297,6 +295,37 @@ impl Node {
                 if_match,
                 reply,
             })
+            .await
+            .map_err(|_| ControlError::ShuttingDown)?;
+        rx.await.map_err(|_| ControlError::ShuttingDown)?
+    }
+
+    /// Drains a backend (by stable name) for `timeout` (`api.drain_timeout` if `None`), as
+    /// `POST /v1/backends/{id}/drain` does.
+    pub async fn drain(
+        &self,
+        backend: String,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(), ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.ctx
+            .requests
+            .send(Request::Drain {
+                backend,
+                timeout,
+                reply,
+            })
+            .await
+            .map_err(|_| ControlError::ShuttingDown)?;
+        rx.await.map_err(|_| ControlError::ShuttingDown)?
+    }
+
+    /// Ends a drain, as `POST /v1/backends/{id}/undrain` does.
+    pub async fn undrain(&self, backend: String) -> Result<(), ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.ctx
+            .requests
+            .send(Request::Undrain { backend, reply })
             .await
             .map_err(|_| ControlError::ShuttingDown)?;
         rx.await.map_err(|_| ControlError::ShuttingDown)?

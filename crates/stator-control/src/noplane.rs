@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use stator_core::{CtEntry, FlowKey, RealId, Snapshot, Traffic, VipId};
+use stator_core::{CtEntry, FlowKey, RealId, Snapshot, Traffic, ValidSnapshot, VipId};
 
 use crate::dataplane::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneReader};
 use crate::error::ControlError;
@@ -28,8 +28,8 @@ impl DataPlane for NoPlane {
         Ok(())
     }
 
-    fn commit(&mut self, snap: &Snapshot) -> Result<CommitInfo, ControlError> {
-        *self.active.lock().unwrap_or_else(PoisonError::into_inner) = Some(snap.clone());
+    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, ControlError> {
+        *self.active.lock().unwrap_or_else(PoisonError::into_inner) = Some((**snap).clone());
         Ok(CommitInfo::default())
     }
 

@@ -17,12 +17,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use serde::Serialize;
 use stator_config::{BackendId, Config};
 use stator_core::{
-    ClassId, Peers, Real, RealId, RealState, Snapshot, Vip, VipGroup, VipId, VipKey, peer_set,
+    ClassId, Peers, Real, RealId, RealState, Snapshot, ValidSnapshot, Vip, VipGroup, VipId, VipKey,
+    peer_set,
 };
 use stator_hash::{MaglevBackend, MaglevTable};
 
@@ -165,8 +166,8 @@ impl BuiltVip {
 /// A complete snapshot and how it was derived.
 #[derive(Debug, Clone)]
 pub struct Built {
-    /// What the data plane gets.
-    pub snapshot: Arc<Snapshot>,
+    /// What the data plane gets, validated.
+    pub snapshot: ValidSnapshot,
     /// Per VIP, parallel to `Config::vips`.
     pub vips: Vec<BuiltVip>,
 }
@@ -286,10 +287,10 @@ pub fn build(
         }
     }
     snap.peers = peers(config, previous)?;
-    Ok(Built {
-        snapshot: Arc::new(snap),
-        vips,
-    })
+    let snapshot = snap
+        .validated()
+        .map_err(|source| ControlError::Snapshot { source })?;
+    Ok(Built { snapshot, vips })
 }
 
 /// The fragment peers with their Maglev table (docs/forwarding.md §9), reused from `previous`
@@ -350,7 +351,6 @@ mod tests {
     use super::*;
     use crate::ids::Ids;
     use stator_config::from_toml_str;
-    use stator_core::CompiledSnapshot;
 
     /// Two VIPs sharing backend a (10.1.0.1); b only behind the first, c (weight 0) only
     /// behind the second.
@@ -427,7 +427,7 @@ table_size = 251
             .assign(&cfg, Instant::now(), std::time::Duration::ZERO)
             .unwrap();
         let all_up = build(&cfg, &ids, &states(&cfg, |_| up()), 1, None).unwrap();
-        CompiledSnapshot::new(&all_up.snapshot).unwrap();
+        assert!(all_up.snapshot.is_consistent());
         assert!(slots_of(&all_up, 0, "a", &cfg) > 0);
         assert!(slots_of(&all_up, 1, "a", &cfg) > 0);
         assert_eq!(slots_of(&all_up, 1, "c", &cfg), 0, "weight 0: draining");
@@ -442,7 +442,7 @@ table_size = 251
             drain: Drain::No,
         });
         let built = build(&cfg, &ids, &a_down, 2, Some(&all_up)).unwrap();
-        CompiledSnapshot::new(&built.snapshot).unwrap();
+        assert!(built.snapshot.is_consistent());
         for (v, vip) in built.vips.iter().enumerate() {
             let a = &vip
                 .reals
@@ -558,7 +558,7 @@ failover = "10.100.2.1"
             .unwrap();
         let built = build(&a, &ids, &states(&a, |_| up()), 1, None).unwrap();
         let snap = &built.snapshot;
-        CompiledSnapshot::new(snap).unwrap();
+        assert!(snap.is_consistent());
         assert_eq!(snap.peers.addrs.len(), 3);
         assert_eq!(snap.peers.table.len(), 251);
         assert_eq!(

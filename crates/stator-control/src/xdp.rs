@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use stator_config::{Config, ConntrackMode as CfgConntrack, XdpMode as CfgXdpMode};
 use stator_core::HoldLimits;
-use stator_core::{Counter, CtEntry, DropReason, FlowKey, RealId, Snapshot, Traffic, VipId};
+use stator_core::{
+    Counter, CtEntry, DropReason, FlowKey, RealId, Snapshot, Traffic, ValidSnapshot, VipId,
+};
 use stator_xdp::{
     AttachMode, ConntrackMode, Forwarder, Holder, HolderStats, Maps, XdpError, XdpMode, XdpOptions,
 };
@@ -199,7 +201,7 @@ impl DataPlane for XdpPlane {
         Ok(())
     }
 
-    fn commit(&mut self, snap: &Snapshot) -> Result<CommitInfo, ControlError> {
+    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, ControlError> {
         let r = self.fwd.commit(snap).map_err(|e| xdp_err("commit", e))?;
         Ok(CommitInfo {
             write: r.write_time,

@@ -59,7 +59,12 @@ fn world() -> World {
         let addr = IpAddr::V4(Ipv4Addr::new(10, 0, 1, k));
         b = b.vip(addr, 443, Proto::Tcp, 251, backends(k + 1));
     }
-    let snap = CompiledSnapshot::new(&b.build().expect("world builds")).expect("valid world");
+    let snap = CompiledSnapshot::new(
+        &b.build()
+            .expect("world builds")
+            .validated()
+            .expect("valid world"),
+    );
     let fib = StaticFib::new().default_route(
         vip,
         Ok(NextHop {

@@ -19,7 +19,7 @@ use stator_abi::{
 };
 
 use crate::snapshot::{NodeParams, Proto, RealId, RealState, Snapshot, VipId, VipKey};
-use crate::validate::SnapshotError;
+use crate::validate::ValidSnapshot;
 
 /// IP protocol numbers the decision names.
 pub(crate) const IPPROTO_TCP: u8 = 6;
@@ -153,26 +153,12 @@ pub struct CompiledSnapshot {
 }
 
 impl CompiledSnapshot {
-    /// Validates `snap` ([`Snapshot::validate`]) and compiles it.
-    ///
-    /// # Errors
-    /// The first [`SnapshotError`].
-    pub fn new(snap: &Snapshot) -> Result<Self, SnapshotError> {
-        snap.validate()?;
-        Ok(Self::compile(snap))
-    }
-
-    /// Compiles a snapshot that is representable in the maps but possibly inconsistent (a slot
-    /// naming a missing real, a real without a source address, …), exactly as the maps would
-    /// hold it: the forwarder then drops with `bad_config`, `no_source` and so on, as the XDP
-    /// program would. For tests of those paths and for the differential test; data planes use
-    /// [`new`](Self::new).
-    ///
-    /// # Errors
-    /// A representability [`SnapshotError`] (an id or table that does not fit the ABI).
-    pub fn new_lenient(snap: &Snapshot) -> Result<Self, SnapshotError> {
-        snap.check_representable()?;
-        Ok(Self::compile(snap))
+    /// Compiles a validated snapshot. One made with [`ValidSnapshot::new_lenient`] (a slot
+    /// naming a missing real, a real without a source address, …) is compiled exactly as the
+    /// maps would hold it: the forwarder then drops with `bad_config`, `no_source` and so on,
+    /// as the XDP program would.
+    pub fn new(snap: &ValidSnapshot) -> Self {
+        Self::compile(snap)
     }
 
     fn compile(snap: &Snapshot) -> Self {
@@ -481,7 +467,7 @@ mod tests {
         .vip(v6, 53, Proto::Udp, 7, be())
         .build()
         .unwrap();
-        let c = CompiledSnapshot::new(&snap).unwrap();
+        let c = CompiledSnapshot::new(&snap.validated().unwrap());
         assert_eq!(
             c.vaddr_flags(v4),
             Some(STATOR_VADDR_F_TCP_PORTS | STATOR_VADDR_F_UDP_ANY)
@@ -516,7 +502,7 @@ mod tests {
             },
             ..Snapshot::default()
         };
-        let c = CompiledSnapshot::new_lenient(&snap).unwrap();
+        let c = CompiledSnapshot::new(&ValidSnapshot::new_lenient(snap).unwrap());
         assert_eq!((c.node.src_v4, c.node.src_v6), (None, None));
     }
 }

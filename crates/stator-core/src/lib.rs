@@ -20,10 +20,12 @@
 //! ```
 //!
 //! - [`Snapshot`] is the configuration as the controller builds it (ids, Maglev tables,
-//!   reals). [`CompiledSnapshot`] is the same content in the form packets want: the
-//!   VIP-address flags (`stator_vtab` in XDP) derived once, hash maps keyed by integers, reals in a dense
-//!   array. It is built once per commit ([`CompiledSnapshot::new`] validates first), never per
-//!   packet, and is immutable, so a data plane shares it between threads behind an `ArcSwap`.
+//!   reals). [`ValidSnapshot`] is one that passed [`Snapshot::validate`] — the one definition
+//!   of the rules; every data plane's commit takes it instead of checking again.
+//!   [`CompiledSnapshot`] is the same content in the form packets want: the VIP-address flags
+//!   (`stator_vtab` in XDP) derived once, hash maps keyed by integers, reals in a dense array.
+//!   It is built once per commit, never per packet, and is immutable, so a data plane shares
+//!   it between threads behind an `ArcSwap`.
 //! - [`Forwarder`] owns the mutable state, explicitly per CPU index as the BPF per-CPU maps are:
 //!   connection tables ([`ConnTable`], bounded, LRU; one per CPU or one shared, [`CtMode`]),
 //!   the SYN-flood guard windows ([`FloodGuard`]) and the [`Counters`]. The AF_XDP data plane
@@ -66,7 +68,7 @@
 //! let snapshot = SnapshotBuilder::new(node)
 //!     .vip(vip, 80, Proto::Tcp, 13, vec![BackendSpec::new(backend)])
 //!     .build()?;
-//! let snap = CompiledSnapshot::new(&snapshot)?; // once per commit, shared by every thread
+//! let snap = CompiledSnapshot::new(&snapshot.validated()?); // once per commit, shared
 //! let (src_mac, dst_mac) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
 //! let hop = NextHop { ifindex: 2, src_mac, dst_mac, mtu: 1500 };
 //! let fib = StaticFib::new().default_route(backend, Ok(hop));
@@ -133,7 +135,7 @@ pub use snapshot::{
     ClassId, NodeParams, Peers, Prefix, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags,
     VipGroup, VipId, VipKey,
 };
-pub use validate::SnapshotError;
+pub use validate::{SnapshotError, ValidSnapshot};
 pub use verdict::{Action, Cause, Insert, Selection, Trace, TraceOutcome, Verdict, VipMatch};
 
 /// The ABI types the forwarder's API speaks in, re-exported so callers need not depend on

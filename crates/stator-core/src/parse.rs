@@ -361,7 +361,7 @@ mod tests {
                 Vip::new(VipId(i as u32), VipFlags::default(), Arc::from(Vec::new())),
             );
         }
-        CompiledSnapshot::new_lenient(&s).unwrap()
+        CompiledSnapshot::new(&crate::ValidSnapshot::new_lenient(s).unwrap())
     }
 
     fn parse_ip(data: &[u8], snap: &CompiledSnapshot) -> Result<Ip, Stop> {

@@ -10,7 +10,8 @@ use std::net::Ipv4Addr;
 use common::*;
 use stator_core::{
     Action, BackendSpec, Cause, CompiledSnapshot, Counter, DropReason, Encap, FibError, Insert,
-    PacketBuf, Proto, RealId, SnapshotBuilder, StaticFib, VecPacketBuf, VipFlags, VipId, VipKey,
+    PacketBuf, Proto, RealId, SnapshotBuilder, StaticFib, ValidSnapshot, VecPacketBuf, VipFlags,
+    VipId, VipKey,
 };
 use stator_hash::{flow_hash_v4, flow_hash_v6};
 use stator_testkit::{Ext, Packet, arp_frame, tcp_flags};
@@ -451,7 +452,7 @@ fn configuration_drops() {
     assert_eq!(fwd.counters(0).get(Counter::CtInsert), 0);
     // bad_config: a slot naming a real that does not exist.
     s.vips.get_mut(&key).unwrap().table = vec![42; 7].into();
-    let lenient = CompiledSnapshot::new_lenient(&s).unwrap();
+    let lenient = CompiledSnapshot::new(&ValidSnapshot::new_lenient(s.clone()).unwrap());
     let (v, _) = run(&mut forwarder(), &lenient, &fib_tx(), T0, &syn4(1).frame());
     assert_eq!(v.action, Action::Drop(DropReason::BadConfig));
     // no_source: an IPv6 backend on a node without an IPv6 address.
@@ -460,8 +461,8 @@ fn configuration_drops() {
         .build()
         .unwrap();
     s.node.src_v6 = None;
-    assert!(CompiledSnapshot::new(&s).is_err());
-    let lenient = CompiledSnapshot::new_lenient(&s).unwrap();
+    assert!(ValidSnapshot::new(s.clone()).is_err());
+    let lenient = CompiledSnapshot::new(&ValidSnapshot::new_lenient(s.clone()).unwrap());
     let mut fwd = forwarder();
     let frame = syn4(1).frame();
     let (v, out) = run(&mut fwd, &lenient, &fib_tx(), T0, &frame);

@@ -7,7 +7,7 @@ use common::*;
 use stator_core::{
     Action, BackendSpec, Cause, CompiledSnapshot, CtEntry, CtMode, Flow, Forwarder,
     ForwarderConfig, Insert, Proto, RealId, RealState, Snapshot, SnapshotBuilder, TraceOutcome,
-    VecPacketBuf, Verdict, VipId,
+    ValidSnapshot, VecPacketBuf, Verdict, VipId,
 };
 use stator_hash::{MaglevBackend, MaglevTable};
 use stator_testkit::{Packet, tcp_flags};
@@ -257,7 +257,7 @@ fn reselect_when_the_real_id_now_belongs_to_another_vip() {
     let mut r = s.reals[&RealId(2)];
     r.vip = VipId(1);
     moved.reals.insert(RealId(2), r);
-    let moved = CompiledSnapshot::new_lenient(&moved).unwrap();
+    let moved = CompiledSnapshot::new(&ValidSnapshot::new_lenient(moved.clone()).unwrap());
     let v = go(&mut fwd, &moved, T0, 0, &tcp(port, tcp_flags::ACK));
     assert_eq!(cause(&v).0, Cause::CtReselect);
     assert_ne!(v.real, Some(RealId(2)));

@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use common::*;
 use stator_core::{
     Action, BackendSpec, CompiledSnapshot, Counter, DropReason, Encap, FragKey, Proto, RealId,
-    SnapshotBuilder, TraceKind, Verdict, VipFlags, VipId, VipKey,
+    SnapshotBuilder, TraceKind, ValidSnapshot, Verdict, VipFlags, VipId, VipKey,
 };
 use stator_hash::{flow_hash_v4, flow_hash_v6};
 use stator_testkit::{Ext, L4, Packet, tcp_flags};
@@ -501,7 +501,7 @@ fn a_vip_without_backend_fails_over_once() {
     b = b.vip(v6(VIP6), 80, Proto::Tcp, 13, vec![]);
     let mut s = b.build().unwrap();
     s.node = n;
-    let snap = CompiledSnapshot::new_lenient(&s).unwrap();
+    let snap = CompiledSnapshot::new(&ValidSnapshot::new_lenient(s).unwrap());
     assert_eq!(
         run(&mut fwd, &snap, &fib_tx(), T0, &syn.frame()).0.action,
         Action::Drop(DropReason::NoSource)

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use stator_core::{
     Action, BackendSpec, Cause, CompiledSnapshot, Counter, Counters, DropReason, Encap, Forwarder,
     ForwarderConfig, Insert, Proto, RealId, RealState, Snapshot, SnapshotBuilder, StaticFib,
-    VecPacketBuf, Verdict,
+    ValidSnapshot, VecPacketBuf, Verdict,
 };
 use stator_hash::{MaglevBackend, MaglevTable};
 use stator_testkit::{Ext, L4, Packet, tcp_flags};
@@ -344,7 +344,7 @@ proptest! {
         let mut holes = rich();
         holes.node.src_v6 = None;
         holes.reals.remove(&RealId(1));
-        let holes = CompiledSnapshot::new_lenient(&holes).unwrap();
+        let holes = CompiledSnapshot::new(&ValidSnapshot::new_lenient(holes.clone()).unwrap());
         process_checked(&mut fwd, &holes, &mixed_fib(), now, 2, &m)?;
     }
 

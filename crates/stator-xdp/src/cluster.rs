@@ -13,7 +13,7 @@ use stator_abi::{
     AddrRec, Class, Peer, STATOR_CLASS_F_FRAGS, STATOR_FAMILY_V4, STATOR_MAX_PEERS,
     STATOR_MAX_VIPS, STATOR_PEER_F_SELF, SfxKey, Vip as VipRec, low_bits,
 };
-use stator_core::{ClassId, Peers, Prefix, Snapshot, VipGroup, VipId};
+use stator_core::{ClassId, Peers, Prefix, Snapshot, ValidSnapshot, VipGroup, VipId};
 
 use crate::error::{Result, XdpError};
 use crate::maps::Maps;
@@ -45,9 +45,11 @@ fn width(family: u8) -> u32 {
 }
 
 /// Encodes the cluster part of `snap` for `generation`; the peers' table goes to the absolute
-/// slot `table_off`. `vip_recs` are the generation's VIP values by VIP id.
+/// slot `table_off`. `vip_recs` are the generation's VIP values by VIP id. Only encodes: the
+/// peer count, the peers' table and the suffix lengths were checked by stator-core
+/// ([`ValidSnapshot`]).
 pub(crate) fn encode_cluster(
-    snap: &Snapshot,
+    snap: &ValidSnapshot,
     generation: u32,
     vip_recs: &BTreeMap<u32, VipRec>,
     table_off: u32,
@@ -59,23 +61,14 @@ pub(crate) fn encode_cluster(
         peer_table_off: table_off,
         ..ClusterRecs::default()
     };
-    if snap.peers.addrs.len() > STATOR_MAX_PEERS as usize {
-        return Err(XdpError::invalid(format!(
-            "{} fragment peers, the forwarder holds at most {STATOR_MAX_PEERS}",
-            snap.peers.addrs.len()
-        )));
-    }
-    if let Some(bad) = snap
+    // Fits, and the table names only these peers: ValidSnapshot (representable).
+    for (i, addr) in snap
         .peers
-        .table
+        .addrs
         .iter()
-        .find(|&&p| p as usize >= snap.peers.addrs.len())
+        .enumerate()
+        .take(STATOR_MAX_PEERS as usize)
     {
-        return Err(XdpError::invalid(format!(
-            "the fragment peers' table names peer {bad}, which does not exist"
-        )));
-    }
-    for (i, addr) in snap.peers.addrs.iter().enumerate() {
         let (a, family) = addr_bytes(*addr);
         recs.peers[i] = Peer {
             addr: a,
@@ -139,13 +132,8 @@ pub(crate) fn encode_cluster(
             flags,
             lens: [0; stator_abi::STATOR_MAX_SUFFIX_LENS as usize],
         };
-        if l.len() > c.lens.len() {
-            return Err(XdpError::invalid(format!(
-                "class {} uses more than {} suffix lengths",
-                class.0,
-                c.lens.len()
-            )));
-        }
+        // At most STATOR_MAX_SUFFIX_LENS lengths per class and family: ValidSnapshot.
+        l.truncate(c.lens.len());
         c.nlens = l.len() as u8;
         c.lens[..l.len()].copy_from_slice(&l);
         recs.classes.push((

@@ -10,7 +10,7 @@ use stator_abi::{
     Probe, STATOR_FAMILY_NONE, STATOR_PROBE_ETHERTYPE, STATOR_PROBE_F_CFG, STATOR_PROBE_F_VADDR,
     STATOR_PROBE_MAGIC,
 };
-use stator_core::Snapshot;
+use stator_core::{Snapshot, ValidSnapshot};
 
 use crate::error::{Result, XdpError, log_tail};
 use crate::maps::{Maps, check_pins};
@@ -189,12 +189,12 @@ impl Forwarder {
         self.maps.active_generation()
     }
 
-    /// Makes `snap` the configuration every packet sees, in one step: validates it against the
-    /// compiled limits, writes it completely into the inactive generation, flips
-    /// `stator_ctl.active_gen` with one atomic store, then waits for an RCU grace period
+    /// Makes `snap` the configuration every packet sees, in one step: encodes it (refusing only
+    /// what the maps have no room for), writes it completely into the inactive generation,
+    /// flips `stator_ctl.active_gen` with one atomic store, then waits for an RCU grace period
     /// (`membarrier(MEMBARRIER_CMD_GLOBAL)`) so that no packet still uses the old half when the
     /// next commit overwrites it. On error the active generation is untouched.
-    pub fn commit(&mut self, snap: &Snapshot) -> Result<CommitReport> {
+    pub fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitReport> {
         let start = Instant::now();
         let next = self.maps.active_generation() ^ 1;
         let enc = encode(snap, next, self.maps.slots_per_gen())?;
@@ -229,7 +229,7 @@ impl Forwarder {
         if self.active_snapshot()?.is_some() {
             return Ok(false);
         }
-        self.commit(&Snapshot::default())?;
+        self.commit(&ValidSnapshot::empty())?;
         Ok(true)
     }
 

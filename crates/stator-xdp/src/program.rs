@@ -1,6 +1,6 @@
-//! A [`Snapshot`] in map form, one generation at a time: validation against the compiled
-//! limits, encoding into map records, writing a generation's half of every map, and reading a
-//! generation back into a `Snapshot`.
+//! A [`Snapshot`] in map form, one generation at a time: encoding a [`ValidSnapshot`] into map
+//! records (the rules were checked by stator-core; only this plane's capacity is checked here),
+//! writing a generation's half of every map, and reading a generation back into a `Snapshot`.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -8,15 +8,16 @@ use std::sync::Arc;
 
 use stator_abi::{
     Encap, NodeCfg, Real as RealRec, STATOR_FAMILY_NONE, STATOR_FAMILY_V4, STATOR_FAMILY_V6,
-    STATOR_MAX_REALS, STATOR_MAX_TABLE_SIZE, STATOR_MAX_VIPS, STATOR_NO_REAL, STATOR_NODE_F_GROUPS,
-    STATOR_NODE_F_ICMP_ECHO, STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE, STATOR_VADDR_F_FRAGS,
-    STATOR_VADDR_F_INLINE, STATOR_VADDR_F_NODE, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS,
-    STATOR_VADDR_F_UDP_ANY, STATOR_VADDR_F_UDP_PORTS, STATOR_VADDR_INLINE, STATOR_VIP_F_FAILOVER,
-    STATOR_VIP_F_FRAGMENTS, STATOR_VIP_F_NO_CT, STATOR_VTAB_PROBES, STATOR_VTAB_SLOTS, Vaddr,
-    VaddrVip, Vip as VipRec, VipKey as VipKeyRec, vtab_hash,
+    STATOR_MAX_REALS, STATOR_NODE_F_GROUPS, STATOR_NODE_F_ICMP_ECHO, STATOR_REAL_F_DRAINING,
+    STATOR_REAL_F_USABLE, STATOR_VADDR_F_FRAGS, STATOR_VADDR_F_INLINE, STATOR_VADDR_F_NODE,
+    STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_UDP_ANY,
+    STATOR_VADDR_F_UDP_PORTS, STATOR_VADDR_INLINE, STATOR_VIP_F_FAILOVER, STATOR_VIP_F_FRAGMENTS,
+    STATOR_VIP_F_NO_CT, STATOR_VTAB_PROBES, STATOR_VTAB_SLOTS, Vaddr, VaddrVip, Vip as VipRec,
+    VipKey as VipKeyRec, vtab_hash,
 };
 use stator_core::{
-    NodeParams, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags, VipId, VipKey,
+    NodeParams, Proto, Real, RealId, RealState, Snapshot, ValidSnapshot, Vip, VipFlags, VipId,
+    VipKey,
 };
 
 use crate::cluster::{ClusterRecs, encode_cluster};
@@ -150,46 +151,13 @@ pub(crate) fn vtab_layout(addrs: &[Vaddr]) -> Result<(u32, Vec<Vaddr>)> {
     )))
 }
 
-/// Validates `snap` against the compiled limits and encodes it for generation `generation`,
-/// whose slots start at `generation * slots_per_gen`.
-pub(crate) fn encode(snap: &Snapshot, generation: u32, slots_per_gen: u32) -> Result<Encoded> {
-    if snap.node.outer_ttl == 0 {
-        return Err(XdpError::invalid("node outer_ttl must be at least 1"));
-    }
-    if snap.vips.len() > STATOR_MAX_VIPS as usize {
-        return Err(XdpError::invalid(format!(
-            "{} VIPs, the forwarder holds at most {STATOR_MAX_VIPS}",
-            snap.vips.len()
-        )));
-    }
-    if let Some((key, vip)) = snap.vips.iter().find(|(_, v)| v.id.0 >= STATOR_MAX_VIPS) {
-        return Err(XdpError::invalid(format!(
-            "VIP {}: id {} out of range (< {STATOR_MAX_VIPS})",
-            vip_name(key),
-            vip.id.0
-        )));
-    }
-    let vip_ids: HashSet<VipId> = snap.vips.values().map(|v| v.id).collect();
-    if vip_ids.len() != snap.vips.len() {
-        return Err(XdpError::invalid("two VIPs share a VIP id"));
-    }
-    // real id → VIP id, dense, for the per-slot check
-    let mut real_vip = vec![u32::MAX; STATOR_MAX_REALS as usize];
+/// Encodes `snap` for generation `generation`, whose slots start at
+/// `generation * slots_per_gen`. The snapshot's rules were checked once, by
+/// [`ValidSnapshot`]; what is left to refuse is what this data plane has no room for: more
+/// Maglev slots than a generation holds, or VIP addresses that do not fit `stator_vtab`.
+pub(crate) fn encode(snap: &ValidSnapshot, generation: u32, slots_per_gen: u32) -> Result<Encoded> {
     let mut reals = Vec::with_capacity(snap.reals.len());
     for (id, real) in &snap.reals {
-        if id.0 >= STATOR_MAX_REALS {
-            return Err(XdpError::invalid(format!(
-                "real id {} out of range (< {STATOR_MAX_REALS})",
-                id.0
-            )));
-        }
-        if !vip_ids.contains(&real.vip) {
-            return Err(XdpError::invalid(format!(
-                "real {} ({}) belongs to VIP id {}, which the snapshot does not have",
-                id.0, real.addr, real.vip.0
-            )));
-        }
-        real_vip[id.0 as usize] = real.vip.0;
         let (addr, family) = addr_bytes(real.addr);
         reals.push((
             id.0,
@@ -212,29 +180,12 @@ pub(crate) fn encode(snap: &Snapshot, generation: u32, slots_per_gen: u32) -> Re
     let base = u64::from(generation) * u64::from(slots_per_gen);
     let mut used: u64 = 0;
     for (key, vip) in &snap.vips {
-        let name = vip_name(key);
         let size = vip.table.len();
-        if size > STATOR_MAX_TABLE_SIZE as usize {
-            return Err(XdpError::invalid(format!(
-                "VIP {name}: Maglev table of {size} slots, at most {STATOR_MAX_TABLE_SIZE}"
-            )));
-        }
-        if size != 0 && !stator_hash::is_prime(size as u32) {
-            return Err(XdpError::invalid(format!(
-                "VIP {name}: Maglev table size {size} is not prime"
-            )));
-        }
-        if let Some(bad) = vip.table.iter().find(|&&r| {
-            r != STATOR_NO_REAL && real_vip.get(r as usize).is_none_or(|&v| v != vip.id.0)
-        }) {
-            return Err(XdpError::invalid(format!(
-                "VIP {name}: Maglev slot names real {bad}, which is not one of its reals"
-            )));
-        }
         if used + size as u64 > u64::from(slots_per_gen) {
             return Err(XdpError::invalid(format!(
                 "Maglev tables need more than the {slots_per_gen} slots per generation the \
-                 forwarder was loaded with (VIP {name}); load with a larger slots_per_gen"
+                 forwarder was loaded with (VIP {}); load with a larger slots_per_gen",
+                vip_name(key)
             )));
         }
         let (addr, family) = addr_bytes(key.addr);
@@ -498,19 +449,31 @@ impl Maps {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stator_abi::STATOR_MAX_VIPS;
     use stator_core::{BackendSpec, SnapshotBuilder};
 
     fn v4(a: u8) -> IpAddr {
         IpAddr::V4(Ipv4Addr::new(10, 0, 0, a))
     }
 
+    fn node() -> NodeParams {
+        NodeParams {
+            src_v4: Some(Ipv4Addr::new(10, 0, 0, 254)),
+            ..NodeParams::default()
+        }
+    }
+
     fn snap() -> Snapshot {
-        SnapshotBuilder::new(NodeParams::default())
+        SnapshotBuilder::new(node())
             .vip(v4(100), 80, Proto::Tcp, 13, vec![BackendSpec::new(v4(1))])
             .vip(v4(100), 0, Proto::Udp, 7, vec![BackendSpec::new(v4(2))])
             .vip(v4(101), 0, Proto::Tcp, 7, vec![])
             .build()
             .unwrap()
+    }
+
+    fn valid(s: Snapshot) -> ValidSnapshot {
+        s.validated().unwrap()
     }
 
     /// The program's `stator_vtab_find` over one half: at most `STATOR_VTAB_PROBES` slots from
@@ -526,7 +489,7 @@ mod tests {
 
     #[test]
     fn vaddr_slots_carry_flags_and_inline_vips() {
-        let e = encode(&snap(), 1, 100).unwrap();
+        let e = encode(&valid(snap()), 1, 100).unwrap();
         assert_eq!(e.vtab.len(), STATOR_VTAB_SLOTS as usize);
         let used = e.vtab.iter().filter(|v| v.family != 0).count();
         assert_eq!(used, 2);
@@ -558,11 +521,11 @@ mod tests {
 
     #[test]
     fn an_address_with_more_vips_than_a_slot_holds_is_looked_up_in_stator_vips() {
-        let mut b = SnapshotBuilder::new(NodeParams::default());
+        let mut b = SnapshotBuilder::new(node());
         for port in 1..=STATOR_VADDR_INLINE as u16 + 1 {
             b = b.vip(v4(100), port, Proto::Tcp, 7, vec![]);
         }
-        let e = encode(&b.build().unwrap(), 0, 100).unwrap();
+        let e = encode(&valid(b.build().unwrap()), 0, 100).unwrap();
         let a = find(&e.vtab, e.cfg.vtab_seed, v4(100)).unwrap();
         assert_eq!(a.flags, STATOR_VADDR_F_TCP_PORTS);
         assert!(a.vips.iter().all(|v| *v == VaddrVip::default()));
@@ -571,7 +534,7 @@ mod tests {
 
     #[test]
     fn a_full_vip_set_fits_the_address_table_within_the_probe_limit() {
-        let mut b = SnapshotBuilder::new(NodeParams::default());
+        let mut b = SnapshotBuilder::new(node());
         let addr = |i: u32| -> IpAddr {
             if i.is_multiple_of(2) {
                 IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i))
@@ -582,7 +545,7 @@ mod tests {
         for i in 0..STATOR_MAX_VIPS {
             b = b.vip(addr(i), 80, Proto::Tcp, 7, vec![]);
         }
-        let e = encode(&b.build().unwrap(), 1, 1 << 16).unwrap();
+        let e = encode(&valid(b.build().unwrap()), 1, 1 << 16).unwrap();
         assert_eq!(
             e.vtab.iter().filter(|v| v.family != 0).count(),
             STATOR_MAX_VIPS as usize
@@ -612,7 +575,7 @@ mod tests {
 
     #[test]
     fn tables_are_packed_into_the_generation_half() {
-        let e = encode(&snap(), 1, 100).unwrap();
+        let e = encode(&valid(snap()), 1, 100).unwrap();
         let offs: Vec<(u32, u32)> = e
             .vips
             .iter()
@@ -627,22 +590,24 @@ mod tests {
     }
 
     #[test]
-    fn limits_are_enforced_with_clear_errors() {
-        let err = encode(&snap(), 0, 15).unwrap_err().to_string();
+    fn encode_refuses_only_what_the_maps_have_no_room_for() {
+        let err = encode(&valid(snap()), 0, 15).unwrap_err().to_string();
         assert!(err.contains("slots per generation"), "{err}");
-
+        // The rules are stator-core's, checked once before a commit can be asked for; the
+        // messages say as much as this module's own checks used to.
         let mut s = snap();
         let (_, vip) = s.vips.iter_mut().next().unwrap();
         vip.id = VipId(STATOR_MAX_VIPS);
-        let err = encode(&s, 0, 100).unwrap_err().to_string();
-        assert!(err.contains("id 1024 out of range"), "{err}");
-
+        let err = s.validated().unwrap_err().to_string();
+        assert!(
+            err.contains("id 1024 is not below STATOR_MAX_VIPS"),
+            "{err}"
+        );
         let mut s = snap();
         let (_, vip) = s.vips.iter_mut().next().unwrap();
         vip.table = Arc::from(vec![0u32; 12]);
-        let err = encode(&s, 0, 100).unwrap_err().to_string();
+        let err = s.validated().unwrap_err().to_string();
         assert!(err.contains("not prime"), "{err}");
-
         let web = VipKey {
             addr: v4(100),
             port: 80,
@@ -651,11 +616,13 @@ mod tests {
         let mut s = snap();
         let vip = s.vips.get_mut(&web).unwrap();
         vip.table = Arc::from(vec![1u32; 13]); // real 1 belongs to the UDP VIP
-        let err = encode(&s, 0, 100).unwrap_err().to_string();
-        assert!(err.contains("not one of its reals"), "{err}");
-
+        let err = s.validated().unwrap_err().to_string();
+        assert!(err.contains("which belongs to VIP id 1"), "{err}");
         let mut s = snap();
         s.node.outer_ttl = 0;
-        assert!(encode(&s, 0, 100).is_err());
+        assert_eq!(
+            s.validated().unwrap_err().to_string(),
+            "node: outer_ttl is 0"
+        );
     }
 }

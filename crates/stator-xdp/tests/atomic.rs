@@ -129,7 +129,7 @@ fn commits_are_atomic_for_packets_in_flight() {
     );
 
     let mut fwd = Forwarder::load(&pins.options(ConntrackMode::PerCpu)).unwrap();
-    fwd.commit(&a).unwrap();
+    fwd.commit(&common::valid(&a)).unwrap();
     let prog = fwd.program_fd_owned().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let stop_r = stop.clone();
@@ -170,7 +170,7 @@ fn commits_are_atomic_for_packets_in_flight() {
     let mut grace = Duration::ZERO;
     while start.elapsed() < Duration::from_secs(3) && !runner.is_finished() {
         let snap = if commits.is_multiple_of(2) { &b } else { &a };
-        let report = fwd.commit(snap).unwrap();
+        let report = fwd.commit(&common::valid(snap)).unwrap();
         grace += report.grace_time;
         commits += 1;
     }

@@ -157,7 +157,7 @@ fn what_the_xdp_forwarder_sends_decapsulates_to_the_clients_packet() {
     let decap = decap(&dec_pin);
     let outputs = lab.run(move || {
         let mut fwd = Forwarder::load(&opts).unwrap();
-        fwd.commit(&snapshot()).unwrap();
+        fwd.commit(&common::valid(&snapshot())).unwrap();
         client_packets()
             .into_iter()
             .map(|(p, e)| {
@@ -189,7 +189,7 @@ fn what_stator_core_sends_decapsulates_to_the_clients_packet() {
     common::require_root();
     let dec_pin = DecapPin(PinDir::new("agree-core"));
     let decap = decap(&dec_pin);
-    let snap = CompiledSnapshot::new(&snapshot()).unwrap();
+    let snap = CompiledSnapshot::new(&common::valid(&snapshot()));
     let hop = NextHop {
         ifindex: 2,
         src_mac: [0x02, 0, 0, 0, 0, 0x0a],

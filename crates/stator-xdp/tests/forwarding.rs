@@ -706,7 +706,7 @@ fn icmp_messages() {
         let mut snap = w.snap.clone();
         snap.node.icmp_echo = false;
         snap.generation += 1;
-        w.fwd.commit(&snap).unwrap();
+        w.fwd.commit(&common::valid(&snap)).unwrap();
         let req = Packet::icmp(c4, v4(10, 0, 0, 10), 8, 0, [1, 2, 3, 4], vec![]);
         w.check(&case(
             "echo request, echo disabled",

@@ -33,7 +33,7 @@ fn the_next_hop_cache_reuses_answers_but_never_failures() {
     lab.run(move || {
         let mut fwd = Forwarder::load(&opts).unwrap();
         let snap = snapshot();
-        fwd.commit(&snap).unwrap();
+        fwd.commit(&common::valid(&snap)).unwrap();
         let mut w = World {
             fwd,
             snap,

@@ -65,7 +65,7 @@ fn a_restart_keeps_flows_on_their_backends() {
         );
 
         let mut first = Forwarder::load(&opts).unwrap();
-        first.commit(&s1).unwrap();
+        first.commit(&common::valid(&s1)).unwrap();
         // the backend a flow went to: the outer IPv4 destination
         let backend = |data: &[u8]| data[30..34].to_vec();
         let mut answers = Vec::new();
@@ -87,7 +87,7 @@ fn a_restart_keeps_flows_on_their_backends() {
             "counters survive the restart"
         );
         second.self_test().unwrap();
-        second.commit(&s2).unwrap();
+        second.commit(&common::valid(&s2)).unwrap();
         for p in &moved {
             let i = flows.iter().position(|f| std::ptr::eq(f, *p)).unwrap();
             let mut ack = (*p).clone();

@@ -148,7 +148,7 @@ fn reselect_after_a_backend_drains_and_goes_away() {
         drained.generation = 2;
         let vip = drained.vips.get_mut(&vips::tcp4()).unwrap();
         vip.table = vec![b.0; vip.table.len()].into();
-        w.fwd.commit(&drained).unwrap();
+        w.fwd.commit(&common::valid(&drained)).unwrap();
         let ack_a = with_flags(&on_a, ACK);
         w.check(&case(
             "draining A keeps its flow",
@@ -170,7 +170,7 @@ fn reselect_after_a_backend_drains_and_goes_away() {
         let mut removed = drained.clone();
         removed.reals.remove(&a);
         removed.generation = 3;
-        w.fwd.commit(&removed).unwrap();
+        w.fwd.commit(&common::valid(&removed)).unwrap();
         w.check(&case(
             "flow of removed A: reselect",
             ack_a.frame(),
@@ -200,9 +200,9 @@ fn reselect_after_a_backend_drains_and_goes_away() {
         real_a.vip = w.snap.vips[&vips::udp4()].id;
         moved.reals.insert(a, real_a);
         moved.generation = 4;
-        w.fwd.commit(&moved).unwrap();
+        w.fwd.commit(&common::valid(&moved)).unwrap();
         let late = flow_to(&w.snap, a, ACK, 23_000);
-        w.fwd.commit(&w.snap.clone()).unwrap(); // back to the original: A usable for tcp4
+        w.fwd.commit(&common::valid(&w.snap)).unwrap(); // back to the original: A usable for tcp4
         w.check(&case(
             "insert on A",
             late.frame(),
@@ -210,7 +210,7 @@ fn reselect_after_a_backend_drains_and_goes_away() {
             to_real(w, &late, a),
             MISS_TX,
         ));
-        w.fwd.commit(&moved).unwrap();
+        w.fwd.commit(&common::valid(&moved)).unwrap();
         w.check(&case(
             "A now belongs to another VIP: reselect",
             late.frame(),
@@ -324,7 +324,7 @@ fn flood_guard_follows_the_test_clock() {
         let mut s = w.snap.clone();
         s.node.flood_new_per_sec = 2;
         s.generation = 2;
-        w.fwd.commit(&s).unwrap();
+        w.fwd.commit(&common::valid(&s)).unwrap();
         let t0 = 7_000 * SEC;
         w.fwd.set_test_clock(Some(t0));
         const GUARD: &[(&str, u64)] = &[("act_tx", 1), ("ct_miss", 1), ("ct_guard", 1)];
@@ -515,7 +515,7 @@ fn node_parameters_shape_the_outer_header() {
         s.node.outer_ttl = 7;
         s.node.gue_port = 5555;
         s.generation = 2;
-        w.fwd.commit(&s).unwrap();
+        w.fwd.commit(&common::valid(&s)).unwrap();
         w.snap = s.clone();
         let p = tcp(client4(), 28_001, &vips::gue4(), SYN);
         w.check(&w.miss_tx("outer TTL 7, GUE port 5555", &p, &vips::gue4()));
@@ -526,7 +526,7 @@ fn node_parameters_shape_the_outer_header() {
         // without an IPv6 source, IPv6 backends cannot be reached; IPv4 ones still can
         s.node.src_v6 = None;
         s.generation = 3;
-        w.fwd.commit(&s).unwrap();
+        w.fwd.commit(&common::lenient(&s)).unwrap();
         let p = tcp(client6(), 28_003, &vips::tcp6(), SYN);
         w.check(&case(
             "no IPv6 source",
@@ -571,7 +571,7 @@ fn self_test_answers_from_the_active_generation_without_counting_traffic() {
 
         let mut s = w.snap.clone();
         s.generation = 9;
-        let report = w.fwd.commit(&s).unwrap();
+        let report = w.fwd.commit(&common::valid(&s)).unwrap();
         let st = w.fwd.self_test().unwrap();
         assert_eq!(
             (st.active_gen, st.config_generation),
@@ -591,10 +591,10 @@ fn self_test_answers_from_the_active_generation_without_counting_traffic() {
 
         // an empty snapshot: nothing to probe in stator_vtab, still answered
         w.fwd
-            .commit(&Snapshot {
+            .commit(&common::valid(&Snapshot {
                 generation: 10,
                 ..Snapshot::default()
-            })
+            }))
             .unwrap();
         let st = w.fwd.self_test().unwrap();
         assert!(!st.vaddr_checked);

@@ -100,7 +100,7 @@ fn redirect_frame(dst: IpAddr, inner: &Packet) -> Vec<u8> {
 fn fragments_redirects_groups_and_reports_in_xdp() {
     with_world("sec4", ConntrackMode::PerCpu, |w| {
         let snap = sec4_snapshot();
-        w.fwd.commit(&snap).expect("commit");
+        w.fwd.commit(&common::valid(&snap)).expect("commit");
         w.snap = snap;
         let pins = w.fwd.options().pin_path.clone();
         let mut holds = HoldRing::open(&pins).expect("stator_hold");

@@ -275,7 +275,7 @@ impl Rig {
                 let thread = lbns.spawn_thread(move || -> Result<()> {
                     stator_xdp::attach_pass(&pass, "in0", AttachMode::Native)?;
                     let kernel = Forwarder::load_xsk(&opts, 1792)?;
-                    let snap = Arc::new(CompiledSnapshot::new(&snapshot()?)?);
+                    let snap = Arc::new(CompiledSnapshot::new(&snapshot()?));
                     let in0 = stator_xdp::ifindex("in0").context("in0")?;
                     let out0 = stator_xdp::ifindex("out0").context("out0")?;
                     packet_socket::run(

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use stator_abi::{Counter, Encap};
-use stator_core::{BackendSpec, NodeParams, Proto, Snapshot, SnapshotBuilder};
+use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot};
 use stator_lab::netns::{self, Netns};
 use stator_xdp::testrun::run_xdp_live;
 use stator_xdp::veth_bench::VethBench;
@@ -179,7 +179,7 @@ fn checksum(b: &[u8]) -> u16 {
     !(s as u16)
 }
 
-pub(crate) fn snapshot() -> Result<Snapshot> {
+pub(crate) fn snapshot() -> Result<ValidSnapshot> {
     let node = NodeParams {
         src_v4: Some(LB_OUT),
         ..NodeParams::default()
@@ -193,7 +193,8 @@ pub(crate) fn snapshot() -> Result<Snapshot> {
             251,
             vec![BackendSpec::new(BACKEND.into()).encap(Encap::Gre)],
         )
-        .build()?)
+        .build()?
+        .validated()?)
 }
 
 /// The three namespaces and their pins; removed on drop.

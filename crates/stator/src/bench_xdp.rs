@@ -16,7 +16,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use stator_abi::{Counter, Encap};
-use stator_core::{BackendSpec, NodeParams, Proto, Snapshot, SnapshotBuilder};
+use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot};
 use stator_lab::netns::{self, Netns};
 use stator_xdp::bench::{Baselines, BenchWrapper, ProgramFd};
 use stator_xdp::testrun::{TestRunOpts, run_xdp};
@@ -279,7 +279,7 @@ fn classes() -> Vec<Class> {
     ]
 }
 
-fn snapshot(flood: u32) -> Result<Snapshot> {
+fn snapshot(flood: u32) -> Result<ValidSnapshot> {
     let node = NodeParams {
         src_v4: Some(Ipv4Addr::new(10, 10, 0, 1)),
         src_v6: Some("fd10::1".parse()?),
@@ -297,7 +297,8 @@ fn snapshot(flood: u32) -> Result<Snapshot> {
         .vip(vip4(), 80, Proto::Tcp, 65537, b4.clone())
         .vip(vip4(), 53, Proto::Udp, 65537, b4)
         .vip(vip6(), 80, Proto::Tcp, 65537, b6)
-        .build()?)
+        .build()?
+        .validated()?)
 }
 
 /// The namespace the benchmark runs in: `bin` is the ingress, backends route back out of it

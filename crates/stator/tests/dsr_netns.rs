@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use stator_abi::{Counter, DecapCounter, Encap};
-use stator_core::{BackendSpec, NodeParams, Proto, Snapshot, SnapshotBuilder};
+use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot};
 use stator_lab::netns::Netns;
 use stator_lab::serve::{self, Server};
 use stator_lab::topo::{DsrLab, DsrSpec};
@@ -77,7 +77,7 @@ fn if_stat(ns: &Netns, dev: &str, what: &str) -> u64 {
         .unwrap()
 }
 
-fn snapshot(lab: &DsrLab, vips: &[IpAddr], encap: Encap, generation: u64) -> Snapshot {
+fn snapshot(lab: &DsrLab, vips: &[IpAddr], encap: Encap, generation: u64) -> ValidSnapshot {
     let lb = &lab.lbs[0];
     let node = NodeParams {
         src_v4: lb.v4.first().copied(),
@@ -95,7 +95,7 @@ fn snapshot(lab: &DsrLab, vips: &[IpAddr], encap: Encap, generation: u64) -> Sna
         s = s.vip(vip, 80, Proto::Tcp, 251, backends());
         s = s.vip(vip, 7, Proto::Udp, 251, backends());
     }
-    s.build().unwrap()
+    s.build().unwrap().validated().unwrap()
 }
 
 /// Everything counted on one side of a run.

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use stator_abi::Encap;
-use stator_core::{BackendSpec, NodeParams, Proto, Snapshot, SnapshotBuilder};
+use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot};
 use stator_lab::netns::{self, Netns};
 use stator_lab::stator::BpfFs;
 
@@ -201,7 +201,7 @@ impl Drop for Lab {
 }
 
 /// One VIP (`VIP`:80/tcp and `VIP`:53/udp) on backends routed into the sink namespace.
-pub fn snapshot(generation: u64, backends: &[Ipv4Addr]) -> Snapshot {
+pub fn snapshot(generation: u64, backends: &[Ipv4Addr]) -> ValidSnapshot {
     let node = NodeParams {
         src_v4: Some(LB_OUT),
         ..NodeParams::default()
@@ -216,6 +216,8 @@ pub fn snapshot(generation: u64, backends: &[Ipv4Addr]) -> Snapshot {
         .vip(VIP.into(), 53, Proto::Udp, 251, specs)
         .build()
         .expect("snapshot")
+        .validated()
+        .expect("a valid snapshot")
 }
 
 /// A raw `AF_PACKET` socket on one interface (of the calling thread's namespace).

@@ -474,10 +474,30 @@ pub(super) fn api(ctx: &mut Ctx, raw: &RawApi) -> Option<Api> {
             d::MAX_DRAIN_TIMEOUT,
         ),
     };
+    let max_connections = match raw.max_connections {
+        None => Some(d::API_MAX_CONNECTIONS),
+        Some(n) => ctx.int(
+            at.key("max_connections"),
+            n,
+            1,
+            d::MAX_API_MAX_CONNECTIONS.into(),
+        ),
+    };
+    let header_read_timeout = match &raw.header_read_timeout {
+        None => Some(d::API_HEADER_READ_TIMEOUT),
+        Some(v) => ctx.duration_in(
+            at.key("header_read_timeout"),
+            v,
+            d::MIN_API_HEADER_READ_TIMEOUT,
+            d::MAX_API_HEADER_READ_TIMEOUT,
+        ),
+    };
     Some(Api {
         listen: listen?,
         token: token?,
         drain_timeout: drain_timeout?,
+        max_connections: max_connections?,
+        header_read_timeout: header_read_timeout?,
     })
 }
 

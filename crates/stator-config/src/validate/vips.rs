@@ -102,8 +102,41 @@ pub(super) fn vips(
     let errors = ctx.errors.len();
     check_groups(ctx, &groups);
     ok &= ctx.errors.len() == errors;
+    ok &= backends_are_not_vips(ctx, &keys, pools);
     ok &= limits(ctx, raw.len(), &out, dataplane);
     ok.then_some(out)
+}
+
+/// A backend whose address is one of this node's VIP addresses would receive, encapsulated,
+/// packets addressed to the VIP itself — and the node would take them for VIP traffic again.
+/// Reported once per backend, at its first entry.
+fn backends_are_not_vips(ctx: &mut Ctx, keys: &HashMap<VipKey, usize>, pools: &Pools) -> bool {
+    let mut vip_at: HashMap<IpAddr, (usize, VipKey)> = HashMap::new();
+    for (key, &i) in keys {
+        let e = vip_at.entry(key.addr).or_insert((i, *key));
+        if i < e.0 {
+            *e = (i, *key);
+        }
+    }
+    let mut ok = true;
+    for (b, path) in pools.backends.iter().zip(&pools.backend_paths) {
+        if let Some((i, key)) = vip_at.get(&b.address) {
+            ok = false;
+            ctx.error(
+                path.key("address"),
+                Error::UnusableAddress {
+                    address: b.address.to_string(),
+                    reason: format!(
+                        "the address of {} ({}), a VIP of this node: packets would be \
+                         encapsulated to the VIP itself",
+                        FieldPath::root().key("vip").index(*i),
+                        describe(key)
+                    ),
+                },
+            );
+        }
+    }
+    ok
 }
 
 /// `tcp 192.0.2.10:80`, `udp [2001:db8::53]:any`.

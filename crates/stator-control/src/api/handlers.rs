@@ -307,7 +307,13 @@ pub async fn config_validate(
     {
         let running = ctx.view();
         let problem = crate::host::reloadable(&running.config, &config)
-            .and_then(|()| crate::host::forwarding_enabled(&config))
+            .and_then(|()| {
+                if ctx.host_checks {
+                    crate::host::forwarding_enabled(&config)
+                } else {
+                    Ok(())
+                }
+            })
             .and_then(|()| crate::host::tls_files(&config))
             .err();
         if let Some(e) = problem {
@@ -414,7 +420,7 @@ fn backends_json(ctx: &Ctx) -> Result<Value, ControlError> {
     let v = ctx.view();
     let (conns, walked, complete) = count_connections(ctx, &v.config)?;
     let checks: BTreeMap<_, _> = ctx.board.statuses().into_iter().collect();
-    let now = std::time::Instant::now();
+    let now = tokio::time::Instant::now();
     let mut out = Vec::with_capacity(v.config.backends.len());
     for (i, b) in v.config.backends.iter().enumerate() {
         let bv = &v.backends[i];
@@ -480,7 +486,7 @@ fn backend_json(v: &View, id: &str) -> Value {
             json!({
                 "id": id,
                 "health": v.backends[i].health,
-                "drain": v.backends[i].drain.json(std::time::Instant::now()),
+                "drain": v.backends[i].drain.json(tokio::time::Instant::now()),
             })
         }
         None => json!({ "id": id }),

@@ -146,6 +146,7 @@ pub fn render(ctx: &Ctx) -> Result<String, ControlError> {
     let v = ctx.view();
     let mut e = Exposition::new();
     node_metrics(&mut e, &v, &ctx.commit);
+    api_metrics(&mut e, ctx);
     dataplane_metrics(&mut e, ctx, &v)?;
     plane_stat_metrics(&mut e, &ctx.reader.plane_stats());
     health_metrics(&mut e, ctx, &v);
@@ -269,6 +270,25 @@ fn node_metrics(e: &mut Exposition, v: &View, commit: &str) {
         "Times the forwarder became unhealthy.",
     )
     .sample(&[("plane", v.plane)], v.forwarder.failures as f64);
+}
+
+fn api_metrics(e: &mut Exposition, ctx: &Ctx) {
+    let s = &ctx.conn_stats;
+    e.family(
+        "stator_api_connections_total",
+        Kind::Counter,
+        "Admin API connections: accepted; evicted (idle, closed to make room at \
+         api.max_connections); refused (closed at once, every connection busy).",
+    )
+    .sample(&[("result", "accepted")], s.accepted() as f64)
+    .sample(&[("result", "evicted")], s.evicted() as f64)
+    .sample(&[("result", "refused")], s.refused() as f64);
+    e.family(
+        "stator_api_connections_open",
+        Kind::Gauge,
+        "Admin API connections open now.",
+    )
+    .sample(&[], s.open() as f64);
 }
 
 fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), ControlError> {

@@ -21,6 +21,7 @@
 pub mod feeds;
 mod handlers;
 pub mod metrics;
+pub mod serve;
 pub mod trace;
 mod udp_metrics;
 pub mod ui;
@@ -63,6 +64,11 @@ pub struct Ctx {
     pub token: Arc<RwLock<Option<String>>>,
     /// Serializes connection-table walks (they can take a while on a big table).
     pub scan: Arc<Mutex<()>>,
+    /// Whether a configuration must also suit the host (forwarding sysctls): true unless the
+    /// data plane does not forward through the kernel.
+    pub host_checks: bool,
+    /// What the server did with connections.
+    pub conn_stats: Arc<serve::ConnStats>,
     /// The proxy tier (listeners).
     pub proxy: crate::listeners::ProxyTier,
     /// Recent events, recorded by the reconciler.

@@ -161,8 +161,7 @@ pub fn answer(ctx: &Ctx, q: &TraceQuery) -> Result<Value, ControlError> {
     let built = v.built.as_ref().ok_or_else(|| ControlError::Unhealthy {
         reason: "no snapshot committed yet".into(),
     })?;
-    let compiled = CompiledSnapshot::new(&built.snapshot)
-        .map_err(|e| ControlError::data_plane("compiling the active snapshot", e))?;
+    let compiled = CompiledSnapshot::new(&built.snapshot);
     let names: BTreeMap<RealId, Value> = built
         .vips
         .iter()

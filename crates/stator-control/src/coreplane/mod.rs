@@ -13,7 +13,7 @@
 //!
 //! ```text
 //!   writer (DataPlane)                packet threads               readers (PlaneReader)
-//!   commit: validate, compile ──► CoreState ──► process(thread, …) ◄── CoreReader
+//!   commit: compile ──────────► CoreState ──► process(thread, …) ◄── CoreReader
 //!     ArcSwap-like RwLock<Arc<…>>   │ active: Arc<CompiledSnapshot>       counters: Σ shards
 //!                                   │ shards: [Arc<Mutex<Forwarder>>]     conntrack: per table
 //!                                   └ clock:  Arc<dyn Clock>              clock_ns: same clock
@@ -35,8 +35,9 @@
 //!   [`TokioClock`] follows tokio's clock (real, or the test's under a paused runtime, in
 //!   step with drain deadlines and health schedules); [`ManualClock`] moves when told.
 //!
-//! [`CoreState`] puts them together with the active snapshot: a commit validates and
-//! compiles a `Snapshot` once and swaps an `Arc<CompiledSnapshot>` in one store; a packet
+//! [`CoreState`] puts them together with the active snapshot: a commit compiles a
+//! `ValidSnapshot` (validated once, by stator-core) and swaps an `Arc<CompiledSnapshot>` in
+//! one store; a packet
 //! takes the `Arc` it finds, so it sees the old configuration or the new one, never a mix,
 //! and the old one is freed when its last packet is done (no grace period to wait for).
 //!
@@ -58,11 +59,13 @@ mod reader;
 pub use clock::{Clock, ManualClock, TokioClock};
 pub use reader::{CoreReader, Shard, Shards, lock_shard};
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use stator_core::{
-    CompiledSnapshot, CtMode, Forwarder, ForwarderConfig, NextHops, PacketBuf, Snapshot, Verdict,
+    CompiledSnapshot, CtMode, Forwarder, ForwarderConfig, NextHops, PacketBuf, Snapshot,
+    ValidSnapshot, Verdict,
 };
 
 use crate::dataplane::{AttachInfo, CommitInfo, DataPlane, PlaneReader};
@@ -141,7 +144,7 @@ impl CoreOptions {
 /// The committed configuration, in both forms.
 #[derive(Debug, Clone)]
 struct Active {
-    snapshot: Arc<Snapshot>,
+    snapshot: ValidSnapshot,
     compiled: Arc<CompiledSnapshot>,
 }
 
@@ -154,6 +157,7 @@ pub struct CoreState {
     shards: Shards,
     clock: Arc<dyn Clock>,
     fault: Mutex<Option<String>>,
+    checks: AtomicU64,
 }
 
 impl CoreState {
@@ -166,6 +170,7 @@ impl CoreState {
             shards: Shards::new(opts.forwarders()),
             clock,
             fault: Mutex::new(None),
+            checks: AtomicU64::new(0),
         })
     }
 
@@ -191,7 +196,7 @@ impl CoreState {
 
     /// The snapshot packets use now.
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        Arc::clone(&self.read().snapshot)
+        Arc::clone(self.read().snapshot.shared())
     }
 
     /// Processes one frame as packet thread `thread` (taken modulo the thread count)
@@ -221,6 +226,12 @@ impl CoreState {
         *self.fault.lock().unwrap_or_else(PoisonError::into_inner) = reason;
     }
 
+    /// How many times a plane's [`check`](DataPlane::check) has run on this state (tests
+    /// step the watchdog by it).
+    pub fn checks_run(&self) -> u64 {
+        self.checks.load(Ordering::SeqCst)
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Active> {
         // An Active is two Arcs, replaced whole: a panicked writer cannot leave half of one.
         self.active.read().unwrap_or_else(PoisonError::into_inner)
@@ -241,13 +252,10 @@ impl CoreState {
 }
 
 fn empty() -> Active {
-    let snapshot = Snapshot::default();
-    let compiled = CompiledSnapshot::new(&snapshot)
-        // Invariant: the empty snapshot is valid (no VIP, no real, a non-zero TTL).
-        .expect("the empty snapshot compiles");
+    let snapshot = ValidSnapshot::empty();
     Active {
-        snapshot: Arc::new(snapshot),
-        compiled: Arc::new(compiled),
+        compiled: Arc::new(CompiledSnapshot::new(&snapshot)),
+        snapshot,
     }
 }
 
@@ -306,7 +314,7 @@ impl DataPlane for CorePlane {
         Ok(())
     }
 
-    fn commit(&mut self, snap: &Snapshot) -> Result<CommitInfo, ControlError> {
+    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, ControlError> {
         let started = Instant::now();
         let slots: u64 = snap.vips.values().map(|v| v.table.len() as u64).sum();
         let limit = self.state.opts.slots_per_gen;
@@ -318,11 +326,10 @@ impl DataPlane for CorePlane {
                 ),
             });
         }
-        let compiled =
-            CompiledSnapshot::new(snap).map_err(|e| ControlError::data_plane("commit", e))?;
+        let compiled = CompiledSnapshot::new(snap);
         let write = started.elapsed();
         self.state.swap(Active {
-            snapshot: Arc::new(snap.clone()),
+            snapshot: snap.clone(),
             compiled: Arc::new(compiled),
         });
         Ok(CommitInfo {
@@ -336,6 +343,23 @@ impl DataPlane for CorePlane {
     }
 
     fn check(&self) -> Result<(), ControlError> {
+        let result = self.self_test();
+        self.state.checks.fetch_add(1, Ordering::SeqCst);
+        result
+    }
+
+    fn reader(&self) -> Result<Arc<dyn PlaneReader>, ControlError> {
+        Ok(Arc::new(CoreReader::new(
+            self.state.shards.clone(),
+            Arc::clone(&self.state.clock),
+        )))
+    }
+}
+
+impl CorePlane {
+    /// The check: no fault set, every shard answering, the compiled snapshot the committed
+    /// one, a VIP address of it found by the packet path.
+    fn self_test(&self) -> Result<(), ControlError> {
         let unhealthy = |reason: String| ControlError::Unhealthy { reason };
         if let Some(reason) = self
             .state
@@ -373,13 +397,6 @@ impl DataPlane for CorePlane {
             )));
         }
         Ok(())
-    }
-
-    fn reader(&self) -> Result<Arc<dyn PlaneReader>, ControlError> {
-        Ok(Arc::new(CoreReader::new(
-            self.state.shards.clone(),
-            Arc::clone(&self.state.clock),
-        )))
     }
 }
 

@@ -34,9 +34,40 @@ pub mod tls;
 pub use machine::Machine;
 pub use runner::{Board, CheckStatus, NUDGE_INTERVAL, Runner, Transition};
 
-use std::net::IpAddr;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use stator_config::{HealthCheck, Probe, Timing};
+
+/// Where probes and nudges connect: to the backend's own address, unless a route sends
+/// that address elsewhere — curl's `--connect-to`. A node has none (the default). Tests that
+/// run without root, which cannot own a backend's address, route backends to real servers
+/// on loopback: the probes are the real ones (handshake, HTTP exchange, datagram and reply),
+/// only their destination differs, and an HTTP check still names the backend in `Host`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProbeRoutes {
+    routes: Arc<BTreeMap<SocketAddr, SocketAddr>>,
+}
+
+impl ProbeRoutes {
+    /// No routes: every probe goes to its backend.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Probes of `backend` connect to `to` instead.
+    #[must_use]
+    pub fn route(mut self, backend: SocketAddr, to: SocketAddr) -> Self {
+        Arc::make_mut(&mut self.routes).insert(backend, to);
+        self
+    }
+
+    /// Where a probe of `backend` connects.
+    pub fn connect_to(&self, backend: SocketAddr) -> SocketAddr {
+        self.routes.get(&backend).copied().unwrap_or(backend)
+    }
+}
 
 /// What identifies a deduplicated check across reloads: target, method with its parameters,
 /// and timing.

@@ -34,15 +34,29 @@ pub async fn run(
     timeout: Duration,
 ) -> Result<(), String> {
     let target = SocketAddr::new(address, port);
+    run_via(target, target, probe, tls, timeout).await
+}
+
+/// Runs one probe of `probe` for the backend `target`, connecting to `connect` (the target
+/// itself unless a [`ProbeRoutes`](super::ProbeRoutes) maps it elsewhere), failing after
+/// `timeout`. The request still names the target (an HTTP check's `Host`, an HTTPS check's
+/// certificate name).
+pub async fn run_via(
+    target: SocketAddr,
+    connect: SocketAddr,
+    probe: &Probe,
+    tls: Option<&TlsClient>,
+    timeout: Duration,
+) -> Result<(), String> {
     let attempt = async {
         match probe {
-            Probe::Tcp => tcp(target).await,
-            Probe::Http(h) => http(target, h).await,
+            Probe::Tcp => tcp(connect).await,
+            Probe::Http(h) => http(target, connect, h).await,
             Probe::Https(h) => match tls {
-                Some(tls) => https(target, &h.http, tls).await,
+                Some(tls) => https(target, connect, &h.http, tls).await,
                 None => Err("no TLS client for an HTTPS check".into()),
             },
-            Probe::Udp(u) => udp(target, u).await,
+            Probe::Udp(u) => udp(connect, u).await,
         }
     };
     match tokio::time::timeout(timeout, attempt).await {
@@ -109,15 +123,20 @@ pub fn parse_status_line(line: &[u8]) -> Option<u16> {
     status.parse().ok()
 }
 
-async fn http(target: SocketAddr, h: &HttpProbe) -> Result<(), String> {
-    let stream = TcpStream::connect(target)
+async fn http(target: SocketAddr, connect: SocketAddr, h: &HttpProbe) -> Result<(), String> {
+    let stream = TcpStream::connect(connect)
         .await
         .map_err(|e| io_reason(&e))?;
     exchange(stream, &http_request(target, h, 80), h).await
 }
 
-async fn https(target: SocketAddr, h: &HttpProbe, tls: &TlsClient) -> Result<(), String> {
-    let stream = TcpStream::connect(target)
+async fn https(
+    target: SocketAddr,
+    connect: SocketAddr,
+    h: &HttpProbe,
+    tls: &TlsClient,
+) -> Result<(), String> {
+    let stream = TcpStream::connect(connect)
         .await
         .map_err(|e| io_reason(&e))?;
     let stream = tls.connect(stream, target.ip()).await?;
@@ -185,17 +204,20 @@ async fn udp(target: SocketAddr, u: &UdpProbe) -> Result<(), String> {
     }
 }
 
-/// Sends one datagram to the discard port of `address`, so that the kernel resolves the
+/// The discard port, where neighbour nudges go.
+pub const DISCARD_PORT: u16 = 9;
+
+/// Sends one datagram to `to` (a backend's discard port), so that the kernel resolves the
 /// neighbour (or gateway) towards it. The result does not matter; errors are returned for
 /// logging only.
-pub async fn nudge(address: IpAddr) -> std::io::Result<()> {
-    let local: SocketAddr = match address {
-        IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-        IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+pub async fn nudge(to: SocketAddr) -> std::io::Result<()> {
+    let local: SocketAddr = match to {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
     };
     let socket = UdpSocket::bind(local).await?;
     socket
-        .send_to(b"stator neighbour nudge", SocketAddr::new(address, 9))
+        .send_to(b"stator neighbour nudge", to)
         .await
         .map(drop)
 }

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::machine::Machine;
 use super::tls::TlsClient;
-use super::{CheckKey, probe};
+use super::{CheckKey, ProbeRoutes, probe};
 
 /// New checks start spread over this long at most (or their interval, if shorter).
 const STAGGER_MAX: Duration = Duration::from_secs(2);
@@ -110,6 +110,7 @@ impl Board {
 #[derive(Debug)]
 pub struct Runner {
     events: mpsc::UnboundedSender<Transition>,
+    routes: ProbeRoutes,
     checks: BTreeMap<CheckKey, Task>,
     board: Board,
     nudge_targets: Arc<Mutex<Vec<IpAddr>>>,
@@ -127,8 +128,14 @@ impl Drop for Runner {
 impl Runner {
     /// A runner without checks; transitions go to `events`.
     pub fn new(events: mpsc::UnboundedSender<Transition>) -> Self {
+        Self::with_routes(events, ProbeRoutes::default())
+    }
+
+    /// A runner whose probes connect where `routes` say.
+    pub fn with_routes(events: mpsc::UnboundedSender<Transition>, routes: ProbeRoutes) -> Self {
         Self {
             events,
+            routes,
             checks: BTreeMap::new(),
             board: Board::default(),
             nudge_targets: Arc::new(Mutex::new(Vec::new())),
@@ -178,7 +185,7 @@ impl Runner {
         *lock(&self.nudge_targets) = unchecked;
         if self.nudger.is_none() {
             let targets = Arc::clone(&self.nudge_targets);
-            self.nudger = Some(tokio::spawn(nudge_loop(targets)));
+            self.nudger = Some(tokio::spawn(nudge_loop(targets, self.routes.clone())));
         }
     }
 
@@ -224,6 +231,7 @@ impl Runner {
             Arc::clone(&shared),
             self.events.clone(),
             delay,
+            self.routes.clone(),
         ));
         Task { shared, handle }
     }
@@ -244,8 +252,11 @@ async fn check_loop(
     shared: Arc<Mutex<Shared>>,
     events: mpsc::UnboundedSender<Transition>,
     delay: Duration,
+    routes: ProbeRoutes,
 ) {
     let url = key.url();
+    let target = std::net::SocketAddr::new(key.address, key.port);
+    let connect = routes.connect_to(target);
     // Built once per check: trust anchors read now (a changed ca_file is read when the
     // check is replaced, by a reload that changes it, or at the next start).
     let tls = match &key.probe {
@@ -256,9 +267,9 @@ async fn check_loop(
     loop {
         tokio::time::sleep_until(next).await;
         let started = Instant::now();
-        let result = probe::run(
-            key.address,
-            key.port,
+        let result = probe::run_via(
+            target,
+            connect,
             &key.probe,
             tls.as_ref(),
             key.timing.timeout,
@@ -319,11 +330,12 @@ async fn check_loop(
     }
 }
 
-async fn nudge_loop(targets: Arc<Mutex<Vec<IpAddr>>>) {
+async fn nudge_loop(targets: Arc<Mutex<Vec<IpAddr>>>, routes: ProbeRoutes) {
     loop {
         let now: Vec<IpAddr> = lock(&targets).clone();
         for address in now {
-            if let Err(e) = probe::nudge(address).await {
+            let to = routes.connect_to(std::net::SocketAddr::new(address, probe::DISCARD_PORT));
+            if let Err(e) = probe::nudge(to).await {
                 tracing::debug!(backend = %address, error = %e, "neighbour nudge failed");
             }
         }

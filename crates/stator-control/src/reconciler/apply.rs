@@ -2,9 +2,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use stator_config::Config;
+use tokio::time::Instant;
 
 use super::state::{backend_states, unchecked_addresses};
 use super::{ApplyReport, RETRY, Reconciler, quarantine, with_plane};
@@ -206,7 +207,7 @@ impl Reconciler {
             .built
             .as_ref()
             .filter(|_| same && !force)
-            .map(|old| Arc::clone(&old.snapshot));
+            .map(|old| old.snapshot.clone());
         let commit_time = if let Some(snapshot) = unchanged {
             // Nothing the data plane sees changed (e.g. a backend already down by another
             // check): keep the snapshot, update what the API shows.
@@ -255,7 +256,7 @@ impl Reconciler {
     }
 
     pub(super) async fn commit(&mut self, built: &Built) -> Result<Duration, ControlError> {
-        let snap = Arc::clone(&built.snapshot);
+        let snap = built.snapshot.clone();
         let result = with_plane(&self.plane, move |p| p.commit(&snap)).await?;
         match result {
             Ok(info) => {
@@ -290,7 +291,7 @@ async fn build_blocking(
     let config = Arc::clone(config);
     let assignment = assignment.clone();
     tokio::task::spawn_blocking(move || {
-        let started = Instant::now();
+        let started = std::time::Instant::now(); // CPU time, whatever tokio's clock says
         let built = plan::build(
             &config,
             &assignment,

@@ -16,18 +16,19 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 use stator_bird::AnnouncerThread;
 use stator_config::{Config, HealthPlan};
 use stator_core::{RealId, Snapshot, Traffic, VipId};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 
 use crate::dataplane::{DataPlane, PlaneReader};
 use crate::error::ControlError;
 use crate::events::{Event, EventKind, EventLog};
-use crate::health::{Runner, Transition};
+use crate::health::{ProbeRoutes, Runner, Transition};
 use crate::ids::{Assignment, Ids};
 use crate::plan::{Built, Drain, Health};
 use crate::view::{ForwarderView, LastError, Phase, Stats, View};
@@ -145,10 +146,13 @@ pub struct Parts {
     pub token: Arc<RwLock<Option<String>>>,
     /// Set when shutting down (the forwarder-health loop stops repairing).
     pub stopping: Arc<AtomicBool>,
+    /// Where health probes connect (none but in tests: [`ProbeRoutes`]).
+    pub probe_routes: ProbeRoutes,
     /// Where events are recorded for the API.
     pub events: EventLog,
-    /// Check the host (forwarding sysctls) on reloads too; off for nodes started without
-    /// preflight (tests that bring their own data plane).
+    /// Check the host (forwarding sysctls) on reloads too; off for a data plane that does not
+    /// forward through the kernel and for nodes started without preflight (tests that bring
+    /// their own data plane).
     pub host_checks: bool,
     /// The proxy tier: a reload binds its new listeners before it commits (a port taken
     /// refuses the reload) and starts them after.
@@ -245,7 +249,7 @@ impl Reconciler {
         };
         let generation = parts.active.as_ref().map_or(0, |s| s.generation);
         let plan = config.health_plan();
-        let mut runner = Runner::new(transitions);
+        let mut runner = Runner::with_routes(transitions, parts.probe_routes);
         runner.apply(&plan, unchecked_addresses(&config, &plan));
         let plane_kind = lock_plane(&parts.plane).kind();
         let text: Arc<str> = Arc::from(parts.text);
@@ -368,9 +372,7 @@ impl Reconciler {
     pub async fn run(mut self, mut inputs: Inputs) {
         loop {
             let deadline = self.next_deadline();
-            let sleep = tokio::time::sleep_until(
-                deadline.map_or_else(far_future, tokio::time::Instant::from_std),
-            );
+            let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(far_future));
             tokio::select! {
                 req = inputs.requests.recv() => match req {
                     None => return,

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use stator_bird::{Announcer, AnnouncerThread, DesiredRoutes};
 use stator_config::{BackendId, Config, HealthPlan, OnExit};
 use stator_core::Traffic;
+use tokio::time::Instant;
 
 use super::{
     ForwarderEvent, Reconciler, STARTUP_HEALTH_CAP, SharedAnnouncer, WITHDRAW_TIMEOUT, with_plane,

@@ -80,7 +80,7 @@ pub fn world() -> Snapshot {
 }
 
 pub fn compile(s: &Snapshot) -> CompiledSnapshot {
-    CompiledSnapshot::new(s).expect("snapshot is valid")
+    CompiledSnapshot::new(&s.clone().validated().expect("snapshot is valid"))
 }
 
 pub fn forwarder() -> Forwarder {

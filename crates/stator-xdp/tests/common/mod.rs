@@ -8,8 +8,20 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use stator_core::{Snapshot, ValidSnapshot};
 use stator_lab::netns::{self, Netns};
 use stator_xdp::{ConntrackMode, XdpOptions};
+
+/// `snap` validated by stator-core's rules, the form every commit takes.
+pub fn valid(snap: &Snapshot) -> ValidSnapshot {
+    snap.clone().validated().expect("a valid snapshot")
+}
+
+/// `snap` checked only for fitting the maps: for the drop paths an inconsistent snapshot
+/// takes (a real without a source address, …).
+pub fn lenient(snap: &Snapshot) -> ValidSnapshot {
+    ValidSnapshot::new_lenient(snap.clone()).expect("a representable snapshot")
+}
 
 /// Fails (never skips) when not root.
 pub fn require_root() {

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use stator_abi::{Counter, CtEntry, DropReason, Flood, FragEntry, HoldHdr, TraceEvent, Traffic};
 use stator_core::{
     Action, CompiledSnapshot, CtMode, Forwarder as Core, ForwarderConfig, FragKey, RealId,
-    RealState, StaticFib, VecPacketBuf, Verdict, VipId,
+    RealState, StaticFib, ValidSnapshot, VecPacketBuf, Verdict, VipId,
 };
 use stator_xdp::testrun::TestRunOpts;
 use stator_xdp::{Forwarder as Xdp, HoldRing, TraceRing};
@@ -186,8 +186,8 @@ impl<'a> Run<'a> {
         let pins = xdp.options().pin_path.clone();
         let hold_ring = HoldRing::open(&pins).expect("open stator_hold");
         let trace_ring = TraceRing::open(&pins).expect("open stator_trace");
-        let snap = cfg.snapshot(u, 1);
-        let csnap = CompiledSnapshot::new_lenient(&snap).expect("representable");
+        let snap = ValidSnapshot::new_lenient(cfg.snapshot(u, 1)).expect("representable");
+        let csnap = CompiledSnapshot::new(&snap);
         let mut r = Self {
             opts,
             u,
@@ -321,8 +321,9 @@ impl<'a> Run<'a> {
             }
         }
         self.generation += 1;
-        let snap = self.cfg.snapshot(self.u, self.generation);
-        self.csnap = CompiledSnapshot::new_lenient(&snap).expect("representable");
+        let snap = ValidSnapshot::new_lenient(self.cfg.snapshot(self.u, self.generation))
+            .expect("representable");
+        self.csnap = CompiledSnapshot::new(&snap);
         self.xdp.commit(&snap).expect("commit");
         self.report.commits += 1;
         self.remember(format!("commit gen {} ({change:?})", self.generation));
