@@ -9,6 +9,10 @@
  *   maglev.h    flow hash, Maglev table                                      §4
  *   encap.h     GRE / IPIP / GUE, outer IPv4 / IPv6, FIB, TX / REDIRECT      §5
  *   icmp.h      echo, frag-needed / packet-too-big                           §6
+ *   group.h     prefix groups and suffixes                                   §3.1
+ *   decide.h    VIP accounting → selection → failover / record / report      §3–§5, §10.1
+ *   frag.h      fragments: owner, record, holder                             §9
+ *   trace.h     the tracer's mark and report                                 §11
  *   probe.h     the self-test probe                                          §1.4
  *   stats.h     counters; maps.h the maps; csum.h checksums
  * Built twice: stator_fwd.o (per-CPU connection table) and stator_fwd_shared.o
@@ -22,16 +26,17 @@
 #include "maglev.h"
 #include "conntrack.h"
 #include "encap.h"
+#include "trace.h"
+#include "decide.h"
 #include "icmp.h"
+#include "tail.h"
+#include "frag.h"
 #include "probe.h"
 
-/* §3–§5 for TCP and UDP: VIP match, selection, encapsulation. */
+/* §3–§5 for TCP and UDP: VIP match, selection, the trace mark, encapsulation. */
 static __always_inline int stator_forward(struct xdp_md *ctx, struct stator_pkt *pkt)
 {
-	const struct stator_node_cfg *cfg = pkt->cfg;
-	const struct stator_real *real = NULL;
 	const struct stator_vip *vip;
-	__u32 real_id, reason = STATOR_DROP_NONE;
 	int rc, mode = STATOR_SEL_FLOW;
 
 	rc = stator_parse_ports(ctx, pkt);
@@ -39,18 +44,62 @@ static __always_inline int stator_forward(struct xdp_md *ctx, struct stator_pkt 
 		return rc;
 	vip = stator_vip_match(pkt, pkt->flow.dst, 1, pkt->flow.dport, pkt->flow.proto);
 	if (!vip)
-		return stator_pass(STATOR_CNT_NON_VIP);
-	stator_traffic_add(&stator_vipstats, vip->vip_id, pkt->len);
-	if (!cfg) /* never: read with the generation */
-		return stator_drop(STATOR_DROP_BAD_CONFIG);
-
+		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
 	/* SYN without ACK: a new connection attempt (retransmissions included) */
 	if (pkt->flow.proto == IPPROTO_TCP && (pkt->tcp_flags & 0x12) == 0x02)
 		mode = STATOR_SEL_SYN;
-	real_id = stator_select(pkt, vip, cfg, mode, &real, &reason);
-	if (real_id == STATOR_NO_REAL || !real)
-		return stator_drop(reason);
-	return stator_encap_xmit(ctx, pkt, cfg, real, real_id);
+	return stator_decide(ctx, pkt, vip, mode, NULL, 0);
+}
+
+/* §10.2: GRE to an address of ours. A Stator redirect (01 00 + an IP protocol type) goes to
+ * stator_inner with pkt->l3 at its inner packet; any other GRE is the kernel's. */
+static __always_inline int stator_redirect_rx(struct xdp_md *ctx, struct stator_pkt *pkt)
+{
+	__be16 *g, proto;
+
+	if (pkt->l4 + 4 > pkt->ip_end)
+		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
+	g = stator_ptr(ctx, pkt->l4, 4);
+	if (!g)
+		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
+	proto = g[1];
+	if (g[0] != bpf_htons(STATOR_GRE_REDIRECT) ||
+	    (proto != bpf_htons(ETH_P_IP) && proto != bpf_htons(ETH_P_IPV6)))
+		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
+	if (pkt->redirected)
+		return stator_drop(STATOR_DROP_REDIRECT);
+	stator_count(STATOR_CNT_REDIRECT_RX);
+	pkt->l3 = pkt->l4 + 4;
+	pkt->redirected = 1;
+	return stator_tail(ctx, pkt, STATOR_TAIL_INNER, proto);
+}
+
+/* §2 onwards for the IP packet at pkt->l3 of ethertype `et`. */
+static __always_inline int stator_ip(struct xdp_md *ctx, struct stator_pkt *pkt, __be16 et)
+{
+	int rc = stator_parse_ip(ctx, pkt, et);
+
+	if (rc != STATOR_CONTINUE)
+		return rc;
+	if (pkt->is_frag)
+		return stator_tail(ctx, pkt, STATOR_TAIL_FRAG, et);
+
+	switch (pkt->flow.proto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+		return stator_forward(ctx, pkt);
+	case IPPROTO_ICMP:
+		if (pkt->family == STATOR_FAMILY_V4)
+			return stator_icmp(ctx, pkt);
+		break;
+	case STATOR_IPPROTO_ICMPV6:
+		if (pkt->family == STATOR_FAMILY_V6)
+			return stator_icmp(ctx, pkt);
+		break;
+	case IPPROTO_GRE:
+		return stator_redirect_rx(ctx, pkt);
+	}
+	return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
 }
 
 SEC("xdp")
@@ -66,32 +115,61 @@ int stator_fwd(struct xdp_md *ctx)
 		rc = stator_read_ctl(&pkt);
 		if (rc != STATOR_CONTINUE)
 			return rc;
-		if (ethertype == bpf_htons(ETH_P_IP))
-			rc = stator_parse_ipv4(ctx, &pkt);
-		else
-			rc = stator_parse_ipv6(ctx, &pkt);
-		if (rc != STATOR_CONTINUE)
-			return rc;
-	} else if (ethertype == bpf_htons(STATOR_PROBE_ETHERTYPE) && pkt.l3 == STATOR_ETH_LEN) {
+		return stator_ip(ctx, &pkt, ethertype);
+	}
+	if (ethertype == bpf_htons(STATOR_PROBE_ETHERTYPE) && pkt.l3 == STATOR_ETH_LEN)
 		return stator_probe(ctx);
-	} else {
-		return stator_pass(STATOR_CNT_NON_IP);
-	}
+	return stator_pass(STATOR_CNT_NON_IP);
+}
 
-	switch (pkt.flow.proto) {
-	case IPPROTO_TCP:
-	case IPPROTO_UDP:
-		return stator_forward(ctx, &pkt);
-	case IPPROTO_ICMP:
-		if (pkt.family == STATOR_FAMILY_V4)
-			return stator_icmp(ctx, &pkt);
-		break;
-	case STATOR_IPPROTO_ICMPV6:
-		if (pkt.family == STATOR_FAMILY_V6)
-			return stator_icmp(ctx, &pkt);
-		break;
-	}
-	return stator_pass(STATOR_CNT_NON_VIP);
+/* §10.2: a Stator redirect's inner packet (tail-called by stator_fwd), decided once and never
+ * redirected again. */
+SEC("xdp")
+int stator_inner(struct xdp_md *ctx)
+{
+	struct stator_pkt pkt = {};
+	__be16 et;
+	int rc = stator_resume(ctx, &pkt, &et);
+
+	if (rc != STATOR_CONTINUE)
+		return rc;
+	return stator_ip(ctx, &pkt, et);
+}
+
+/* §9: a fragment (tail-called by stator_fwd or stator_inner), parsed again from its IP header. */
+SEC("xdp")
+int stator_fragment(struct xdp_md *ctx)
+{
+	struct stator_pkt pkt = {};
+	__be16 et;
+	int rc = stator_resume(ctx, &pkt, &et);
+
+	if (rc != STATOR_CONTINUE)
+		return rc;
+	rc = stator_parse_ip(ctx, &pkt, et);
+	if (rc != STATOR_CONTINUE)
+		return rc;
+	if (!pkt.is_frag) /* never: the same frame was a fragment a moment ago */
+		return stator_drop(STATOR_DROP_BAD_CONFIG);
+	return stator_frag_decide(ctx, &pkt, et);
+}
+
+/* §9 step 4: a first fragment this node decides (tail-called by stator_fragment). */
+SEC("xdp")
+int stator_first(struct xdp_md *ctx)
+{
+	struct stator_pkt pkt = {};
+	__be16 et;
+	int rc = stator_resume(ctx, &pkt, &et);
+
+	if (rc != STATOR_CONTINUE)
+		return rc;
+	rc = stator_parse_ip(ctx, &pkt, et);
+	if (rc != STATOR_CONTINUE)
+		return rc;
+	if (!pkt.is_frag || !pkt.frag_first) /* never */
+		return stator_drop(STATOR_DROP_BAD_CONFIG);
+	return stator_frag_first(ctx, &pkt);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -65,9 +65,18 @@ struct stator_pkt {
 	__u8 df;           /* 1 when the outer header gets DF: inner IPv6, or inner DF set */
 	__u8 tcp_flags;    /* TCP flags byte (0 for other protocols) */
 	__u8 hashed;       /* `hash` is computed (stator_pkt_hash) */
-	__u8 _pad0[3];
+	__u8 redirected;   /* the inner packet of a Stator redirect (§10.2) */
+	__u8 is_frag;      /* a fragment (§9): frag_* are set */
+	__u8 frag_first;   /* ... with offset 0 */
 	__u32 hash;        /* the flow hash of `flow`, once computed */
 	struct stator_flow_key flow; /* as received (reversed quoted flow for ICMP errors) */
+	const struct stator_class *class; /* the destination's class (§3.1), once looked up */
+	__u32 frag_id;     /* IPv4 identification (zero-extended) / IPv6 fragment id, host order */
+	__u32 slot;        /* the Maglev slot of the decision (STATOR_NO_SLOT: none) */
+	__u8 frag_proto;   /* IPv4 protocol / the fragment header's next header */
+	__u8 class_done;   /* `class` was looked up */
+	__u8 cause;        /* enum stator_trace_cause of the selection */
+	__u8 _pad0;
 };
 
 /*

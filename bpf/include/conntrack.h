@@ -68,23 +68,28 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 	__u64 now, last, timeout;
 	__u32 real_id;
 
-	if (vip->flags & STATOR_VIP_F_NO_CT)
+	if (vip->flags & STATOR_VIP_F_NO_CT) {
+		pkt->cause = STATOR_TRACE_C_NO_CT;
 		return stator_maglev(pkt, vip, real, reason);
+	}
 
 	now = stator_now(pkt);
 	if (mode == STATOR_SEL_SYN) {
+		pkt->cause = STATOR_TRACE_C_SYN;
 		stator_count(STATOR_CNT_CT_MISS);
 		goto decide;
 	}
 	e = bpf_map_lookup_elem(&stator_ct, &pkt->flow);
 	/* last_seen 0: another CPU's entry (LRU_PERCPU_HASH zero-fills the others' values) */
 	if (!e || !e->last_seen_ns) {
+		pkt->cause = STATOR_TRACE_C_CT_MISS;
 		stator_count(STATOR_CNT_CT_MISS);
 		goto decide;
 	}
 	last = e->last_seen_ns;
 	timeout = pkt->flow.proto == IPPROTO_TCP ? cfg->tcp_timeout_ns : cfg->udp_timeout_ns;
 	if (now > last && now - last > timeout) {
+		pkt->cause = STATOR_TRACE_C_CT_EXPIRED;
 		stator_count(STATOR_CNT_CT_EXPIRED);
 		goto decide;
 	}
@@ -92,6 +97,7 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 	r = stator_real_lookup(pkt->gen, real_id);
 	if (r && (r->flags & (STATOR_REAL_F_USABLE | STATOR_REAL_F_DRAINING)) &&
 	    r->vip_id == vip->vip_id) {
+		pkt->cause = STATOR_TRACE_C_CT_HIT;
 		stator_count(STATOR_CNT_CT_HIT);
 		/* unsigned, as §4 writes it: a last_seen in the future also refreshes */
 		if (now - last >= STATOR_CT_REFRESH_NS)
@@ -99,6 +105,7 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 		*real = r;
 		return real_id;
 	}
+	pkt->cause = STATOR_TRACE_C_CT_RESELECT;
 	stator_count(STATOR_CNT_CT_RESELECT);
 decide:
 	real_id = stator_maglev(pkt, vip, real, reason);

@@ -33,10 +33,12 @@ struct stator_outer {
 static __always_inline void stator_write_encap(__u8 *e, const struct stator_outer *o,
 					       struct stator_pkt *pkt,
 					       const struct stator_node_cfg *cfg,
-					       const struct stator_real *real)
+					       const struct stator_real *real, const int redirect)
 {
 	if (real->encap == STATOR_ENCAP_GRE) {
-		*(__be16 *)e = 0; /* no C/K/S bits, version 0 */
+		/* no C/K/S bits, version 0; a redirect between Stator nodes carries RFC 1701
+		 * recursion control 1 (§10.1) */
+		*(__be16 *)e = redirect ? bpf_htons(STATOR_GRE_REDIRECT) : 0;
 		*(__be16 *)(e + 2) = o->inner_v6 ? bpf_htons(ETH_P_IPV6) : bpf_htons(ETH_P_IP);
 	} else if (real->encap == STATOR_ENCAP_GUE) {
 		*(__be16 *)e = bpf_htons(STATOR_GUE_SPORT_BASE | (stator_pkt_hash(pkt) & 0x3fff));
@@ -137,20 +139,22 @@ static __always_inline void stator_nh_store(struct xdp_md *ctx, struct stator_pk
 
 /*
  * §5.4: the next hop of the outer packet; returns a drop reason or STATOR_DROP_NONE. With
- * stator_ctl.fib_cache_us set, a fresh stator_nh answer stands in for bpf_fib_lookup.
+ * stator_ctl.fib_cache_us set, a fresh stator_nh answer stands in for bpf_fib_lookup (never for
+ * a redirect, which has no real id to cache under).
  */
 static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct stator_pkt *pkt,
 					     struct bpf_fib_lookup *fib,
 					     const struct stator_outer *o,
 					     const struct stator_node_cfg *cfg,
-					     const struct stator_real *real, __u32 real_id)
+					     const struct stator_real *real, __u32 real_id,
+					     const int redirect)
 {
 	__u32 tot_len = o->ip_len + o->encap_len + o->inner_len;
 	struct stator_nh *nh = NULL;
 	int fresh = 0;
 	long rc;
 
-	if (pkt->fib_cache_us) {
+	if (!redirect && pkt->fib_cache_us) {
 		nh = stator_nh_lookup(ctx, pkt, real, real_id, tot_len, &fresh);
 		if (nh && fresh == 2) {
 			fib->ifindex = nh->out_ifindex;
@@ -185,10 +189,13 @@ static __always_inline __u32 stator_next_hop(struct xdp_md *ctx, struct stator_p
 	return STATOR_DROP_FIB;
 }
 
-/* §5: encapsulates the packet toward `real` (id `real_id`) and transmits it. */
+/* §5: encapsulates the packet toward `real` (id `real_id`) and transmits it. A redirect to
+ * another Stator node (§10.1, `redirect` a constant 1) passes its target as a real, and as
+ * `real_id` the counter to count instead of the real's traffic. */
 static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_pkt *pkt,
 					     const struct stator_node_cfg *cfg,
-					     const struct stator_real *real, __u32 real_id)
+					     const struct stator_real *real, __u32 real_id,
+					     const int redirect)
 {
 	struct bpf_fib_lookup fib; /* zeroed by stator_next_hop before a lookup */
 	struct stator_outer o = {};
@@ -226,7 +233,7 @@ static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_p
 	}
 
 	/* 4. next hop, before the frame changes */
-	reason = stator_next_hop(ctx, pkt, &fib, &o, cfg, real, real_id);
+	reason = stator_next_hop(ctx, pkt, &fib, &o, cfg, real, real_id, redirect);
 	if (reason != STATOR_DROP_NONE)
 		return stator_drop(reason);
 
@@ -242,20 +249,25 @@ static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_p
 		if (data + STATOR_ETH_LEN + STATOR_IPV6_LEN + STATOR_GUE_LEN > data_end)
 			return stator_drop(STATOR_DROP_ADJUST);
 		stator_write_ipv6(data + STATOR_ETH_LEN, &o, pkt, cfg, real);
-		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV6_LEN, &o, pkt, cfg, real);
+		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV6_LEN, &o, pkt, cfg, real,
+				   redirect);
 		*(__be16 *)(data + 12) = bpf_htons(ETH_P_IPV6);
 	} else {
 		if (data + STATOR_ETH_LEN + STATOR_IPV4_LEN + STATOR_GUE_LEN > data_end)
 			return stator_drop(STATOR_DROP_ADJUST);
 		stator_write_ipv4(data + STATOR_ETH_LEN, &o, pkt, cfg, real);
-		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV4_LEN, &o, pkt, cfg, real);
+		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV4_LEN, &o, pkt, cfg, real,
+				   redirect);
 		*(__be16 *)(data + 12) = bpf_htons(ETH_P_IP);
 	}
 	stator_copy_mac(data, fib.dmac);
 	stator_copy_mac(data + ETH_ALEN, fib.smac);
 
 	/* 6. */
-	stator_traffic_add(&stator_realstat, real_id, pkt->len);
+	if (redirect)
+		stator_count(real_id); /* the redirect's counter */
+	else
+		stator_traffic_add(&stator_realstat, real_id, pkt->len);
 
 	/* 7. */
 	if (fib.ifindex == ctx->ingress_ifindex) {

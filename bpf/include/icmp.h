@@ -13,8 +13,7 @@
 #ifndef STATOR_ICMP_H
 #define STATOR_ICMP_H
 
-#include "conntrack.h"
-#include "encap.h"
+#include "decide.h"
 
 #define STATOR_ICMP_ECHO_REPLY 0
 #define STATOR_ICMP_DEST_UNREACH 3
@@ -109,10 +108,8 @@ static __always_inline int stator_icmp_echo(struct xdp_md *ctx, const struct sta
  */
 static __always_inline int stator_icmp_error(struct xdp_md *ctx, struct stator_pkt *pkt)
 {
-	const struct stator_node_cfg *cfg;
-	const struct stator_real *real = NULL;
 	const struct stator_vip *vip;
-	__u32 q = pkt->l4 + 8, ql4, real_id, reason = STATOR_DROP_NONE;
+	__u32 q = pkt->l4 + 8, ql4;
 	__be16 *ports;
 	__u8 *qh, qproto;
 
@@ -160,15 +157,7 @@ static __always_inline int stator_icmp_error(struct xdp_md *ctx, struct stator_p
 	vip = stator_vip_match(pkt, pkt->flow.dst, 0, pkt->flow.dport, qproto);
 	if (!vip)
 		return stator_drop(STATOR_DROP_ICMP);
-	stator_traffic_add(&stator_vipstats, vip->vip_id, pkt->len);
-	cfg = pkt->cfg;
-	if (!cfg) /* never: read with the generation */
-		return stator_drop(STATOR_DROP_BAD_CONFIG);
-	real_id = stator_select(pkt, vip, cfg, STATOR_SEL_ICMP_ERR, &real, &reason);
-	if (real_id == STATOR_NO_REAL || !real)
-		return stator_drop(reason);
-	stator_count(STATOR_CNT_ICMP_ERROR_FWD);
-	return stator_encap_xmit(ctx, pkt, cfg, real, real_id);
+	return stator_decide(ctx, pkt, vip, STATOR_SEL_ICMP_ERR, NULL, 1);
 }
 
 /* §6: ICMP (IPv4) or ICMPv6 (IPv6) to a VIP address. */
@@ -182,15 +171,19 @@ static __always_inline int stator_icmp(struct xdp_md *ctx, struct stator_pkt *pk
 	if (!icmp)
 		return stator_drop(STATOR_DROP_MALFORMED_L4);
 	if (pkt->family == STATOR_FAMILY_V4) {
-		if (icmp[0] == STATOR_ICMP_ECHO)
-			return stator_icmp_echo(ctx, pkt);
 		if (icmp[0] == STATOR_ICMP_DEST_UNREACH && icmp[1] == STATOR_ICMP_FRAG_NEEDED)
 			return stator_icmp_error(ctx, pkt);
-	} else {
-		if (icmp[0] == STATOR_ICMPV6_ECHO_REQUEST)
+		if (pkt->redirected) /* only errors are served inside a redirect (§6) */
+			return stator_drop(STATOR_DROP_REDIRECT);
+		if (icmp[0] == STATOR_ICMP_ECHO)
 			return stator_icmp_echo(ctx, pkt);
+	} else {
 		if (icmp[0] == STATOR_ICMPV6_PKT_TOOBIG)
 			return stator_icmp_error(ctx, pkt);
+		if (pkt->redirected)
+			return stator_drop(STATOR_DROP_REDIRECT);
+		if (icmp[0] == STATOR_ICMPV6_ECHO_REQUEST)
+			return stator_icmp_echo(ctx, pkt);
 		if (icmp[0] >= STATOR_ICMPV6_ND_FIRST && icmp[0] <= STATOR_ICMPV6_ND_LAST)
 			return stator_pass(STATOR_CNT_NON_VIP);
 	}

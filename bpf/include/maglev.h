@@ -45,10 +45,12 @@ static __always_inline __u32 stator_maglev(struct stator_pkt *pkt, const struct 
 	__u32 *slot;
 
 	if (!size) {
+		pkt->slot = STATOR_NO_SLOT;
 		*reason = STATOR_DROP_NO_BACKEND;
 		return STATOR_NO_REAL;
 	}
-	idx = vip->table_off + stator_pkt_hash(pkt) % size;
+	pkt->slot = stator_pkt_hash(pkt) % size;
+	idx = vip->table_off + pkt->slot;
 	slot = bpf_map_lookup_elem(&stator_slots, &idx);
 	if (!slot) {
 		*reason = STATOR_DROP_BAD_CONFIG;

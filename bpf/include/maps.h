@@ -144,6 +144,97 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } stator_tx_ports SEC(".maps");
 
+/* §9–§11 and §3.1 (docs/forwarding.md): fragment peers, failover addresses, prefix groups and
+ * suffixes (configuration, per generation), the fragment table, the holder's and the tracer's
+ * ring buffers, the report window. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * STATOR_MAX_PEERS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct stator_peer);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_peers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * STATOR_MAX_VIPS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct stator_addr);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_failover SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 2 * STATOR_MAX_PREFIXES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct stator_class_key);
+	__type(value, struct stator_class);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_classes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 2 * STATOR_MAX_VIPS);
+	__type(key, struct stator_sfx_key);
+	__type(value, struct stator_vip);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_sfx SEC(".maps");
+
+/* One table for every CPU: a datagram's fragments may arrive on different CPUs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, STATOR_DEFAULT_FRAG_ENTRIES);
+	__type(key, struct stator_frag_key);
+	__type(value, struct stator_frag_entry);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_frag SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, STATOR_DEFAULT_HOLD_RING);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_hold SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stator_hold_buf);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_holdbuf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, STATOR_TRACE_RING);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_trace SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stator_flood);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_trl SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, STATOR_TAIL_MAX);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_progs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stator_tail);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_tcx SEC(".maps");
+
 /* stator_reals[gen * STATOR_MAX_REALS + real_id], or NULL for an id out of range. */
 static __always_inline const struct stator_real *stator_real_lookup(__u32 gen, __u32 real_id)
 {

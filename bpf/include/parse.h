@@ -47,15 +47,23 @@ static __always_inline int stator_parse_ipv4(const struct xdp_md *ctx, struct st
 	rc = stator_vaddr_match(pkt);
 	if (rc != STATOR_CONTINUE)
 		return rc;
+	frag = *(__be16 *)(ip + 6);
+	/* the node's own address: only an unfragmented GRE packet may be a redirect (§2) */
+	if (pkt->vaddr && !(pkt->vaddr->flags & STATOR_VADDR_VIP_FLAGS) &&
+	    (ip[9] != IPPROTO_GRE || (frag & bpf_htons(0x3fff))))
+		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
 
 	ihl = (__u32)(ip[0] & 0x0f) * 4;
 	tot_len = bpf_ntohs(*(__be16 *)(ip + 2));
 	if ((ip[0] >> 4) != 4 || ihl < STATOR_IPV4_LEN || pkt->l3 + ihl > pkt->len ||
 	    ihl > tot_len || pkt->l3 + tot_len > pkt->len)
 		return stator_drop(STATOR_DROP_MALFORMED_L3);
-	frag = *(__be16 *)(ip + 6);
-	if (frag & bpf_htons(0x3fff)) /* MF or a fragment offset */
-		return stator_drop(STATOR_DROP_FRAGMENT);
+	if (frag & bpf_htons(0x3fff)) { /* MF or a fragment offset: §9 */
+		pkt->is_frag = 1;
+		pkt->frag_first = (frag & bpf_htons(0x1fff)) ? 0 : 1;
+		pkt->frag_id = bpf_ntohs(*(__be16 *)(ip + 4));
+		pkt->frag_proto = ip[9];
+	}
 
 	pkt->l4 = pkt->l3 + ihl;
 	pkt->ip_end = pkt->l3 + tot_len;
@@ -101,13 +109,27 @@ static __always_inline int stator_ipv6_walk(const struct xdp_md *ctx, struct sta
 		if (off + hlen > pkt->ip_end)
 			return stator_drop(STATOR_DROP_MALFORMED_L3);
 		if (nh == IPPROTO_FRAGMENT) {
-			__be16 *fo = stator_ptr(ctx, off + 2, sizeof(*fo));
+			__u8 *fh = stator_ptr(ctx, off, 8);
 
-			if (!fo)
+			if (!fh)
 				return stator_drop(STATOR_DROP_MALFORMED_L3);
-			/* offset (bits 15..3) or M (bit 0); an atomic fragment walks on */
-			if (*fo & bpf_htons(0xfff9))
-				return stator_drop(STATOR_DROP_FRAGMENT);
+			/* offset (bits 15..3): a later fragment, the walk ends after it; M (bit 0)
+			 * alone: the first fragment, the walk goes on; neither: atomic, walked over */
+			if (*(__be16 *)(fh + 2) & bpf_htons(0xfff8)) {
+				pkt->is_frag = 1;
+				pkt->frag_first = 0;
+				pkt->frag_id = bpf_ntohl(*(__be32 *)(fh + 4));
+				pkt->frag_proto = fh[0];
+				nh = fh[0];
+				off += 8;
+				goto done;
+			}
+			if (*(__be16 *)(fh + 2) & bpf_htons(1)) {
+				pkt->is_frag = 1;
+				pkt->frag_first = 1;
+				pkt->frag_id = bpf_ntohl(*(__be32 *)(fh + 4));
+				pkt->frag_proto = fh[0];
+			}
 		}
 		nh = h[0];
 		off += hlen;
@@ -135,6 +157,9 @@ static __always_inline int stator_parse_ipv6(const struct xdp_md *ctx, struct st
 	rc = stator_vaddr_match(pkt);
 	if (rc != STATOR_CONTINUE)
 		return rc;
+	/* the node's own address: only GRE may be a redirect (§2) */
+	if (pkt->vaddr && !(pkt->vaddr->flags & STATOR_VADDR_VIP_FLAGS) && ip[6] != IPPROTO_GRE)
+		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
 
 	plen = bpf_ntohs(*(__be16 *)(ip + 4));
 	if ((ip[0] >> 4) != 6 || plen == 0 || pkt->l3 + STATOR_IPV6_LEN + plen > pkt->len)

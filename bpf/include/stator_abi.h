@@ -42,6 +42,27 @@
 #define STATOR_MAX_IPV6_EXT_HDRS 4
 /* Addresses the backend-side decap program accepts as outer destinations. */
 #define STATOR_MAX_DECAP_ADDRS 64
+/* Stator nodes a fragment may be redirected to (fragments.peers; stator_peers per generation). */
+#define STATOR_MAX_PEERS 64
+/* Prefix groups (stator_classes entries) per generation. */
+#define STATOR_MAX_PREFIXES 256
+/* Distinct suffix lengths a class may use per family (the group step's bounded loop). */
+#define STATOR_MAX_SUFFIX_LENS 4
+/* Default fragment-table capacity (stator_frag entries); the loader may override it. */
+#define STATOR_DEFAULT_FRAG_ENTRIES 65536
+/* Largest frame the holder takes (stator_hold); longer ones drop FRAG_HOLD. Jumbo frames fit. */
+#define STATOR_HOLD_FRAME_MAX 9216
+/* Default size of the stator_hold ring buffer (bytes; a power of two); the loader may override. */
+#define STATOR_DEFAULT_HOLD_RING (1u << 22)
+/* Size of the stator_trace ring buffer (bytes; a power of two). */
+#define STATOR_TRACE_RING (1u << 18)
+
+/* stator_progs (PROG_ARRAY): the forwarder's rare paths, tail-called so that the verifier checks
+ * them apart from the path of ordinary packets. */
+#define STATOR_TAIL_FRAG 0  /* program stator_fragment: a fragment (docs/forwarding.md §9) */
+#define STATOR_TAIL_INNER 1 /* program stator_inner: a redirect's inner packet (§10.2) */
+#define STATOR_TAIL_FIRST 2 /* program stator_first: a first fragment this node decides (§9.4) */
+#define STATOR_TAIL_MAX 3
 
 /* Real id meaning "no backend" in a Maglev slot (an empty table: every backend unusable). */
 #define STATOR_NO_REAL 0xffffffffu
@@ -67,7 +88,9 @@ enum stator_encap {
 };
 
 /* VIP flags (struct stator_vip.flags). */
-#define STATOR_VIP_F_NO_CT (1u << 0) /* never consult or fill the connection table */
+#define STATOR_VIP_F_NO_CT (1u << 0)     /* never consult or fill the connection table */
+#define STATOR_VIP_F_FRAGMENTS (1u << 1) /* accepts fragments (docs/forwarding.md §9) */
+#define STATOR_VIP_F_FAILOVER (1u << 2)  /* stator_failover[vip_id] holds its failover address */
 
 /* Real flags (struct stator_real.flags). */
 #define STATOR_REAL_F_USABLE (1u << 0)   /* healthy: new and existing flows may use it */
@@ -75,6 +98,11 @@ enum stator_encap {
 
 /* Node flags (struct stator_node_cfg.flags). */
 #define STATOR_NODE_F_ICMP_ECHO (1u << 0) /* answer ICMP/ICMPv6 echo requests to VIPs in XDP */
+#define STATOR_NODE_F_GROUPS (1u << 1)    /* this generation has prefix groups (stator_classes) */
+
+/* GRE flags word of a redirect between Stator nodes: RFC 1701 recursion control = 1, nothing
+ * else (docs/forwarding.md §10). Host order; on the wire the first two bytes are 01 00. */
+#define STATOR_GRE_REDIRECT 0x0100
 
 /*
  * Counter indices of the per-CPU array stator_counters. The names (lower case, without the
@@ -100,7 +128,19 @@ enum stator_counter {
 	STATOR_CNT_NON_VIP = 13, /* IP traffic not addressed to a VIP (passed) */
 	STATOR_CNT_NON_IP = 14,  /* not IPv4/IPv6 (passed) */
 	STATOR_CNT_SELF_TEST = 15, /* self-test probes answered (also counted in act_pass) */
-	STATOR_CNT_MAX = 16,
+	/* fragments, redirects, prefix groups, tracer (docs/forwarding.md §3.1, §9–§11) */
+	STATOR_CNT_FRAG_REDIRECT = 16,  /* fragment sent to its 3-tuple owner (GRE, recursion 1) */
+	STATOR_CNT_FRAG_RECORD = 17,    /* first fragment's decision written to stator_frag */
+	STATOR_CNT_FRAG_HIT = 18,       /* non-first fragment forwarded by its record */
+	STATOR_CNT_ACT_HOLD = 19,       /* action: fragment copied to stator_hold, XDP_DROP */
+	STATOR_CNT_FAILOVER = 20,       /* packet of a VIP without backend sent to its failover */
+	STATOR_CNT_REDIRECT_RX = 21,    /* Stator redirect received and its inner packet decided */
+	STATOR_CNT_REDIRECT_AGAIN = 22, /* a redirected packet that would have been redirected again */
+	STATOR_CNT_GROUP_MATCH = 23,    /* VIP matched by prefix group and suffix */
+	STATOR_CNT_TRACE_REPORT = 24,   /* tracer report written to stator_trace */
+	STATOR_CNT_TRACE_LIMITED = 25,  /* traced packet not reported: rate limit */
+	STATOR_CNT_TRACE_LOST = 26,     /* traced packet not reported: stator_trace full */
+	STATOR_CNT_MAX = 27,
 };
 
 /*
@@ -111,7 +151,7 @@ enum stator_drop_reason {
 	STATOR_DROP_NONE = 0,
 	STATOR_DROP_MALFORMED_L3 = 1,   /* truncated or invalid IPv4/IPv6 header (bad IHL, length) */
 	STATOR_DROP_MALFORMED_L4 = 2,   /* VIP traffic with a truncated TCP/UDP/ICMP header */
-	STATOR_DROP_FRAGMENT = 3,       /* IPv4/IPv6 fragment to a VIP (redirect not yet built) */
+	STATOR_DROP_FRAGMENT = 3,       /* fragment to a VIP that does not accept fragments */
 	STATOR_DROP_IPV6_EXT_LIMIT = 4, /* more than STATOR_MAX_IPV6_EXT_HDRS extension headers */
 	STATOR_DROP_NO_BACKEND = 5,     /* VIP has no usable backend */
 	STATOR_DROP_NO_SOURCE = 6,      /* node has no source address of the backend's family */
@@ -124,7 +164,9 @@ enum stator_drop_reason {
 	STATOR_DROP_MTU = 13,           /* encapsulated packet larger than the egress MTU */
 	STATOR_DROP_XSK_FRAME = 14,     /* AF_XDP plane: VIP packet longer than a UMEM frame holds */
 	STATOR_DROP_XSK_SOCKET = 15,    /* AF_XDP plane: no socket on the packet's RX queue */
-	STATOR_DROP_MAX = 16,
+	STATOR_DROP_FRAG_HOLD = 16,     /* early fragment, but stator_hold is full or it is too long */
+	STATOR_DROP_REDIRECT = 17,      /* Stator redirect whose inner packet this node cannot serve */
+	STATOR_DROP_MAX = 18,
 };
 
 /* ---- maps --------------------------------------------------------------------------------------
@@ -147,6 +189,17 @@ enum stator_drop_reason {
  *   stator_nh        PERCPU_ARRAY[STATOR_MAX_REALS] struct stator_nh (next-hop cache)
  *   stator_tx_ports  DEVMAP_HASH[STATOR_MAX_TX_PORTS] ifindex → struct bpf_devmap_val
  *                    (8 bytes: ifindex + program; aya creates devmaps with the 8-byte value)
+ *   stator_peers     ARRAY[2 * STATOR_MAX_PEERS]   struct stator_peer,     BPF_F_MMAPABLE (per gen)
+ *   stator_failover  ARRAY[2 * STATOR_MAX_VIPS]    struct stator_addr,     BPF_F_MMAPABLE (per gen)
+ *   stator_classes   LPM_TRIE[2 * STATOR_MAX_PREFIXES] stator_class_key → struct stator_class
+ *   stator_sfx       HASH[2 * STATOR_MAX_VIPS]     stator_sfx_key → struct stator_vip (per gen)
+ *   stator_frag      LRU_HASH (all CPUs)           stator_frag_key → stator_frag_entry
+ *   stator_hold      RINGBUF                       struct stator_hold_hdr + the frame
+ *   stator_holdbuf   PERCPU_ARRAY[1]               struct stator_hold_buf (scratch for a copy)
+ *   stator_trace     RINGBUF[STATOR_TRACE_RING]    struct stator_trace_event
+ *   stator_trl       ARRAY[1]                      struct stator_flood (the report window)
+ *   stator_progs     PROG_ARRAY[STATOR_TAIL_MAX]   the tail-called programs (set by the loader)
+ *   stator_tcx       PERCPU_ARRAY[1]               struct stator_tail (what a tail call needs)
  *  The array maps user space writes (ctl, cfg, vtab, reals, slots) are BPF_F_MMAPABLE: the loader
  *  writes them as memory, and flips stator_ctl.active_gen with one atomic 32-bit store.
  *  bench wrapper (stator_bench.bpf.c; not pinned)
@@ -198,7 +251,10 @@ struct stator_node_cfg {
 	__u64 config_generation; /* Snapshot::generation of this half (status and self-test only;
 	                          * the forwarding decision never reads it) */
 	__u32 vtab_seed;       /* seed of stator_vtab_hash for this half's stator_vtab */
-	__u32 _pad1;
+	__u32 trace_per_sec;   /* tracer reports per second for the node; 0 = none */
+	__u32 peer_table_off;  /* absolute index of the fragment peers' Maglev table in stator_slots */
+	__u32 peer_table_size; /* its size (prime); 0 = fragments are decided where they arrive */
+	__u64 frag_timeout_ns; /* a stator_frag record is fresh this long after its first fragment */
 };
 
 /*
@@ -227,6 +283,8 @@ struct stator_node_cfg {
 #define STATOR_VADDR_F_UDP_PORTS (1u << 2)
 #define STATOR_VADDR_F_UDP_ANY (1u << 3)
 #define STATOR_VADDR_F_INLINE (1u << 4)    /* vips[] holds every VIP of this address */
+#define STATOR_VADDR_F_FRAGS (1u << 5)     /* a VIP on this address accepts fragments */
+#define STATOR_VADDR_F_NODE (1u << 6)      /* the node's own address (receives redirects) */
 
 /* The home slot (within a half) of an address: a multiplicative hash of its 32-bit words as
  * they sit in memory (IPv4: addr[0] only). User space computes the same on the same host. */
@@ -290,7 +348,87 @@ struct stator_real {
 	__u8 encap;     /* enum stator_encap */
 };
 
-/* stator_slots[i]: a real id, or STATOR_NO_REAL. Tables live at stator_vip.table_off. */
+/* stator_slots[i]: a real id, or STATOR_NO_REAL. Tables live at stator_vip.table_off. The
+ * fragment peers' table (stator_node_cfg.peer_table_off) holds peer indexes instead. */
+
+/* An address with its family (stator_failover[gen * STATOR_MAX_VIPS + vip_id]). */
+struct stator_addr {
+	__be32 addr[4]; /* IPv4 in addr[0], rest zero */
+	__u8 family;    /* STATOR_FAMILY_V4 / V6; NONE = unset */
+	__u8 _pad0[3];
+};
+
+/* stator_peers[gen * STATOR_MAX_PEERS + i]: a Stator node of fragments.peers. */
+#define STATOR_PEER_F_SELF (1u << 0) /* this node */
+struct stator_peer {
+	__be32 addr[4];
+	__u8 family;
+	__u8 flags; /* STATOR_PEER_F_* */
+	__u8 _pad0[2];
+};
+
+/* stator_classes key (LPM trie): prefixlen = 32 + the prefix length; generation, family and the
+ * two zero bytes are matched as the first 32 bits. */
+struct stator_class_key {
+	__u32 prefixlen;
+	__u8 generation;
+	__u8 family;
+	__u8 _pad0[2];
+	__be32 addr[4];
+};
+
+/* stator_classes value: a class of prefix groups (docs/forwarding.md §3.1). */
+#define STATOR_CLASS_F_FRAGS (1u << 0) /* a VIP of the class accepts fragments */
+struct stator_class {
+	__u16 class_id;
+	__u8 nlens; /* suffix lengths in lens[], at most STATOR_MAX_SUFFIX_LENS */
+	__u8 flags; /* STATOR_CLASS_F_* */
+	__u8 lens[STATOR_MAX_SUFFIX_LENS]; /* the class's suffix lengths of this family, longest first */
+};
+
+/* stator_sfx key: a group VIP's suffix entry. */
+struct stator_sfx_key {
+	__be32 suffix[4]; /* the address's low `bits` bits, the rest zero (IPv4 in suffix[0]) */
+	__be16 port;      /* 0 = any port */
+	__u8 proto;
+	__u8 family;
+	__u16 class_id;
+	__u8 bits;        /* suffix length */
+	__u8 generation;
+};
+
+/* stator_frag key: one datagram (docs/forwarding.md §9). */
+struct stator_frag_key {
+	__be32 src[4];
+	__be32 dst[4];
+	__be32 id;     /* IPv4: the 16-bit identification zero-extended (00 00 hi lo); IPv6: as sent */
+	__u8 proto;    /* IPv4 protocol / the IPv6 fragment header's next header */
+	__u8 family;
+	__u8 _pad0[2];
+};
+
+/* stator_frag value: what the datagram's first fragment decided. */
+struct stator_frag_entry {
+	__u32 real_id; /* STATOR_NO_REAL when refused */
+	__u32 vip_id;
+	__u64 created_ns; /* `now` of the first fragment (never 0) */
+	__u32 reason;     /* 0: forward to real_id; else the drop reason for every other fragment */
+	__u32 hash;       /* the first fragment's flow hash: the others get the same outer entropy */
+};
+
+/* A record of stator_hold: a fragment that arrived before its first, as received. */
+struct stator_hold_hdr {
+	struct stator_frag_key key;
+	__u32 ingress_ifindex;
+	__u32 len; /* bytes of frame that follow this header */
+	__u64 now_ns;
+};
+
+/* stator_holdbuf[0] (per CPU): where a held frame is assembled before bpf_ringbuf_output. */
+struct stator_hold_buf {
+	struct stator_hold_hdr hdr;
+	__u8 frame[STATOR_HOLD_FRAME_MAX];
+};
 
 /* Connection-table key: the flow as the client sent it (for ICMP errors: the inner flow,
  * reversed, so it is the same key as the flow's own packets). */
@@ -346,6 +484,74 @@ struct stator_flood {
 struct stator_traffic {
 	__u64 packets;
 	__u64 bytes; /* bytes of the frame as received */
+};
+
+/* stator_tcx[0] (per CPU): where the packet being tail-called to stator_fragment, stator_first or stator_inner
+ * starts, written just before the call (the callee parses it again from there). */
+struct stator_tail {
+	__u32 l3;         /* offset of its IP header */
+	__be16 ethertype; /* ETH_P_IP / ETH_P_IPV6, network order */
+	__u8 redirected;  /* it is a redirect's inner packet */
+	__u8 _pad0;
+};
+
+/* ---- packet tracer (docs/forwarding.md §11) ------------------------------------------------
+ * A traced packet carries a struct stator_trace_mark at the start of its TCP (no options) or UDP
+ * payload; the forwarder writes a struct stator_trace_event to stator_trace for it, and
+ * `stator run` sends the receiver a UDP report. */
+/* "STATORT1", read as a host-order __u64 on a little-endian host. */
+#define STATOR_TRACE_MAGIC 0x3154524f54415453ull
+
+struct stator_trace_mark {
+	__u64 magic;           /* STATOR_TRACE_MAGIC */
+	__be32 receiver[4];    /* where reports go (IPv4 in receiver[0]) */
+	__be16 receiver_port;
+	__u8 receiver_family;  /* STATOR_FAMILY_V4 / V6 */
+	__u8 _pad0;
+	__u32 trace_id;        /* the sender's, echoed in every report */
+};
+
+/* What the node did with a traced packet. */
+enum stator_trace_kind {
+	STATOR_TRACE_FORWARD = 1,       /* encapsulated toward real_id (cause, slot) */
+	STATOR_TRACE_FRAG_REDIRECT = 2, /* sent to the fragment's 3-tuple owner (target) */
+	STATOR_TRACE_FAILOVER = 3,      /* sent to the VIP's failover address (target) */
+	STATOR_TRACE_DROP = 4,          /* dropped in selection (reason) */
+};
+
+/* How the real was chosen (stator_trace_event.cause). */
+enum stator_trace_cause {
+	STATOR_TRACE_C_NONE = 0,
+	STATOR_TRACE_C_NO_CT = 1,
+	STATOR_TRACE_C_SYN = 2,
+	STATOR_TRACE_C_CT_HIT = 3,
+	STATOR_TRACE_C_CT_MISS = 4,
+	STATOR_TRACE_C_CT_EXPIRED = 5,
+	STATOR_TRACE_C_CT_RESELECT = 6,
+};
+
+#define STATOR_TRACE_F_FRAGMENT (1u << 0) /* a first fragment; its decision was recorded */
+#define STATOR_NO_SLOT 0xffffffffu        /* stator_trace_event.slot: Maglev did not decide */
+#define STATOR_NO_VIP 0xffffffffu         /* stator_trace_event.vip_id: no VIP matched yet */
+
+struct stator_trace_event {
+	__be32 receiver[4];
+	__be16 receiver_port;
+	__u8 receiver_family;
+	__u8 hop;          /* 1; 2 for the inner packet of a redirect */
+	__u32 trace_id;
+	__u8 kind;         /* enum stator_trace_kind */
+	__u8 cause;        /* enum stator_trace_cause (FORWARD) */
+	__u8 reason;       /* drop reason (DROP) */
+	__u8 flags;        /* STATOR_TRACE_F_* */
+	__u32 vip_id;      /* STATOR_NO_VIP when none */
+	__u32 real_id;     /* STATOR_NO_REAL when none */
+	__u32 slot;        /* Maglev slot, or STATOR_NO_SLOT */
+	__be32 target[4];  /* redirect target (FRAG_REDIRECT, FAILOVER) */
+	__u8 target_family;
+	__u8 _pad0[7];
+	struct stator_flow_key flow; /* as decided on (ports 0 for a fragment redirect) */
+	__u64 now_ns;
 };
 
 /* ---- self-test probe ----------------------------------------------------------------------

@@ -39,6 +39,11 @@ static __always_inline int stator_pass(__u32 why)
 	return XDP_PASS;
 }
 
+/* A PASS of packet `pkt`: the inner packet of a redirect is never handed to the kernel (the
+ * kernel cannot use a GRE packet), it is dropped with the `redirect` reason (§10.2). */
+#define STATOR_PASS(pkt, why)                                                                      \
+	((pkt)->redirected ? stator_drop(STATOR_DROP_REDIRECT) : stator_pass(why))
+
 /* Adds one packet of `bytes` bytes to entry `id` of a per-CPU stator_traffic array. */
 static __always_inline void stator_traffic_add(void *map, __u32 id, __u32 bytes)
 {

@@ -12,6 +12,7 @@
 #define STATOR_VIP_H
 
 #include "stats.h"
+#include "group.h"
 
 /* Reads the active generation (once per packet), its stator_cfg, and the data-plane knobs of
  * stator_ctl[0]. */
@@ -56,17 +57,26 @@ stator_vtab_find(__u32 gen, __u32 seed, const __be32 *addr, __u8 family)
 	return NULL;
 }
 
-/* §2.2: the destination address (already in pkt->flow.dst) must be a VIP address, else PASS. */
+/* §2 "Ours": the destination (already in pkt->flow.dst) must be in the VIP-address table or,
+ * when the generation has prefix groups, in a class; else PASS. */
 static __always_inline int stator_vaddr_match(struct stator_pkt *pkt)
 {
 	const struct stator_vaddr *v;
 
 	v = stator_vtab_find(pkt->gen, pkt->cfg->vtab_seed, pkt->flow.dst, pkt->family);
-	if (!v)
-		return stator_pass(STATOR_CNT_NON_VIP);
 	pkt->vaddr = v;
-	return STATOR_CONTINUE;
+	if (v)
+		return STATOR_CONTINUE;
+	if ((pkt->cfg->flags & STATOR_NODE_F_GROUPS) && stator_dst_class(pkt))
+		return STATOR_CONTINUE;
+	return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
 }
+
+/* The flags that say a VIP-address slot has a VIP (a slot without them is the node's own
+ * address only). */
+#define STATOR_VADDR_VIP_FLAGS                                                                     \
+	(STATOR_VADDR_F_TCP_PORTS | STATOR_VADDR_F_TCP_ANY | STATOR_VADDR_F_UDP_PORTS |            \
+	 STATOR_VADDR_F_UDP_ANY)
 
 /*
  * §3: the VIP of (addr, port, proto) in the active generation, under the flags of the
@@ -77,7 +87,7 @@ static __always_inline int stator_vaddr_match(struct stator_pkt *pkt)
  * network order.
  */
 static __always_inline const struct stator_vip *
-stator_vip_match(const struct stator_pkt *pkt, const __be32 *addr, const int at_dst, __be16 port,
+stator_vip_match(struct stator_pkt *pkt, const __be32 *addr, const int at_dst, __be16 port,
 		 __u8 proto)
 {
 	const struct stator_vaddr *va = pkt->vaddr;
@@ -86,8 +96,8 @@ stator_vip_match(const struct stator_pkt *pkt, const __be32 *addr, const int at_
 	const struct stator_vip *vip = NULL;
 	struct stator_vip_key key = {};
 
-	if (!va) /* never: set by stator_vaddr_match */
-		return NULL;
+	if (!va) /* ours by its class only */
+		goto group;
 	if ((va->flags & STATOR_VADDR_F_INLINE) &&
 	    (at_dst || (addr[0] == va->addr[0] && addr[1] == va->addr[1] &&
 			addr[2] == va->addr[2] && addr[3] == va->addr[3]))) {
@@ -102,7 +112,9 @@ stator_vip_match(const struct stator_pkt *pkt, const __be32 *addr, const int at_
 			if (!e->port)
 				vip = &e->vip; /* the wildcard, if no exact port follows */
 		}
-		return vip;
+		if (vip)
+			return vip;
+		goto group;
 	}
 	__builtin_memcpy(key.addr, addr, sizeof(key.addr));
 	key.port = port;
@@ -115,7 +127,12 @@ stator_vip_match(const struct stator_pkt *pkt, const __be32 *addr, const int at_
 		key.port = 0;
 		vip = bpf_map_lookup_elem(&stator_vips, &key);
 	}
-	return vip;
+	if (vip)
+		return vip;
+group:
+	if (pkt->cfg->flags & STATOR_NODE_F_GROUPS)
+		return stator_group_match(pkt, addr, at_dst, port, proto);
+	return NULL;
 }
 
 #endif /* STATOR_VIP_H */

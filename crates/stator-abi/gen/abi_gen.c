@@ -31,7 +31,18 @@
 	X(STATOR_CNT_ICMP_ECHO_REPLY, "icmp_echo_reply")                                          \
 	X(STATOR_CNT_NON_VIP, "non_vip")                                                          \
 	X(STATOR_CNT_NON_IP, "non_ip")                                                            \
-	X(STATOR_CNT_SELF_TEST, "self_test")
+	X(STATOR_CNT_SELF_TEST, "self_test")                                                      \
+	X(STATOR_CNT_FRAG_REDIRECT, "frag_redirect")                                              \
+	X(STATOR_CNT_FRAG_RECORD, "frag_record")                                                  \
+	X(STATOR_CNT_FRAG_HIT, "frag_hit")                                                        \
+	X(STATOR_CNT_ACT_HOLD, "act_hold")                                                        \
+	X(STATOR_CNT_FAILOVER, "failover")                                                        \
+	X(STATOR_CNT_REDIRECT_RX, "redirect_rx")                                                  \
+	X(STATOR_CNT_REDIRECT_AGAIN, "redirect_again")                                            \
+	X(STATOR_CNT_GROUP_MATCH, "group_match")                                                  \
+	X(STATOR_CNT_TRACE_REPORT, "trace_report")                                                \
+	X(STATOR_CNT_TRACE_LIMITED, "trace_limited")                                              \
+	X(STATOR_CNT_TRACE_LOST, "trace_lost")
 
 #define DROPS(X)                                                                                  \
 	X(STATOR_DROP_NONE, "none")                                                               \
@@ -49,7 +60,9 @@
 	X(STATOR_DROP_BAD_CONFIG, "bad_config")                                                   \
 	X(STATOR_DROP_MTU, "mtu")                                                                 \
 	X(STATOR_DROP_XSK_FRAME, "xsk_frame")                                                     \
-	X(STATOR_DROP_XSK_SOCKET, "xsk_socket")
+	X(STATOR_DROP_XSK_SOCKET, "xsk_socket")                                                   \
+	X(STATOR_DROP_FRAG_HOLD, "frag_hold")                                                     \
+	X(STATOR_DROP_REDIRECT, "redirect")
 
 #define DECAP_COUNTERS(X)                                                                         \
 	X(STATOR_DECAP_CNT_GRE, "gre")                                                            \
@@ -108,6 +121,17 @@ int main(void)
 	CONST_U32(STATOR_MAX_TX_PORTS);
 	CONST_U32(STATOR_MAX_IPV6_EXT_HDRS);
 	CONST_U32(STATOR_MAX_DECAP_ADDRS);
+	CONST_U32(STATOR_MAX_PEERS);
+	CONST_U32(STATOR_MAX_PREFIXES);
+	CONST_U32(STATOR_MAX_SUFFIX_LENS);
+	CONST_U32(STATOR_DEFAULT_FRAG_ENTRIES);
+	CONST_U32(STATOR_HOLD_FRAME_MAX);
+	CONST_U32(STATOR_DEFAULT_HOLD_RING);
+	CONST_U32(STATOR_TRACE_RING);
+	CONST_U32(STATOR_TAIL_FRAG);
+	CONST_U32(STATOR_TAIL_INNER);
+	CONST_U32(STATOR_TAIL_FIRST);
+	CONST_U32(STATOR_TAIL_MAX);
 	CONST_U32(STATOR_NO_REAL);
 	CONST_U32(STATOR_GUE_PORT);
 	CONST_U64(STATOR_CT_REFRESH_NS);
@@ -124,6 +148,29 @@ int main(void)
 	CONST_U32(STATOR_ENCAP_GUE);
 	CONST_U32(STATOR_ENCAP_MAX);
 	CONST_U32(STATOR_VIP_F_NO_CT);
+	CONST_U32(STATOR_VIP_F_FRAGMENTS);
+	CONST_U32(STATOR_VIP_F_FAILOVER);
+	CONST_U32(STATOR_NODE_F_GROUPS);
+	CONST_U32(STATOR_GRE_REDIRECT);
+	CONST_U32(STATOR_VADDR_F_FRAGS);
+	CONST_U32(STATOR_VADDR_F_NODE);
+	CONST_U32(STATOR_PEER_F_SELF);
+	CONST_U32(STATOR_CLASS_F_FRAGS);
+	CONST_U64(STATOR_TRACE_MAGIC);
+	CONST_U32(STATOR_TRACE_FORWARD);
+	CONST_U32(STATOR_TRACE_FRAG_REDIRECT);
+	CONST_U32(STATOR_TRACE_FAILOVER);
+	CONST_U32(STATOR_TRACE_DROP);
+	CONST_U32(STATOR_TRACE_C_NONE);
+	CONST_U32(STATOR_TRACE_C_NO_CT);
+	CONST_U32(STATOR_TRACE_C_SYN);
+	CONST_U32(STATOR_TRACE_C_CT_HIT);
+	CONST_U32(STATOR_TRACE_C_CT_MISS);
+	CONST_U32(STATOR_TRACE_C_CT_EXPIRED);
+	CONST_U32(STATOR_TRACE_C_CT_RESELECT);
+	CONST_U32(STATOR_TRACE_F_FRAGMENT);
+	CONST_U32(STATOR_NO_SLOT);
+	CONST_U32(STATOR_NO_VIP);
 	CONST_U32(STATOR_VADDR_F_TCP_PORTS);
 	CONST_U32(STATOR_VADDR_F_TCP_ANY);
 	CONST_U32(STATOR_VADDR_F_UDP_PORTS);
@@ -193,6 +240,90 @@ int main(void)
 	OFF(stator_node_cfg, outer_ttl);
 	OFF(stator_node_cfg, config_generation);
 	OFF(stator_node_cfg, vtab_seed);
+	OFF(stator_node_cfg, trace_per_sec);
+	OFF(stator_node_cfg, peer_table_off);
+	OFF(stator_node_cfg, peer_table_size);
+	OFF(stator_node_cfg, frag_timeout_ns);
+
+	SIZE(stator_addr);
+	OFF(stator_addr, addr);
+	OFF(stator_addr, family);
+
+	SIZE(stator_peer);
+	OFF(stator_peer, addr);
+	OFF(stator_peer, family);
+	OFF(stator_peer, flags);
+
+	SIZE(stator_class_key);
+	OFF(stator_class_key, prefixlen);
+	OFF(stator_class_key, generation);
+	OFF(stator_class_key, family);
+	OFF(stator_class_key, addr);
+
+	SIZE(stator_class);
+	OFF(stator_class, class_id);
+	OFF(stator_class, nlens);
+	OFF(stator_class, flags);
+	OFF(stator_class, lens);
+
+	SIZE(stator_sfx_key);
+	OFF(stator_sfx_key, suffix);
+	OFF(stator_sfx_key, port);
+	OFF(stator_sfx_key, proto);
+	OFF(stator_sfx_key, family);
+	OFF(stator_sfx_key, class_id);
+	OFF(stator_sfx_key, bits);
+	OFF(stator_sfx_key, generation);
+
+	SIZE(stator_frag_key);
+	OFF(stator_frag_key, src);
+	OFF(stator_frag_key, dst);
+	OFF(stator_frag_key, id);
+	OFF(stator_frag_key, proto);
+	OFF(stator_frag_key, family);
+
+	SIZE(stator_frag_entry);
+	OFF(stator_frag_entry, real_id);
+	OFF(stator_frag_entry, vip_id);
+	OFF(stator_frag_entry, created_ns);
+	OFF(stator_frag_entry, reason);
+	OFF(stator_frag_entry, hash);
+
+	SIZE(stator_hold_hdr);
+	OFF(stator_hold_hdr, key);
+	OFF(stator_hold_hdr, ingress_ifindex);
+	OFF(stator_hold_hdr, len);
+	OFF(stator_hold_hdr, now_ns);
+
+	SIZE(stator_tail);
+	OFF(stator_tail, l3);
+	OFF(stator_tail, ethertype);
+	OFF(stator_tail, redirected);
+
+	SIZE(stator_trace_mark);
+	OFF(stator_trace_mark, magic);
+	OFF(stator_trace_mark, receiver);
+	OFF(stator_trace_mark, receiver_port);
+	OFF(stator_trace_mark, receiver_family);
+	OFF(stator_trace_mark, trace_id);
+
+	SIZE(stator_trace_event);
+	OFF(stator_trace_event, receiver);
+	OFF(stator_trace_event, receiver_port);
+	OFF(stator_trace_event, receiver_family);
+	OFF(stator_trace_event, hop);
+	OFF(stator_trace_event, trace_id);
+	OFF(stator_trace_event, kind);
+	OFF(stator_trace_event, cause);
+	OFF(stator_trace_event, reason);
+	OFF(stator_trace_event, flags);
+	OFF(stator_trace_event, vip_id);
+	OFF(stator_trace_event, real_id);
+	OFF(stator_trace_event, slot);
+	OFF(stator_trace_event, target);
+	OFF(stator_trace_event, target_family);
+	OFF(stator_trace_event, flow);
+	OFF(stator_trace_event, now_ns);
 
 	SIZE(stator_vaddr_vip);
 	OFF(stator_vaddr_vip, port);

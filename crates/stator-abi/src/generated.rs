@@ -11,6 +11,17 @@ pub const STATOR_DEFAULT_CT_ENTRIES: u32 = 1048576;
 pub const STATOR_MAX_TX_PORTS: u32 = 64;
 pub const STATOR_MAX_IPV6_EXT_HDRS: u32 = 4;
 pub const STATOR_MAX_DECAP_ADDRS: u32 = 64;
+pub const STATOR_MAX_PEERS: u32 = 64;
+pub const STATOR_MAX_PREFIXES: u32 = 256;
+pub const STATOR_MAX_SUFFIX_LENS: u32 = 4;
+pub const STATOR_DEFAULT_FRAG_ENTRIES: u32 = 65536;
+pub const STATOR_HOLD_FRAME_MAX: u32 = 9216;
+pub const STATOR_DEFAULT_HOLD_RING: u32 = 4194304;
+pub const STATOR_TRACE_RING: u32 = 262144;
+pub const STATOR_TAIL_FRAG: u32 = 0;
+pub const STATOR_TAIL_INNER: u32 = 1;
+pub const STATOR_TAIL_FIRST: u32 = 2;
+pub const STATOR_TAIL_MAX: u32 = 3;
 pub const STATOR_NO_REAL: u32 = 4294967295;
 pub const STATOR_GUE_PORT: u32 = 6080;
 pub const STATOR_CT_REFRESH_NS: u64 = 1000000000;
@@ -26,6 +37,29 @@ pub const STATOR_ENCAP_IPIP: u32 = 1;
 pub const STATOR_ENCAP_GUE: u32 = 2;
 pub const STATOR_ENCAP_MAX: u32 = 3;
 pub const STATOR_VIP_F_NO_CT: u32 = 1;
+pub const STATOR_VIP_F_FRAGMENTS: u32 = 2;
+pub const STATOR_VIP_F_FAILOVER: u32 = 4;
+pub const STATOR_NODE_F_GROUPS: u32 = 2;
+pub const STATOR_GRE_REDIRECT: u32 = 256;
+pub const STATOR_VADDR_F_FRAGS: u32 = 32;
+pub const STATOR_VADDR_F_NODE: u32 = 64;
+pub const STATOR_PEER_F_SELF: u32 = 1;
+pub const STATOR_CLASS_F_FRAGS: u32 = 1;
+pub const STATOR_TRACE_MAGIC: u64 = 3554556506571625555;
+pub const STATOR_TRACE_FORWARD: u32 = 1;
+pub const STATOR_TRACE_FRAG_REDIRECT: u32 = 2;
+pub const STATOR_TRACE_FAILOVER: u32 = 3;
+pub const STATOR_TRACE_DROP: u32 = 4;
+pub const STATOR_TRACE_C_NONE: u32 = 0;
+pub const STATOR_TRACE_C_NO_CT: u32 = 1;
+pub const STATOR_TRACE_C_SYN: u32 = 2;
+pub const STATOR_TRACE_C_CT_HIT: u32 = 3;
+pub const STATOR_TRACE_C_CT_MISS: u32 = 4;
+pub const STATOR_TRACE_C_CT_EXPIRED: u32 = 5;
+pub const STATOR_TRACE_C_CT_RESELECT: u32 = 6;
+pub const STATOR_TRACE_F_FRAGMENT: u32 = 1;
+pub const STATOR_NO_SLOT: u32 = 4294967295;
+pub const STATOR_NO_VIP: u32 = 4294967295;
 pub const STATOR_VADDR_F_TCP_PORTS: u32 = 1;
 pub const STATOR_VADDR_F_TCP_ANY: u32 = 2;
 pub const STATOR_VADDR_F_UDP_PORTS: u32 = 4;
@@ -41,8 +75,8 @@ pub const STATOR_PROBE_F_VADDR: u32 = 2;
 pub const STATOR_BENCH_FRAME_MAX: u32 = 256;
 pub const STATOR_MAX_XSK_QUEUES: u32 = 64;
 pub const STATOR_FIBQ_OFF: u32 = 14;
-pub const STATOR_CNT_MAX: u32 = 16;
-pub const STATOR_DROP_MAX: u32 = 16;
+pub const STATOR_CNT_MAX: u32 = 27;
+pub const STATOR_DROP_MAX: u32 = 18;
 pub const STATOR_DECAP_CNT_MAX: u32 = 12;
 pub const STATOR_DECAP_CNT_FIRST_REASON: u32 = 6;
 pub const STATOR_DECAP_F_ADDRS: u32 = 1;
@@ -73,9 +107,20 @@ pub const STATOR_CNT_ICMP_ECHO_REPLY: u32 = 12;
 pub const STATOR_CNT_NON_VIP: u32 = 13;
 pub const STATOR_CNT_NON_IP: u32 = 14;
 pub const STATOR_CNT_SELF_TEST: u32 = 15;
+pub const STATOR_CNT_FRAG_REDIRECT: u32 = 16;
+pub const STATOR_CNT_FRAG_RECORD: u32 = 17;
+pub const STATOR_CNT_FRAG_HIT: u32 = 18;
+pub const STATOR_CNT_ACT_HOLD: u32 = 19;
+pub const STATOR_CNT_FAILOVER: u32 = 20;
+pub const STATOR_CNT_REDIRECT_RX: u32 = 21;
+pub const STATOR_CNT_REDIRECT_AGAIN: u32 = 22;
+pub const STATOR_CNT_GROUP_MATCH: u32 = 23;
+pub const STATOR_CNT_TRACE_REPORT: u32 = 24;
+pub const STATOR_CNT_TRACE_LIMITED: u32 = 25;
+pub const STATOR_CNT_TRACE_LOST: u32 = 26;
 
 /// Counter index → metric label, in index order.
-pub const COUNTER_NAMES: [&str; 16] = [
+pub const COUNTER_NAMES: [&str; 27] = [
     "act_aborted",
     "act_drop",
     "act_pass",
@@ -92,6 +137,17 @@ pub const COUNTER_NAMES: [&str; 16] = [
     "non_vip",
     "non_ip",
     "self_test",
+    "frag_redirect",
+    "frag_record",
+    "frag_hit",
+    "act_hold",
+    "failover",
+    "redirect_rx",
+    "redirect_again",
+    "group_match",
+    "trace_report",
+    "trace_limited",
+    "trace_lost",
 ];
 pub const STATOR_DROP_NONE: u32 = 0;
 pub const STATOR_DROP_MALFORMED_L3: u32 = 1;
@@ -109,9 +165,11 @@ pub const STATOR_DROP_BAD_CONFIG: u32 = 12;
 pub const STATOR_DROP_MTU: u32 = 13;
 pub const STATOR_DROP_XSK_FRAME: u32 = 14;
 pub const STATOR_DROP_XSK_SOCKET: u32 = 15;
+pub const STATOR_DROP_FRAG_HOLD: u32 = 16;
+pub const STATOR_DROP_REDIRECT: u32 = 17;
 
 /// Drop reason code → metric label, in index order.
-pub const DROP_REASON_NAMES: [&str; 16] = [
+pub const DROP_REASON_NAMES: [&str; 18] = [
     "none",
     "malformed_l3",
     "malformed_l4",
@@ -128,6 +186,8 @@ pub const DROP_REASON_NAMES: [&str; 16] = [
     "mtu",
     "xsk_frame",
     "xsk_socket",
+    "frag_hold",
+    "redirect",
 ];
 pub const STATOR_DECAP_CNT_GRE: u32 = 0;
 pub const STATOR_DECAP_CNT_IPIP: u32 = 1;
@@ -194,7 +254,7 @@ pub const SIZEOF_stator_ctl: usize = 16;
 pub const OFFSETOF_stator_ctl_active_gen: usize = 0;
 pub const OFFSETOF_stator_ctl_fib_cache_us: usize = 4;
 pub const OFFSETOF_stator_ctl_test_clock_ns: usize = 8;
-pub const SIZEOF_stator_node_cfg: usize = 64;
+pub const SIZEOF_stator_node_cfg: usize = 80;
 pub const OFFSETOF_stator_node_cfg_src_v4: usize = 0;
 pub const OFFSETOF_stator_node_cfg_src_v6: usize = 4;
 pub const OFFSETOF_stator_node_cfg_flags: usize = 20;
@@ -205,6 +265,79 @@ pub const OFFSETOF_stator_node_cfg_gue_port: usize = 44;
 pub const OFFSETOF_stator_node_cfg_outer_ttl: usize = 46;
 pub const OFFSETOF_stator_node_cfg_config_generation: usize = 48;
 pub const OFFSETOF_stator_node_cfg_vtab_seed: usize = 56;
+pub const OFFSETOF_stator_node_cfg_trace_per_sec: usize = 60;
+pub const OFFSETOF_stator_node_cfg_peer_table_off: usize = 64;
+pub const OFFSETOF_stator_node_cfg_peer_table_size: usize = 68;
+pub const OFFSETOF_stator_node_cfg_frag_timeout_ns: usize = 72;
+pub const SIZEOF_stator_addr: usize = 20;
+pub const OFFSETOF_stator_addr_addr: usize = 0;
+pub const OFFSETOF_stator_addr_family: usize = 16;
+pub const SIZEOF_stator_peer: usize = 20;
+pub const OFFSETOF_stator_peer_addr: usize = 0;
+pub const OFFSETOF_stator_peer_family: usize = 16;
+pub const OFFSETOF_stator_peer_flags: usize = 17;
+pub const SIZEOF_stator_class_key: usize = 24;
+pub const OFFSETOF_stator_class_key_prefixlen: usize = 0;
+pub const OFFSETOF_stator_class_key_generation: usize = 4;
+pub const OFFSETOF_stator_class_key_family: usize = 5;
+pub const OFFSETOF_stator_class_key_addr: usize = 8;
+pub const SIZEOF_stator_class: usize = 8;
+pub const OFFSETOF_stator_class_class_id: usize = 0;
+pub const OFFSETOF_stator_class_nlens: usize = 2;
+pub const OFFSETOF_stator_class_flags: usize = 3;
+pub const OFFSETOF_stator_class_lens: usize = 4;
+pub const SIZEOF_stator_sfx_key: usize = 24;
+pub const OFFSETOF_stator_sfx_key_suffix: usize = 0;
+pub const OFFSETOF_stator_sfx_key_port: usize = 16;
+pub const OFFSETOF_stator_sfx_key_proto: usize = 18;
+pub const OFFSETOF_stator_sfx_key_family: usize = 19;
+pub const OFFSETOF_stator_sfx_key_class_id: usize = 20;
+pub const OFFSETOF_stator_sfx_key_bits: usize = 22;
+pub const OFFSETOF_stator_sfx_key_generation: usize = 23;
+pub const SIZEOF_stator_frag_key: usize = 40;
+pub const OFFSETOF_stator_frag_key_src: usize = 0;
+pub const OFFSETOF_stator_frag_key_dst: usize = 16;
+pub const OFFSETOF_stator_frag_key_id: usize = 32;
+pub const OFFSETOF_stator_frag_key_proto: usize = 36;
+pub const OFFSETOF_stator_frag_key_family: usize = 37;
+pub const SIZEOF_stator_frag_entry: usize = 24;
+pub const OFFSETOF_stator_frag_entry_real_id: usize = 0;
+pub const OFFSETOF_stator_frag_entry_vip_id: usize = 4;
+pub const OFFSETOF_stator_frag_entry_created_ns: usize = 8;
+pub const OFFSETOF_stator_frag_entry_reason: usize = 16;
+pub const OFFSETOF_stator_frag_entry_hash: usize = 20;
+pub const SIZEOF_stator_hold_hdr: usize = 56;
+pub const OFFSETOF_stator_hold_hdr_key: usize = 0;
+pub const OFFSETOF_stator_hold_hdr_ingress_ifindex: usize = 40;
+pub const OFFSETOF_stator_hold_hdr_len: usize = 44;
+pub const OFFSETOF_stator_hold_hdr_now_ns: usize = 48;
+pub const SIZEOF_stator_tail: usize = 8;
+pub const OFFSETOF_stator_tail_l3: usize = 0;
+pub const OFFSETOF_stator_tail_ethertype: usize = 4;
+pub const OFFSETOF_stator_tail_redirected: usize = 6;
+pub const SIZEOF_stator_trace_mark: usize = 32;
+pub const OFFSETOF_stator_trace_mark_magic: usize = 0;
+pub const OFFSETOF_stator_trace_mark_receiver: usize = 8;
+pub const OFFSETOF_stator_trace_mark_receiver_port: usize = 24;
+pub const OFFSETOF_stator_trace_mark_receiver_family: usize = 26;
+pub const OFFSETOF_stator_trace_mark_trace_id: usize = 28;
+pub const SIZEOF_stator_trace_event: usize = 112;
+pub const OFFSETOF_stator_trace_event_receiver: usize = 0;
+pub const OFFSETOF_stator_trace_event_receiver_port: usize = 16;
+pub const OFFSETOF_stator_trace_event_receiver_family: usize = 18;
+pub const OFFSETOF_stator_trace_event_hop: usize = 19;
+pub const OFFSETOF_stator_trace_event_trace_id: usize = 20;
+pub const OFFSETOF_stator_trace_event_kind: usize = 24;
+pub const OFFSETOF_stator_trace_event_cause: usize = 25;
+pub const OFFSETOF_stator_trace_event_reason: usize = 26;
+pub const OFFSETOF_stator_trace_event_flags: usize = 27;
+pub const OFFSETOF_stator_trace_event_vip_id: usize = 28;
+pub const OFFSETOF_stator_trace_event_real_id: usize = 32;
+pub const OFFSETOF_stator_trace_event_slot: usize = 36;
+pub const OFFSETOF_stator_trace_event_target: usize = 40;
+pub const OFFSETOF_stator_trace_event_target_family: usize = 56;
+pub const OFFSETOF_stator_trace_event_flow: usize = 64;
+pub const OFFSETOF_stator_trace_event_now_ns: usize = 104;
 pub const SIZEOF_stator_vaddr_vip: usize = 20;
 pub const OFFSETOF_stator_vaddr_vip_port: usize = 0;
 pub const OFFSETOF_stator_vaddr_vip_proto: usize = 2;

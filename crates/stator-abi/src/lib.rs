@@ -30,6 +30,14 @@ macro_rules! assert_layout {
     };
 }
 
+mod frag;
+mod groups;
+mod trace;
+
+pub use frag::{FragEntry, FragKey, HoldHdr};
+pub use groups::{AddrRec, Class, ClassKey, Peer, SfxKey, low_bits};
+pub use trace::{TraceCause, TraceEvent, TraceKind, TraceMark};
+
 /// Address family tag of keys and reals (`enum stator_family`).
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -86,11 +94,13 @@ pub enum DropReason {
     Mtu = STATOR_DROP_MTU as u8,
     XskFrame = STATOR_DROP_XSK_FRAME as u8,
     XskSocket = STATOR_DROP_XSK_SOCKET as u8,
+    FragHold = STATOR_DROP_FRAG_HOLD as u8,
+    Redirect = STATOR_DROP_REDIRECT as u8,
 }
 
 impl DropReason {
     /// Every reason, in code order.
-    pub const ALL: [DropReason; 15] = [
+    pub const ALL: [DropReason; STATOR_DROP_MAX as usize - 1] = [
         Self::MalformedL3,
         Self::MalformedL4,
         Self::Fragment,
@@ -106,6 +116,8 @@ impl DropReason {
         Self::Mtu,
         Self::XskFrame,
         Self::XskSocket,
+        Self::FragHold,
+        Self::Redirect,
     ];
 
     /// The numeric code (index into the `stator_drops` per-CPU array).
@@ -145,6 +157,17 @@ pub enum Counter {
     NonVip = STATOR_CNT_NON_VIP,
     NonIp = STATOR_CNT_NON_IP,
     SelfTest = STATOR_CNT_SELF_TEST,
+    FragRedirect = STATOR_CNT_FRAG_REDIRECT,
+    FragRecord = STATOR_CNT_FRAG_RECORD,
+    FragHit = STATOR_CNT_FRAG_HIT,
+    ActHold = STATOR_CNT_ACT_HOLD,
+    Failover = STATOR_CNT_FAILOVER,
+    RedirectRx = STATOR_CNT_REDIRECT_RX,
+    RedirectAgain = STATOR_CNT_REDIRECT_AGAIN,
+    GroupMatch = STATOR_CNT_GROUP_MATCH,
+    TraceReport = STATOR_CNT_TRACE_REPORT,
+    TraceLimited = STATOR_CNT_TRACE_LIMITED,
+    TraceLost = STATOR_CNT_TRACE_LOST,
 }
 
 impl Counter {
@@ -166,6 +189,17 @@ impl Counter {
         Self::NonVip,
         Self::NonIp,
         Self::SelfTest,
+        Self::FragRedirect,
+        Self::FragRecord,
+        Self::FragHit,
+        Self::ActHold,
+        Self::Failover,
+        Self::RedirectRx,
+        Self::RedirectAgain,
+        Self::GroupMatch,
+        Self::TraceReport,
+        Self::TraceLimited,
+        Self::TraceLost,
     ];
 
     /// The index in the `stator_counters` per-CPU array.
@@ -221,8 +255,14 @@ pub struct NodeCfg {
     pub config_generation: u64,
     /// Seed of [`vtab_hash`] for this half's `stator_vtab`.
     pub vtab_seed: u32,
-    /// Padding.
-    pub _pad1: u32,
+    /// Tracer reports per second for the node; 0 = none.
+    pub trace_per_sec: u32,
+    /// Absolute index of the fragment peers' Maglev table in `stator_slots`.
+    pub peer_table_off: u32,
+    /// Its size (prime); 0 = every fragment is decided where it arrives.
+    pub peer_table_size: u32,
+    /// How long a `stator_frag` record stays fresh.
+    pub frag_timeout_ns: u64,
 }
 assert_layout!(NodeCfg, SIZEOF_stator_node_cfg,
     src_v4 => OFFSETOF_stator_node_cfg_src_v4,
@@ -234,7 +274,11 @@ assert_layout!(NodeCfg, SIZEOF_stator_node_cfg,
     gue_port => OFFSETOF_stator_node_cfg_gue_port,
     outer_ttl => OFFSETOF_stator_node_cfg_outer_ttl,
     config_generation => OFFSETOF_stator_node_cfg_config_generation,
-    vtab_seed => OFFSETOF_stator_node_cfg_vtab_seed);
+    vtab_seed => OFFSETOF_stator_node_cfg_vtab_seed,
+    trace_per_sec => OFFSETOF_stator_node_cfg_trace_per_sec,
+    peer_table_off => OFFSETOF_stator_node_cfg_peer_table_off,
+    peer_table_size => OFFSETOF_stator_node_cfg_peer_table_size,
+    frag_timeout_ns => OFFSETOF_stator_node_cfg_frag_timeout_ns);
 
 /// `struct stator_vip_key` — key of `stator_vips`.
 #[repr(C)]
@@ -882,7 +926,7 @@ mod tests {
     fn counter_labels() {
         assert_eq!(Counter::CtHit.label(), "ct_hit");
         assert_eq!(Counter::SelfTest.label(), "self_test");
-        assert_eq!(Counter::SelfTest as u32 + 1, STATOR_CNT_MAX);
+        assert_eq!(Counter::TraceLost as u32 + 1, STATOR_CNT_MAX);
         for (i, c) in Counter::ALL.iter().enumerate() {
             assert_eq!(c.index() as usize, i);
         }

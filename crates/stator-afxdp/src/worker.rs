@@ -244,7 +244,9 @@ impl Worker {
                         user_pass += 1;
                         None
                     }
-                    Action::Drop(_) => None,
+                    // An early fragment (forwarding.md §9): this plane does not hold frames yet
+                    // (docs/afxdp.md); it is dropped, counted `act_hold` by the forwarder.
+                    Action::Drop(_) | Action::Hold => None,
                 };
                 let out = match out {
                     Some(s) => {

@@ -147,3 +147,40 @@ pub const KEEPALIVE_POOL: u32 = 32;
 pub const MAX_KEEPALIVE_POOL: u32 = 65_536;
 /// `listener.http.keepalive_timeout` (nginx's upstream `keepalive_timeout`).
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `fragments.table_size`: the peers' Maglev table (prime; 100 × the most peers keeps their
+/// shares within 1%).
+pub const PEER_TABLE_SIZE: u32 = 6553;
+/// `fragments.timeout`.
+pub const FRAG_TIMEOUT: Duration = Duration::from_secs(2);
+/// Bounds of `fragments.timeout`.
+pub const MIN_FRAG_TIMEOUT: Duration = Duration::from_millis(100);
+/// Bounds of `fragments.timeout` (the kernel reassembles within 30 s).
+pub const MAX_FRAG_TIMEOUT: Duration = Duration::from_secs(30);
+/// `fragments.table_entries`.
+pub const FRAG_TABLE_ENTRIES: u32 = stator_abi::STATOR_DEFAULT_FRAG_ENTRIES;
+/// Bounds of `fragments.table_entries`.
+pub const MIN_FRAG_TABLE_ENTRIES: u32 = 1024;
+/// Bounds of `fragments.table_entries`.
+pub const MAX_FRAG_TABLE_ENTRIES: u32 = 1 << 24;
+/// `fragments.hold_frames`.
+pub const HOLD_FRAMES: u32 = 1024;
+/// Largest `fragments.hold_frames`.
+pub const MAX_HOLD_FRAMES: u32 = 1 << 16;
+/// `fragments.hold_bytes` (also the size of the `stator_hold` ring, rounded up to a power of
+/// two).
+pub const HOLD_BYTES: u32 = stator_abi::STATOR_DEFAULT_HOLD_RING;
+/// Bounds of `fragments.hold_bytes`.
+pub const MIN_HOLD_BYTES: u32 = 1 << 16;
+/// Bounds of `fragments.hold_bytes`.
+pub const MAX_HOLD_BYTES: u32 = 1 << 28;
+
+/// `tracer.reports_per_sec`.
+pub const TRACE_REPORTS_PER_SEC: u32 = 100;
+/// Largest `tracer.reports_per_sec`.
+pub const MAX_TRACE_REPORTS_PER_SEC: u32 = 100_000;
+
+/// `vip_class.suffix_bits_v4`: a cluster prefix of /24.
+pub const SUFFIX_BITS_V4: u8 = 8;
+/// `vip_class.suffix_bits_v6`: a cluster prefix of /64.
+pub const SUFFIX_BITS_V6: u8 = 64;

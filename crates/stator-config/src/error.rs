@@ -337,6 +337,16 @@ pub enum Error {
         /// More detail, starting with "; " (or empty).
         hint: String,
     },
+    /// Two prefixes (or group VIPs) that a packet could match both ways.
+    #[error("{value} overlaps {other} (at {first})")]
+    Overlap {
+        /// This one.
+        value: String,
+        /// The other one.
+        other: String,
+        /// Where the other one is.
+        first: FieldPath,
+    },
     /// Something valid in the schema that this build does not do yet.
     #[error("{what} is not supported yet{hint}")]
     Unsupported {

@@ -97,6 +97,55 @@ pub struct RawConfig {
     /// `[[listener]]`.
     #[serde(default)]
     pub listener: Vec<RawListener>,
+    /// `[fragments]`.
+    #[serde(default)]
+    pub fragments: RawFragments,
+    /// `[tracer]`.
+    #[serde(default)]
+    pub tracer: RawTracer,
+    /// `[[vip_class]]`.
+    #[serde(default)]
+    pub vip_class: Vec<RawVipClass>,
+}
+
+/// `[fragments]`: how fragments reach one node and wait for their first.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFragments {
+    /// The cluster's Stator nodes, this one included.
+    pub peers: Option<Vec<String>>,
+    /// Size of the peers' Maglev table (prime).
+    pub table_size: Option<i64>,
+    /// How long a first fragment's decision is kept, and an early fragment held.
+    pub timeout: Option<Scalar>,
+    /// Fragment-table capacity.
+    pub table_entries: Option<i64>,
+    /// Early fragments held at most.
+    pub hold_frames: Option<i64>,
+    /// Bytes of early fragments held at most.
+    pub hold_bytes: Option<i64>,
+}
+
+/// `[tracer]`: the packet tracer's reports.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTracer {
+    /// Reports per second the node sends at most.
+    pub reports_per_sec: Option<i64>,
+}
+
+/// `[[vip_class]]`: a class of clusters and its prefix groups.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawVipClass {
+    /// Name (referred to by `vip.class`).
+    pub name: Option<String>,
+    /// Prefix groups (CIDRs).
+    pub prefixes: Option<Vec<String>>,
+    /// Default suffix length of its IPv4 VIPs.
+    pub suffix_bits_v4: Option<i64>,
+    /// Default suffix length of its IPv6 VIPs.
+    pub suffix_bits_v6: Option<i64>,
 }
 
 /// `[node]`.
@@ -422,6 +471,14 @@ pub struct RawVip {
     /// Flags.
     #[serde(default)]
     pub flags: Vec<FlagName>,
+    /// Accept fragments.
+    pub fragments: Option<bool>,
+    /// Where packets go when no backend is usable.
+    pub failover: Option<String>,
+    /// The class whose prefix groups the VIP also serves, by suffix.
+    pub class: Option<String>,
+    /// Suffix length (overrides the class's default).
+    pub suffix_bits: Option<i64>,
 }
 
 /// Listener protocols as written (`udp` is reserved: accepted by the schema so that the error

@@ -44,6 +44,12 @@ pub struct Config {
     pub vips: Vec<Vip>,
     /// The proxy listeners, in file order.
     pub listeners: Vec<Listener>,
+    /// `[fragments]`.
+    pub fragments: Fragments,
+    /// `[tracer]`.
+    pub tracer: Tracer,
+    /// `[[vip_class]]`, in file order; indexed by [`VipGroup::class`].
+    pub classes: Vec<VipClass>,
 }
 
 impl Config {
@@ -74,9 +80,18 @@ impl Config {
         self.vips.iter().map(|v| v.backends.len()).sum()
     }
 
-    /// Maglev slots all VIP tables need (per generation).
+    /// Maglev slots all VIP tables and the fragment peers' table need (per generation).
     pub fn slots(&self) -> u64 {
-        self.vips.iter().map(|v| u64::from(v.table_size)).sum()
+        let peers = if self.fragments.peers.is_empty() {
+            0
+        } else {
+            u64::from(self.fragments.table_size)
+        };
+        self.vips
+            .iter()
+            .map(|v| u64::from(v.table_size))
+            .sum::<u64>()
+            + peers
     }
 
     /// The node-wide forwarding parameters of a `stator_core::Snapshot`.
@@ -90,6 +105,8 @@ impl Config {
             flood_new_per_sec: self.dataplane.flood_new_per_sec,
             gue_port: self.encap.gue_port,
             outer_ttl: self.encap.outer_ttl,
+            frag_timeout_ns: duration_ns(self.fragments.timeout),
+            trace_per_sec: self.tracer.reports_per_sec,
         }
     }
 }
@@ -471,6 +488,63 @@ pub struct Vip {
     /// (byte order). Maglev population must iterate backends in this order: it breaks ties by
     /// position, and every node must build the same table.
     pub backends: Vec<Member>,
+    /// Where its packets go when no backend is usable: the same service's address in another
+    /// cluster (docs/forwarding.md §10.1).
+    pub failover: Option<IpAddr>,
+    /// Its class and suffix, for a VIP that also serves its class's other clusters (§3.1).
+    pub group: Option<VipGroup>,
+}
+
+/// A VIP's membership of a class (`vip.class`, `vip.suffix_bits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VipGroup {
+    /// Index into [`Config::classes`] (also the data plane's class id).
+    pub class: usize,
+    /// Suffix length in bits.
+    pub bits: u8,
+}
+
+/// `[fragments]` (docs/forwarding.md §9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Fragments {
+    /// The cluster's Stator nodes (this one included), in file order; empty = every node
+    /// decides the fragments it receives.
+    pub peers: Vec<IpAddr>,
+    /// Which of them is this node.
+    pub self_index: Option<usize>,
+    /// Size of the peers' Maglev table (prime).
+    pub table_size: u32,
+    /// How long a first fragment's decision is kept, and an early fragment held.
+    pub timeout: Duration,
+    /// Fragment-table capacity.
+    pub table_entries: u32,
+    /// Early fragments held at most.
+    pub hold_frames: u32,
+    /// Bytes of early fragments held at most.
+    pub hold_bytes: u32,
+}
+
+/// `[tracer]` (docs/forwarding.md §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Tracer {
+    /// Reports per second the node sends at most (0 = none).
+    pub reports_per_sec: u32,
+}
+
+/// `[[vip_class]]`: a class of clusters and its prefix groups (docs/forwarding.md §3.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VipClass {
+    /// Name.
+    pub name: String,
+    /// Prefix groups.
+    pub prefixes: Vec<stator_core::Prefix>,
+    /// Default suffix length of its IPv4 VIPs.
+    pub suffix_bits_v4: u8,
+    /// Default suffix length of its IPv6 VIPs.
+    pub suffix_bits_v6: u8,
 }
 
 impl Vip {

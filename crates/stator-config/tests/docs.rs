@@ -32,6 +32,9 @@ const TABLES: &[(&str, &str)] = &[
         "[listener.http]",
         "[[listener]]\n[listener.http]\nzz_unknown = 1\n",
     ),
+    ("[[vip_class]]", "[[vip_class]]\nzz_unknown = 1\n"),
+    ("[fragments]", "[fragments]\nzz_unknown = 1\n"),
+    ("[tracer]", "[tracer]\nzz_unknown = 1\n"),
 ];
 
 /// The keys the schema accepts in a table, from its "unknown key" message.

@@ -697,3 +697,67 @@ idle = "5m"
     assert!(r.is_ok(), "{r}");
     assert!(r.to_string().contains("data plane none"), "{r}");
 }
+
+/// Fragments, failover, classes and the tracer as a node forwards with them: the peers with
+/// this node found among them, the VIP's group and failover, the node parameters.
+#[test]
+fn fragments_classes_failover_and_the_tracer() {
+    let c = config(
+        r#"
+[fragments]
+peers = ["10.0.0.11", "10.0.0.10", "10.0.0.12"]
+timeout = "3s"
+hold_frames = 64
+[tracer]
+reports_per_sec = 7
+[[vip_class]]
+name = "web"
+prefixes = ["10.100.0.0/16", "2001:db8:100::/48"]
+suffix_bits_v6 = 80
+[[pool]]
+name = "web"
+[[pool.backend]]
+address = "10.1.1.1"
+port = 80
+[[vip]]
+address = "10.100.1.1"
+port = 80
+protocol = "udp"
+pools = ["web"]
+class = "web"
+fragments = true
+failover = "10.100.2.1"
+[[vip]]
+address = "2001:db8:100:1::1"
+port = 80
+protocol = "tcp"
+pools = ["web"]
+class = "web"
+suffix_bits = 64
+[[vip]]
+address = "192.0.2.10"
+port = 80
+protocol = "tcp"
+pools = ["web"]
+"#,
+    );
+    let f = &c.fragments;
+    assert_eq!(f.peers.len(), 3);
+    assert_eq!(f.self_index, Some(1), "10.0.0.10 is node.address_v4");
+    assert_eq!((f.timeout, f.hold_frames), (Duration::from_secs(3), 64));
+    assert_eq!(c.tracer.reports_per_sec, 7);
+    assert_eq!(c.classes.len(), 1);
+    assert_eq!(c.classes[0].prefixes.len(), 2);
+    let v = &c.vips;
+    assert!(v[0].flags.fragments && !v[1].flags.fragments && !v[2].flags.fragments);
+    assert_eq!(v[0].failover, Some("10.100.2.1".parse::<IpAddr>().unwrap()));
+    assert_eq!(v[0].group.map(|g| (g.class, g.bits)), Some((0, 8)));
+    assert_eq!(
+        v[1].group.map(|g| g.bits),
+        Some(64),
+        "the VIP's own length wins"
+    );
+    assert_eq!(v[2].group, None);
+    let n = c.node_params();
+    assert_eq!((n.frag_timeout_ns, n.trace_per_sec), (3_000_000_000, 7));
+}

@@ -132,6 +132,12 @@ pub trait PlaneReader: Send + Sync + std::fmt::Debug {
     fn plane_stats(&self) -> Vec<PlaneStat> {
         Vec::new()
     }
+
+    /// What the holder of early fragments has done (docs/forwarding.md §9), for a plane that
+    /// has one.
+    fn hold_stats(&self) -> Option<stator_xdp::HolderStats> {
+        None
+    }
 }
 
 /// One sample of [`PlaneReader::plane_stats`]: a metric family (samples of one family come

@@ -87,6 +87,7 @@ pub mod node;
 pub mod noplane;
 pub mod plan;
 pub mod reconciler;
+pub mod reports;
 pub mod view;
 pub mod watchdog;
 pub mod xdp;

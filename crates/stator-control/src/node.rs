@@ -32,6 +32,7 @@ use crate::host;
 use crate::listeners::ProxyTier;
 use crate::noplane::NoPlane;
 use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
+use crate::reports::Reporter;
 use crate::view::View;
 use crate::watchdog;
 use crate::xdp::XdpPlane;
@@ -68,6 +69,8 @@ pub struct Node {
     server_stop: oneshot::Sender<()>,
     startup: ApplyReport,
     follower: JoinHandle<()>,
+    /// The tracer's reports (XDP plane).
+    reporter: Option<Reporter>,
 }
 
 impl Node {
@@ -97,6 +100,8 @@ impl Node {
             .local_addr()
             .map_err(|e| ControlError::io("reading the admin API's address", e))?;
 
+        let xdp =
+            opts.plane.is_none() && config.dataplane.mode == stator_config::DataplaneMode::Xdp;
         let plane: Box<dyn DataPlane> = match opts.plane {
             Some(p) => p,
             None if config.dataplane.mode == stator_config::DataplaneMode::None => {
@@ -180,6 +185,13 @@ impl Node {
             events,
             commit: Arc::from(opts.commit.as_deref().unwrap_or("unknown")),
         };
+        let reporter = if xdp {
+            let ring = stator_xdp::TraceRing::open(&config.dataplane.pin_path)
+                .map_err(|e| ControlError::data_plane("opening stator_trace", e))?;
+            Some(Reporter::start(ring, ctx.view.clone())?)
+        } else {
+            None
+        };
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
         let (server_stop, stop_rx) = oneshot::channel::<()>();
         let app = api::router(ctx.clone());
@@ -241,6 +253,7 @@ impl Node {
             server,
             server_stop,
             startup,
+            reporter,
         })
     }
 
@@ -328,6 +341,7 @@ impl Node {
         self.watchdog.abort();
         let _ = self.server_stop.send(());
         let _ = self.server.await;
+        drop(self.reporter);
         result
     }
 
@@ -365,7 +379,11 @@ impl XdpPlane {
 /// The data plane `dataplane.mode` names, loaded (not attached).
 fn load_plane(config: &stator_config::Config) -> Result<Box<dyn DataPlane>, ControlError> {
     match config.dataplane.mode {
-        DataplaneMode::Xdp => Ok(XdpPlane::load(&XdpPlane::options(config))?.into_boxed()),
+        DataplaneMode::Xdp => {
+            let mut p = XdpPlane::load(&XdpPlane::options(config))?;
+            p.start_holder(XdpPlane::hold_limits(config))?;
+            Ok(p.into_boxed())
+        }
         DataplaneMode::Afxdp => {
             let (xdp, cfg) = AfxdpPlane::options(config);
             Ok(AfxdpPlane::load(&xdp, cfg)?.into_boxed())

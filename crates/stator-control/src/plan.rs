@@ -21,7 +21,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 use stator_config::{BackendId, Config};
-use stator_core::{Real, RealId, RealState, Snapshot, Vip, VipId, VipKey};
+use stator_core::{
+    ClassId, Peers, Real, RealId, RealState, Snapshot, Vip, VipGroup, VipId, VipKey, peer_set,
+};
 use stator_hash::{MaglevBackend, MaglevTable};
 
 use crate::error::ControlError;
@@ -260,14 +262,14 @@ pub fn build(
         for r in &mut reals {
             r.slots = counts.get(&r.id.0).copied().unwrap_or(0);
         }
-        snap.vips.insert(
-            vip.key,
-            Vip {
-                id: vip_id,
-                flags: vip.flags,
-                table: Arc::clone(&table),
-            },
-        );
+        let mut v = Vip::new(vip_id, vip.flags, Arc::clone(&table));
+        v.failover = vip.failover;
+        v.group = vip.group.map(|g| VipGroup {
+            // fits: classes are few (each has a prefix, and prefixes are bounded)
+            class: ClassId(g.class as u16),
+            bits: g.bits,
+        });
+        snap.vips.insert(vip.key, v);
         vips.push(BuiltVip {
             key: vip.key,
             id: vip_id,
@@ -278,9 +280,37 @@ pub fn build(
             table,
         });
     }
+    for (i, class) in config.classes.iter().enumerate() {
+        for p in &class.prefixes {
+            snap.classes.insert(*p, ClassId(i as u16));
+        }
+    }
+    snap.peers = peers(config, previous)?;
     Ok(Built {
         snapshot: Arc::new(snap),
         vips,
+    })
+}
+
+/// The fragment peers with their Maglev table (docs/forwarding.md §9), reused from `previous`
+/// when the peers have not changed.
+fn peers(config: &Config, previous: Option<&Built>) -> Result<Peers, ControlError> {
+    let f = &config.fragments;
+    if f.peers.is_empty() {
+        return Ok(Peers::default());
+    }
+    let fresh = peer_set(f.peers.clone(), f.self_index, f.table_size).map_err(|source| {
+        ControlError::Table {
+            vip: "fragments.peers".to_owned(),
+            source,
+        }
+    })?;
+    Ok(match previous.map(|p| &p.snapshot.peers) {
+        Some(old) if old.addrs == fresh.addrs && old.table.len() == fresh.table.len() => Peers {
+            self_index: fresh.self_index,
+            ..old.clone()
+        },
+        _ => fresh,
     })
 }
 
@@ -482,5 +512,78 @@ table_size = 251
             built.vips[0].reals[0].plan,
             RealPlan::Absent(AbsentCause::Unchecked)
         );
+    }
+
+    /// The fragment peers, classes, group membership and failover addresses reach the
+    /// snapshot; the peers' table is every node's table (the same whatever the order) and is
+    /// kept across builds while the peers do not change.
+    #[test]
+    fn fragments_classes_and_failover_reach_the_snapshot() {
+        let text = |peers: &str| {
+            format!(
+                r#"
+[node]
+name = "n"
+address_v4 = "10.0.0.10"
+[dataplane]
+interfaces = ["eth0"]
+[fragments]
+peers = [{peers}]
+table_size = 251
+[[vip_class]]
+name = "web"
+prefixes = ["10.100.0.0/16"]
+[[pool]]
+name = "web"
+[pool.health]
+method = "none"
+[[pool.backend]]
+address = "10.1.0.1"
+[[vip]]
+address = "10.100.1.1"
+port = 80
+protocol = "udp"
+pools = ["web"]
+table_size = 251
+class = "web"
+fragments = true
+failover = "10.100.2.1"
+"#
+            )
+        };
+        let a = from_toml_str("t.toml", &text(r#""10.0.0.10", "10.0.0.11", "10.0.0.12""#)).unwrap();
+        let b = from_toml_str("t.toml", &text(r#""10.0.0.12", "10.0.0.10", "10.0.0.11""#)).unwrap();
+        let (_, ids) = Ids::new()
+            .assign(&a, Instant::now(), std::time::Duration::ZERO)
+            .unwrap();
+        let built = build(&a, &ids, &states(&a, |_| up()), 1, None).unwrap();
+        let snap = &built.snapshot;
+        CompiledSnapshot::new(snap).unwrap();
+        assert_eq!(snap.peers.addrs.len(), 3);
+        assert_eq!(snap.peers.table.len(), 251);
+        assert_eq!(
+            snap.peers
+                .self_index
+                .map(|i| snap.peers.addrs[i].to_string()),
+            Some("10.0.0.10".into())
+        );
+        assert_eq!(snap.classes.len(), 1);
+        let vip = snap.vips.values().next().unwrap();
+        assert!(vip.flags.fragments);
+        assert_eq!(
+            vip.failover.map(|a| a.to_string()),
+            Some("10.100.2.1".into())
+        );
+        assert_eq!(vip.group.map(|g| (g.class.0, g.bits)), Some((0, 8)));
+        // another order, another build: the same table
+        let (_, ids_b) = Ids::new()
+            .assign(&b, Instant::now(), std::time::Duration::ZERO)
+            .unwrap();
+        let other = build(&b, &ids_b, &states(&b, |_| up()), 1, None).unwrap();
+        assert_eq!(other.snapshot.peers.table, snap.peers.table);
+        assert_eq!(other.snapshot.peers.addrs, snap.peers.addrs);
+        // unchanged peers: the previous table is shared
+        let again = build(&a, &ids, &states(&a, |_| up()), 2, Some(&built)).unwrap();
+        assert!(Arc::ptr_eq(&again.snapshot.peers.table, &snap.peers.table));
     }
 }

@@ -11,8 +11,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use stator_config::{Config, ConntrackMode as CfgConntrack, XdpMode as CfgXdpMode};
+use stator_core::HoldLimits;
 use stator_core::{Counter, CtEntry, DropReason, FlowKey, RealId, Snapshot, Traffic, VipId};
-use stator_xdp::{AttachMode, ConntrackMode, Forwarder, Maps, XdpError, XdpMode, XdpOptions};
+use stator_xdp::{
+    AttachMode, ConntrackMode, Forwarder, Holder, HolderStats, Maps, XdpError, XdpMode, XdpOptions,
+};
 
 use crate::dataplane::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneReader};
 use crate::error::ControlError;
@@ -23,6 +26,8 @@ pub struct XdpPlane {
     fwd: Forwarder,
     /// Interface name → (ifindex, program id) as attached.
     attached: BTreeMap<String, (u32, u32)>,
+    /// The thread that holds early fragments (docs/forwarding.md §9).
+    holder: Option<Arc<Holder>>,
 }
 
 impl XdpPlane {
@@ -43,6 +48,13 @@ impl XdpPlane {
                 CfgXdpMode::Generic => AttachMode::Generic,
             },
             fib_cache: d.next_hop_cache,
+            frag_entries: config.fragments.table_entries,
+            // a ring is a power of two of pages
+            hold_ring: config
+                .fragments
+                .hold_bytes
+                .checked_next_power_of_two()
+                .unwrap_or(1 << 31),
         }
     }
 
@@ -58,7 +70,35 @@ impl XdpPlane {
         Ok(Self {
             fwd,
             attached: BTreeMap::new(),
+            holder: None,
         })
+    }
+
+    /// The holder's bounds for a configuration's `[fragments]`.
+    pub fn hold_limits(config: &Config) -> HoldLimits {
+        let f = &config.fragments;
+        HoldLimits {
+            max_frames: f.hold_frames as usize,
+            max_bytes: f.hold_bytes as usize,
+            timeout_ns: u64::try_from(f.timeout.as_nanos()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Starts the holder of early fragments: fragments that reach this node before their
+    /// first wait there, bounded by `limits`, and go through the forwarder again once their
+    /// datagram's record exists (docs/forwarding.md §9). Runs in the calling thread's network
+    /// namespace.
+    ///
+    /// # Errors
+    /// The rings or maps cannot be opened, or the thread cannot start.
+    pub fn start_holder(&mut self, limits: HoldLimits) -> Result<(), ControlError> {
+        let fd = self
+            .fwd
+            .program_fd_owned()
+            .map_err(|e| xdp_err("holder", e))?;
+        let h = Holder::start(self.pin_path(), fd, limits).map_err(|e| xdp_err("holder", e))?;
+        self.holder = Some(Arc::new(h));
+        Ok(())
     }
 
     /// The loaded forwarder.
@@ -189,7 +229,10 @@ impl DataPlane for XdpPlane {
 
     fn reader(&self) -> Result<Arc<dyn PlaneReader>, ControlError> {
         let maps = Maps::open(&self.fwd.options().pin_path).map_err(|e| xdp_err("open maps", e))?;
-        Ok(Arc::new(XdpReader { maps }))
+        Ok(Arc::new(XdpReader {
+            maps,
+            holder: self.holder.clone(),
+        }))
     }
 }
 
@@ -197,6 +240,7 @@ impl DataPlane for XdpPlane {
 #[derive(Debug)]
 pub struct XdpReader {
     maps: Maps,
+    holder: Option<Arc<Holder>>,
 }
 
 fn read_err(e: XdpError) -> ControlError {
@@ -234,5 +278,9 @@ impl PlaneReader for XdpReader {
 
     fn clock_ns(&self) -> u64 {
         self.maps.clock_ns()
+    }
+
+    fn hold_stats(&self) -> Option<HolderStats> {
+        self.holder.as_ref().map(|h| h.stats())
     }
 }

@@ -5,13 +5,15 @@
 //! controller builds snapshots from validated configuration with its own id allocator (ids must
 //! survive reloads); this builder simply numbers VIPs and reals in insertion order.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use stator_hash::{MaglevBackend, MaglevError, MaglevTable};
 
 use crate::snapshot::{
-    Encap, NodeParams, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags, VipId, VipKey,
+    ClassId, Encap, NodeParams, Peers, Prefix, Proto, Real, RealId, RealState, Snapshot, Vip,
+    VipFlags, VipGroup, VipId, VipKey,
 };
 
 /// A backend of a VIP being built.
@@ -66,6 +68,10 @@ pub struct SnapshotBuilder {
     node: NodeParams,
     generation: u64,
     vips: Vec<(VipKey, VipFlags, u32, Vec<BackendSpec>)>,
+    failover: BTreeMap<VipKey, IpAddr>,
+    groups: BTreeMap<VipKey, VipGroup>,
+    classes: BTreeMap<Prefix, ClassId>,
+    peers: Option<(Vec<IpAddr>, Option<usize>, u32)>,
 }
 
 impl SnapshotBuilder {
@@ -73,9 +79,41 @@ impl SnapshotBuilder {
     pub fn new(node: NodeParams) -> Self {
         Self {
             node,
-            generation: 0,
-            vips: Vec::new(),
+            ..Self::default()
         }
+    }
+
+    /// Gives the VIP `key` (added before or after) a failover address (§10.1).
+    pub fn failover(mut self, key: VipKey, addr: IpAddr) -> Self {
+        self.failover.insert(key, addr);
+        self
+    }
+
+    /// Makes the VIP `key` a group VIP of `class` with a suffix of `bits` bits (§3.1).
+    pub fn group(mut self, key: VipKey, class: u16, bits: u8) -> Self {
+        self.groups.insert(
+            key,
+            VipGroup {
+                class: ClassId(class),
+                bits,
+            },
+        );
+        self
+    }
+
+    /// Adds a prefix group of `class` (host bits are cleared).
+    pub fn class(mut self, addr: IpAddr, len: u8, class: u16) -> Self {
+        if let Some(p) = Prefix::new(addr, len) {
+            self.classes.insert(p, ClassId(class));
+        }
+        self
+    }
+
+    /// Sets the fragment peers: their addresses (named by their address in the Maglev table),
+    /// which one is this node, and the table size (prime).
+    pub fn peers(mut self, addrs: Vec<IpAddr>, self_index: Option<usize>, table_size: u32) -> Self {
+        self.peers = Some((addrs, self_index, table_size));
+        self
     }
 
     /// Sets the generation number recorded in the snapshot.
@@ -153,11 +191,48 @@ impl SnapshotBuilder {
                     id: vip_id,
                     flags,
                     table: slots,
+                    failover: self.failover.get(&key).copied(),
+                    group: self.groups.get(&key).copied(),
                 },
             );
         }
+        snap.classes = self.classes;
+        if let Some((addrs, self_index, size)) = self.peers {
+            snap.peers = peer_set(addrs, self_index, size)?;
+        }
         Ok(snap)
     }
+}
+
+/// The fragment peers with their Maglev table, each named by its address and sorted, so that
+/// every node that lists the same peers, in whatever order, builds the same table.
+pub fn peer_set(
+    addrs: Vec<IpAddr>,
+    self_index: Option<usize>,
+    table_size: u32,
+) -> Result<Peers, MaglevError> {
+    let me = self_index.and_then(|i| addrs.get(i).copied());
+    let mut addrs = addrs;
+    addrs.sort_unstable();
+    addrs.dedup();
+    let self_index = me.and_then(|m| addrs.iter().position(|a| *a == m));
+    let names: Vec<String> = addrs.iter().map(IpAddr::to_string).collect();
+    let members: Vec<MaglevBackend<'_>> = names
+        .iter()
+        .enumerate()
+        // fewer than STATOR_MAX_PEERS, so the index fits
+        .map(|(i, n)| MaglevBackend::new(n, 1, i as u32))
+        .collect();
+    let table = if members.is_empty() {
+        Arc::from(Vec::new())
+    } else {
+        Arc::from(MaglevTable::build(&members, table_size)?.slots())
+    };
+    Ok(Peers {
+        addrs,
+        self_index,
+        table,
+    })
 }
 
 #[cfg(test)]

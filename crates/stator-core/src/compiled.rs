@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use foldhash::fast::FixedState;
 use stator_abi::{
-    Encap, STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE, STATOR_VADDR_F_TCP_ANY,
-    STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_UDP_ANY, STATOR_VADDR_F_UDP_PORTS,
+    Encap, Family, STATOR_CLASS_F_FRAGS, STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE,
+    STATOR_VADDR_F_FRAGS, STATOR_VADDR_F_NODE, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS,
+    STATOR_VADDR_F_UDP_ANY, STATOR_VADDR_F_UDP_PORTS,
 };
 
 use crate::snapshot::{NodeParams, Proto, RealId, RealState, Snapshot, VipId, VipKey};
@@ -32,7 +33,49 @@ type Map<K, V> = HashMap<K, V, FixedState>;
 pub(crate) struct CVip {
     pub id: u32,
     pub no_ct: bool,
+    /// `STATOR_VIP_F_FRAGMENTS`.
+    pub fragments: bool,
+    /// `stator_failover[vip_id]` when `STATOR_VIP_F_FAILOVER`.
+    pub failover: Option<Addr>,
     pub table: Arc<[u32]>,
+}
+
+/// A class as `stator_classes` holds it for one family (docs/forwarding.md §3.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CClass {
+    pub id: u16,
+    /// `STATOR_CLASS_F_*`.
+    pub flags: u32,
+    /// The class's suffix lengths of this family, longest first.
+    pub lens: Vec<u8>,
+}
+
+/// A fragment peer (`struct stator_peer`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CPeer {
+    pub addr: Addr,
+    pub is_self: bool,
+}
+
+/// `stator_sfx` keys: (class, bits, family, suffix in key form, port, proto).
+type SfxKey = (u16, u8, Family, u128, u16, u8);
+
+/// The low `bits` bits of a key-form address (IPv4 in the top 32 bits of the u128).
+#[inline]
+pub(crate) fn suffix_key(family: Family, addr: u128, bits: u8) -> u128 {
+    match family {
+        Family::V4 => {
+            let m = u32::MAX
+                .checked_shr(32 - u32::from(bits.min(32)))
+                .unwrap_or(0);
+            crate::flow::v4(crate::flow::v4_of(addr) & m)
+        }
+        Family::V6 => {
+            addr & u128::MAX
+                .checked_shr(128 - u32::from(bits.min(128)))
+                .unwrap_or(0)
+        }
+    }
 }
 
 /// A backend address, in wire form.
@@ -43,6 +86,13 @@ pub(crate) enum Addr {
 }
 
 impl Addr {
+    pub fn of(addr: IpAddr) -> Self {
+        match addr {
+            IpAddr::V4(a) => Addr::V4(a.octets()),
+            IpAddr::V6(a) => Addr::V6(a.octets()),
+        }
+    }
+
     pub fn ip(self) -> IpAddr {
         match self {
             Addr::V4(a) => IpAddr::from(a),
@@ -74,6 +124,8 @@ pub(crate) struct CNode {
     pub flood_new_per_sec: u32,
     pub gue_port: u16,
     pub outer_ttl: u8,
+    pub frag_timeout_ns: u64,
+    pub trace_per_sec: u32,
 }
 
 /// An immutable, packet-ready form of a [`Snapshot`]. Share it between threads (it is `Send` and
@@ -91,6 +143,13 @@ pub struct CompiledSnapshot {
     vips_v6: Map<(u32, u128), u32>,
     vips: Vec<CVip>,
     reals: Vec<Option<CReal>>,
+    /// Prefix groups per length, longest first: (len, network → class), per family.
+    classes_v4: Vec<(u8, Map<u32, CClass>)>,
+    classes_v6: Vec<(u8, Map<u128, CClass>)>,
+    /// `stator_sfx`: suffix entries → VIP index.
+    sfx: Map<SfxKey, u32>,
+    pub(crate) peers: Vec<CPeer>,
+    pub(crate) peer_table: Arc<[u32]>,
 }
 
 impl CompiledSnapshot {
@@ -127,6 +186,8 @@ impl CompiledSnapshot {
             flood_new_per_sec: n.flood_new_per_sec,
             gue_port: n.gue_port,
             outer_ttl: n.outer_ttl,
+            frag_timeout_ns: n.frag_timeout_ns,
+            trace_per_sec: n.trace_per_sec,
         };
         let mut c = Self {
             generation: snap.generation,
@@ -138,21 +199,59 @@ impl CompiledSnapshot {
             vips_v6: Map::default(),
             vips: Vec::with_capacity(snap.vips.len()),
             reals: Vec::new(),
+            classes_v4: Vec::new(),
+            classes_v6: Vec::new(),
+            sfx: Map::default(),
+            peers: Vec::new(),
+            peer_table: snap.peers.table.clone(),
         };
+        c.compile_groups(snap);
+        for (i, addr) in snap.peers.addrs.iter().enumerate() {
+            c.peers.push(CPeer {
+                addr: Addr::of(*addr),
+                is_self: snap.peers.self_index == Some(i),
+            });
+        }
+        // The node's own addresses receive redirects (docs/forwarding.md §2).
+        if let Some(a) = c.node.src_v4 {
+            *c.vaddrs_v4.entry(u32::from_be_bytes(a)).or_default() |= STATOR_VADDR_F_NODE;
+        }
+        if let Some(a) = c.node.src_v6 {
+            *c.vaddrs_v6.entry(u128::from_be_bytes(a)).or_default() |= STATOR_VADDR_F_NODE;
+        }
         for (key, vip) in &snap.vips {
             // Fits: there are fewer VIPs than memory.
             let index = c.vips.len() as u32;
             c.vips.push(CVip {
                 id: vip.id.0,
                 no_ct: vip.flags.no_conntrack,
+                fragments: vip.flags.fragments,
+                failover: vip.failover.map(Addr::of),
                 table: vip.table.clone(),
             });
-            let flag = match (key.proto, key.port == 0) {
+            if let Some(g) = vip.group {
+                let (family, a) = key_form(key.addr);
+                c.sfx.insert(
+                    (
+                        g.class.0,
+                        g.bits,
+                        family,
+                        suffix_key(family, a, g.bits),
+                        key.port,
+                        key.proto.number(),
+                    ),
+                    index,
+                );
+            }
+            let mut flag = match (key.proto, key.port == 0) {
                 (Proto::Tcp, false) => STATOR_VADDR_F_TCP_PORTS,
                 (Proto::Tcp, true) => STATOR_VADDR_F_TCP_ANY,
                 (Proto::Udp, false) => STATOR_VADDR_F_UDP_PORTS,
                 (Proto::Udp, true) => STATOR_VADDR_F_UDP_ANY,
             };
+            if vip.flags.fragments {
+                flag |= STATOR_VADDR_F_FRAGS;
+            }
             let pp = (u32::from(key.port) << 8) | u32::from(key.proto.number());
             match key.addr {
                 IpAddr::V4(a) => {
@@ -194,6 +293,80 @@ impl CompiledSnapshot {
             }
         }
         c
+    }
+
+    /// `stator_classes` for one family: a class per prefix, with the suffix lengths and the
+    /// fragment flag of the class's VIPs of that family.
+    fn compile_groups(&mut self, snap: &Snapshot) {
+        // (class, family) → (lengths, flags)
+        let mut per: std::collections::BTreeMap<(u16, Family), (Vec<u8>, u32)> =
+            std::collections::BTreeMap::new();
+        for (key, vip) in &snap.vips {
+            let Some(g) = vip.group else { continue };
+            let (family, _) = key_form(key.addr);
+            let e = per.entry((g.class.0, family)).or_default();
+            if !e.0.contains(&g.bits) {
+                e.0.push(g.bits);
+            }
+            if vip.flags.fragments {
+                e.1 |= STATOR_CLASS_F_FRAGS;
+            }
+        }
+        for (prefix, class) in &snap.classes {
+            let (family, a) = key_form(prefix.addr);
+            let (mut lens, flags) = per.get(&(class.0, family)).cloned().unwrap_or_default();
+            lens.sort_unstable_by(|a, b| b.cmp(a));
+            let cc = CClass {
+                id: class.0,
+                flags,
+                lens,
+            };
+            match family {
+                Family::V4 => {
+                    insert_len(&mut self.classes_v4, prefix.len, crate::flow::v4_of(a), cc)
+                }
+                Family::V6 => insert_len(&mut self.classes_v6, prefix.len, a, cc),
+            }
+        }
+    }
+
+    /// Whether the generation has prefix groups (`STATOR_NODE_F_GROUPS`).
+    #[inline]
+    pub(crate) fn has_groups(&self) -> bool {
+        !self.classes_v4.is_empty() || !self.classes_v6.is_empty()
+    }
+
+    /// The class of a key-form address: the longest prefix group containing it.
+    #[inline]
+    pub(crate) fn class_of(&self, family: Family, addr: u128) -> Option<&CClass> {
+        match family {
+            Family::V4 => {
+                let a = crate::flow::v4_of(addr);
+                self.classes_v4.iter().find_map(|(len, m)| {
+                    let mask = u32::MAX.checked_shl(32 - u32::from(*len)).unwrap_or(0);
+                    m.get(&(a & mask))
+                })
+            }
+            Family::V6 => self.classes_v6.iter().find_map(|(len, m)| {
+                let mask = u128::MAX.checked_shl(128 - u32::from(*len)).unwrap_or(0);
+                m.get(&(addr & mask))
+            }),
+        }
+    }
+
+    /// The group VIP of a suffix entry (`stator_sfx`).
+    #[inline]
+    pub(crate) fn sfx_vip(
+        &self,
+        class: u16,
+        bits: u8,
+        family: Family,
+        suffix: u128,
+        port: u16,
+        proto: u8,
+    ) -> Option<&CVip> {
+        let &i = self.sfx.get(&(class, bits, family, suffix, port, proto))?;
+        self.vips.get(i as usize)
     }
 
     /// The generation of the snapshot this was compiled from.
@@ -260,6 +433,31 @@ impl CompiledSnapshot {
     pub(crate) fn real(&self, id: u32) -> Option<&CReal> {
         self.reals.get(id as usize)?.as_ref()
     }
+}
+
+/// An address in key form: its family and its 16-byte field as a big-endian number.
+fn key_form(addr: IpAddr) -> (Family, u128) {
+    match addr {
+        IpAddr::V4(a) => (Family::V4, crate::flow::v4(a.to_bits())),
+        IpAddr::V6(a) => (Family::V6, a.to_bits()),
+    }
+}
+
+/// Adds a prefix to the per-length maps, keeping them longest first.
+fn insert_len<K: std::hash::Hash + Eq>(
+    v: &mut Vec<(u8, Map<K, CClass>)>,
+    len: u8,
+    k: K,
+    c: CClass,
+) {
+    let i = match v.binary_search_by(|(l, _)| len.cmp(l)) {
+        Ok(i) => i,
+        Err(i) => {
+            v.insert(i, (len, Map::default()));
+            i
+        }
+    };
+    v[i].1.insert(k, c);
 }
 
 #[cfg(test)]

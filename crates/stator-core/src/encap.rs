@@ -24,7 +24,9 @@ const IPPROTO_GRE: u8 = 47;
 const IPPROTO_UDP: u8 = 17;
 
 /// Steps 1–5 of §5: source, headers, next hop, head growth, and the rewrite. Returns the egress
-/// interface.
+/// interface. `redirect`: a redirect between Stator nodes (§10.1; the real is the target, GRE
+/// with recursion control 1).
+#[allow(clippy::too_many_arguments)] // §5's inputs
 #[inline]
 pub(crate) fn encapsulate<B: PacketBuf + ?Sized, N: NextHops + ?Sized>(
     node: &CNode,
@@ -34,6 +36,7 @@ pub(crate) fn encapsulate<B: PacketBuf + ?Sized, N: NextHops + ?Sized>(
     ingress_ifindex: u32,
     fib: &N,
     frame: &mut B,
+    redirect: bool,
 ) -> Result<u32, DropReason> {
     let inner_v6 = ip.family == Family::V6;
     let inner_len = ip.ip_end - ip.l3;
@@ -77,10 +80,18 @@ pub(crate) fn encapsulate<B: PacketBuf + ?Sized, N: NextHops + ?Sized>(
     if ip_len > hop.mtu as usize {
         return Err(DropReason::Mtu);
     }
-    // Step 5: grow the head; every header length exceeds 18, the longest l3.
+    // Step 5: grow the head (or shrink it, for the inner packet of a redirect whose received
+    // headers were longer than the new ones).
     let hdr_len = ETH_LEN + outer_len + encap_len;
-    let delta = hdr_len.saturating_sub(ip.l3);
-    frame.grow_head(delta).map_err(|_| DropReason::Adjust)?;
+    if hdr_len >= ip.l3 {
+        frame
+            .grow_head(hdr_len - ip.l3)
+            .map_err(|_| DropReason::Adjust)?;
+    } else {
+        frame
+            .shrink_head(ip.l3 - hdr_len)
+            .map_err(|_| DropReason::Adjust)?;
+    }
     let Some(out) = frame.data_mut().get_mut(..hdr_len) else {
         // The frame was at least l3 long, so after growing it is at least hdr_len long.
         return Err(DropReason::Adjust);
@@ -103,6 +114,7 @@ pub(crate) fn encapsulate<B: PacketBuf + ?Sized, N: NextHops + ?Sized>(
         inner_v6,
         inner_len,
         node.gue_port,
+        redirect,
     );
     Ok(hop.ifindex)
 }
@@ -142,6 +154,7 @@ fn ipv4_checksum(o: &Outer, src: [u8; 4], dst: [u8; 4]) -> u16 {
 
 /// Writes Ethernet, outer IP and tunnel headers into `out` (exactly their length, which the
 /// caller computed from the same `o` and `encap`; a shorter `out` leaves the rest unwritten).
+#[allow(clippy::too_many_arguments)] // the header fields
 fn write_headers(
     out: &mut [u8],
     hop: &NextHop,
@@ -150,6 +163,7 @@ fn write_headers(
     inner_v6: bool,
     inner_len: usize,
     gue_port: u16,
+    redirect: bool,
 ) {
     let Some((eth, rest)) = out.split_first_chunk_mut::<ETH_LEN>() else {
         return;
@@ -192,7 +206,8 @@ fn write_headers(
         Encap::Gre => {
             if let Some(g) = tunnel.first_chunk_mut::<4>() {
                 let [hi, lo] = if inner_v6 { ETH_P_IPV6 } else { ETH_P_IP }.to_be_bytes();
-                *g = [0, 0, hi, lo];
+                // RFC 1701 recursion control 1 marks a redirect between Stator nodes (§10).
+                *g = [u8::from(redirect), 0, hi, lo];
             }
         }
         Encap::Ipip => {}

@@ -1,20 +1,28 @@
 //! The forwarder: per-CPU state, [`Forwarder::process`] (docs/forwarding.md §§1–6 for one
 //! frame) and [`Forwarder::explain`] (the same decision for a flow, without effects).
 
-use stator_abi::{Counter, CtEntry, DropReason, STATOR_DEFAULT_CT_ENTRIES};
+use stator_abi::{
+    Counter, CtEntry, DropReason, Encap, FlowKey, FragEntry, FragKey, STATOR_DEFAULT_CT_ENTRIES,
+    STATOR_DEFAULT_FRAG_ENTRIES, STATOR_GRE_REDIRECT, STATOR_NO_REAL, STATOR_NO_VIP,
+    STATOR_REAL_F_USABLE, TraceEvent, TraceKind, TraceMark,
+};
 
-use crate::compiled::{CReal, CVip, CompiledSnapshot, IPPROTO_TCP};
+use crate::compiled::{Addr, CReal, CVip, CompiledSnapshot, IPPROTO_TCP};
 use crate::conntrack::{ConnTable, CtMode};
 use crate::counters::Counters;
 use crate::encap::encapsulate;
 use crate::fib::NextHops;
 use crate::flow::{Flow, Tuple};
+use crate::frag::FragTable;
 use crate::guard::FloodGuard;
 use crate::icmp::{IcmpKind, classify, echo_reply, quoted_flow};
 use crate::packet::PacketBuf;
-use crate::parse::{Ip, L4, Stop, parse_ip, parse_l4};
+use crate::parse::{
+    ETH_P_IP, ETH_P_IPV6, IPPROTO_GRE, Ip, L4, Stop, parse_eth, parse_l3, parse_l4,
+};
 use crate::select::{Ask, match_vip, plan};
 use crate::snapshot::{RealId, VipId};
+use crate::tracer::{Decision, ReportWindow, event, mark_of};
 use crate::verdict::{Action, Insert, Selection, Trace, TraceOutcome, Verdict, VipMatch};
 
 /// How to build a [`Forwarder`].
@@ -28,25 +36,37 @@ pub struct ForwarderConfig {
     pub ct_capacity: usize,
     /// Seed of the connection tables' hash (choose it randomly in a data plane).
     pub ct_seed: u64,
+    /// Entries of the fragment table (one for all CPUs, docs/forwarding.md §9).
+    pub frag_capacity: usize,
 }
 
 impl Default for ForwarderConfig {
-    /// One CPU, per-CPU tables of `STATOR_DEFAULT_CT_ENTRIES`, seed 0.
+    /// One CPU, per-CPU tables of `STATOR_DEFAULT_CT_ENTRIES`, seed 0, a fragment table of
+    /// `STATOR_DEFAULT_FRAG_ENTRIES`.
     fn default() -> Self {
         Self {
             cpus: 1,
             ct_mode: CtMode::PerCpu,
             ct_capacity: STATOR_DEFAULT_CT_ENTRIES as usize,
             ct_seed: 0,
+            frag_capacity: STATOR_DEFAULT_FRAG_ENTRIES as usize,
         }
     }
 }
 
+/// What the last [`Forwarder::process`] produced besides its verdict: what the XDP program
+/// writes to its ring buffers.
+#[derive(Debug, Clone, Copy, Default)]
+struct Side {
+    trace: Option<TraceEvent>,
+    hold: Option<FragKey>,
+}
+
 /// The state of one CPU index that is always per CPU (`stator_flood`, the counter arrays).
 #[derive(Debug, Clone, Default)]
-struct CpuState {
-    guard: FloodGuard,
-    counters: Counters,
+pub(crate) struct CpuState {
+    pub(crate) guard: FloodGuard,
+    pub(crate) counters: Counters,
 }
 
 /// The forwarding decision with its mutable state: connection tables, SYN-flood guard windows
@@ -59,14 +79,21 @@ pub struct Forwarder {
     /// One per CPU ([`CtMode::PerCpu`]) or one ([`CtMode::Shared`]).
     tables: Vec<ConnTable>,
     mode: CtMode,
+    /// The fragment table (`stator_frag`), one for all CPUs.
+    frags: FragTable,
+    /// The tracer's report window (`stator_trl`), one for all CPUs.
+    window: ReportWindow,
+    side: Side,
 }
 
 /// How processing ended, before it is turned into an action and counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
+pub(crate) enum End {
     Stop(Stop),
     Tx,
     Redirect(u32),
+    /// A fragment handed to the holder (§9): `XDP_DROP` after a copy, counted `act_hold`.
+    Hold,
 }
 
 impl From<Stop> for End {
@@ -82,15 +109,66 @@ impl From<DropReason> for End {
 }
 
 /// One packet's inputs and the state it may change.
-struct Cx<'a, N: ?Sized> {
-    snap: &'a CompiledSnapshot,
-    now: u64,
-    ingress: u32,
-    fib: &'a N,
-    st: &'a mut CpuState,
-    table: &'a mut ConnTable,
+pub(crate) struct Cx<'a, N: ?Sized> {
+    pub(crate) snap: &'a CompiledSnapshot,
+    pub(crate) now: u64,
+    pub(crate) ingress: u32,
+    pub(crate) fib: &'a N,
+    pub(crate) st: &'a mut CpuState,
+    pub(crate) table: &'a mut ConnTable,
+    pub(crate) frags: &'a mut FragTable,
+    window: &'a mut ReportWindow,
+    side: &'a mut Side,
     /// The frame's length as received.
-    len: usize,
+    pub(crate) len: usize,
+}
+
+impl<N: ?Sized> Cx<'_, N> {
+    /// Writes `stator_frag[key]` (§9 step 4), counting `frag_record` for a decision.
+    pub(crate) fn record(
+        &mut self,
+        key: FragKey,
+        real_id: u32,
+        vip_id: u32,
+        reason: u32,
+        hash: u32,
+    ) {
+        self.frags.insert(
+            key,
+            FragEntry {
+                real_id,
+                vip_id,
+                created_ns: self.now,
+                reason,
+                hash,
+            },
+        );
+        if reason == 0 {
+            self.st.counters.inc(Counter::FragRecord);
+        }
+    }
+
+    /// §11.2: a report, unless the node's window is full.
+    pub(crate) fn report(
+        &mut self,
+        mark: &TraceMark,
+        redirected: bool,
+        flow: FlowKey,
+        d: &Decision,
+    ) {
+        if self.window.admit(self.now, self.snap.node.trace_per_sec) {
+            self.side.trace = Some(event(mark, redirected, flow, self.now, d));
+            self.st.counters.inc(Counter::TraceReport);
+        } else {
+            self.st.counters.inc(Counter::TraceLimited);
+        }
+    }
+
+    /// §9 step 5: hand the frame to the holder.
+    pub(crate) fn hold(&mut self, key: FragKey) -> End {
+        self.side.hold = Some(key);
+        End::Hold
+    }
 }
 
 impl Forwarder {
@@ -107,7 +185,33 @@ impl Forwarder {
                 .map(|_| ConnTable::new(cfg.ct_capacity, cfg.ct_seed))
                 .collect(),
             mode: cfg.ct_mode,
+            frags: FragTable::new(cfg.frag_capacity),
+            window: ReportWindow::default(),
+            side: Side::default(),
         }
+    }
+
+    /// The fragment table (`stator_frag`).
+    pub fn frag_table(&self) -> &FragTable {
+        &self.frags
+    }
+
+    /// The fragment table, writable (to clear it, or to seed it in tests).
+    pub fn frag_table_mut(&mut self) -> &mut FragTable {
+        &mut self.frags
+    }
+
+    /// The report the last [`process`](Self::process) wrote, if it traced a packet: what the
+    /// XDP program writes to `stator_trace`. Taking it leaves `None`.
+    pub fn take_trace(&mut self) -> Option<TraceEvent> {
+        self.side.trace.take()
+    }
+
+    /// The datagram of the fragment the last [`process`](Self::process) held
+    /// ([`Action::Hold`]): the data plane keeps the frame (a [`HoldQueue`](crate::HoldQueue))
+    /// until [`FragTable::is_fresh`] says its record exists, then processes it again.
+    pub fn held(&self) -> Option<FragKey> {
+        self.side.hold
     }
 
     /// The number of CPU indexes.
@@ -185,6 +289,7 @@ impl Forwarder {
     {
         let c = self.cpu_index(cpu);
         let t = self.table_index(cpu);
+        self.side = Side::default();
         let mut cx = Cx {
             snap,
             now: now_ns,
@@ -192,6 +297,9 @@ impl Forwarder {
             fib,
             st: &mut self.cpus[c],
             table: &mut self.tables[t],
+            frags: &mut self.frags,
+            window: &mut self.window,
+            side: &mut self.side,
             len: frame.data().len(),
         };
         let mut v = Verdict::new(Action::Pass);
@@ -212,6 +320,7 @@ impl Forwarder {
             }
             End::Tx => Action::Tx,
             End::Redirect(ifindex) => Action::Redirect { ifindex },
+            End::Hold => Action::Hold,
         };
         counters.inc(v.action.counter());
         v
@@ -240,17 +349,15 @@ impl Forwarder {
         let Some(tuple) = tuple else {
             return t;
         };
-        let Some(vaddr) = snap.vaddr_flags(flow.dst) else {
-            return t;
-        };
-        let Some((vip, wildcard)) =
-            match_vip(snap, vaddr, tuple.family, tuple.dst, flow.dport, flow.proto)
+        let vaddr = snap.vaddr_flags(flow.dst);
+        let Some(m) = match_vip(snap, vaddr, tuple.family, tuple.dst, flow.dport, flow.proto)
         else {
             return t;
         };
+        let vip = m.vip;
         t.vip = Some(VipMatch {
             id: VipId(vip.id),
-            wildcard,
+            wildcard: m.wildcard,
         });
         let table = self.conn_table(cpu);
         let words = tuple.words();
@@ -294,15 +401,40 @@ impl Forwarder {
 }
 
 /// The flow hash of the connection-table key `frame` would be decided under by
-/// [`Forwarder::process`] with `snap` — its own parse: the 5-tuple, or for an ICMP error
-/// (fragmentation needed, packet too big) the quoted flow reversed — or `None` for a frame that
-/// would not reach a connection table (not VIP traffic, malformed, a fragment, other ICMP).
+/// [`Forwarder::process`] with `snap` — its own parse: the 5-tuple (of the inner packet of a
+/// Stator redirect, §10.2), or for an ICMP error (fragmentation needed, packet too big) the
+/// quoted flow reversed — or `None` for a frame that would not reach a connection table (not
+/// VIP traffic, malformed, other ICMP). A fragment (§9) hashes its datagram (addresses,
+/// protocol, identification), so all fragments of one datagram meet the same fragment table.
 ///
 /// A data plane that gives each packet thread its own table (AF_XDP, the paper's §3.1) steers
 /// with this hash, so that every packet of a connection, and every error about it, meets the
 /// same table. Changes nothing; costs a parse.
 pub fn table_hash(snap: &CompiledSnapshot, frame: &[u8]) -> Option<u32> {
-    let ip = parse_ip(frame, snap).ok()?;
+    let (mut ethertype, mut l3) = parse_eth(frame).ok()?;
+    let mut redirected = false;
+    let ip = loop {
+        let ip = parse_l3(frame, l3, ethertype, snap).ok()?;
+        if ip.frag.is_none() && ip.proto == IPPROTO_GRE && !redirected {
+            let (et, inner) = redirect_inner(frame, &ip)?;
+            (ethertype, l3, redirected) = (et, inner, true);
+            continue;
+        }
+        break ip;
+    };
+    if let Some(f) = ip.frag {
+        return Some(
+            Tuple {
+                src: ip.src,
+                dst: ip.dst,
+                sport: (f.id >> 16) as u16,
+                dport: f.id as u16,
+                proto: f.proto,
+                family: ip.family,
+            }
+            .flow_hash(),
+        );
+    }
     match parse_l4(frame, &ip).ok()? {
         L4::Ports { sport, dport, .. } => Some(
             Tuple {
@@ -322,25 +454,99 @@ pub fn table_hash(snap: &CompiledSnapshot, frame: &[u8]) -> Option<u32> {
     }
 }
 
-/// §§1–3 and the dispatch to §4–§6.
+/// What is known about the packet besides its headers: whether it is the inner packet of a
+/// redirect (§10.2), its trace mark (§11.1), and, for a first fragment, its datagram (§9).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PktCx {
+    pub redirected: bool,
+    pub mark: Option<TraceMark>,
+    pub first_frag: Option<FragKey>,
+}
+
+/// A stop the inner packet of a redirect may not end in: a PASS would hand the kernel a GRE
+/// packet it cannot use (§10.2).
+#[inline]
+fn inner_stop(end: End, redirected: bool) -> End {
+    match end {
+        End::Stop(Stop::NonIp | Stop::NonVip) if redirected => DropReason::Redirect.into(),
+        e => e,
+    }
+}
+
+/// §§1–3, the dispatch to §4–§6 and §9, and §10.2's second pass over a redirect's inner packet.
 #[inline]
 fn run<N, B>(cx: &mut Cx<'_, N>, frame: &mut B, v: &mut Verdict) -> End
 where
     N: NextHops + ?Sized,
     B: PacketBuf + ?Sized,
 {
-    let data = frame.data();
-    let ip = match parse_ip(data, cx.snap) {
-        Ok(ip) => ip,
+    let (mut ethertype, mut l3) = match parse_eth(frame.data()) {
+        Ok(x) => x,
         Err(s) => return s.into(),
     };
-    match parse_l4(data, &ip) {
+    let mut pcx = PktCx::default();
+    loop {
+        let ip = match parse_l3(frame.data(), l3, ethertype, cx.snap) {
+            Ok(ip) => ip,
+            Err(s) => return inner_stop(s.into(), pcx.redirected),
+        };
+        if let Some(f) = ip.frag {
+            let end = crate::frag::fragment(cx, frame, v, &ip, f, pcx);
+            return inner_stop(end, pcx.redirected);
+        }
+        if ip.proto == IPPROTO_GRE {
+            match redirect_inner(frame.data(), &ip) {
+                None => return inner_stop(Stop::NonVip.into(), pcx.redirected),
+                Some(_) if pcx.redirected => return DropReason::Redirect.into(),
+                Some((et, inner)) => {
+                    cx.st.counters.inc(Counter::RedirectRx);
+                    ethertype = et;
+                    l3 = inner;
+                    pcx.redirected = true;
+                    continue;
+                }
+            }
+        }
+        let end = l4_decision(cx, frame, v, &ip, pcx);
+        return inner_stop(end, pcx.redirected);
+    }
+}
+
+/// §10.2: a Stator redirect's GRE header (`01 00` + an IP protocol type) at `l4`; the inner
+/// packet's ethertype and offset.
+#[inline]
+fn redirect_inner(data: &[u8], ip: &Ip) -> Option<(u16, usize)> {
+    let g = data.get(ip.l4..ip.ip_end)?.first_chunk::<4>()?;
+    let proto = u16::from_be_bytes([g[2], g[3]]);
+    let word = u16::from_be_bytes([g[0], g[1]]);
+    (word == STATOR_GRE_REDIRECT as u16 && (proto == ETH_P_IP || proto == ETH_P_IPV6))
+        .then_some((proto, ip.l4 + 4))
+}
+
+/// §3 and §6 for an unfragmented packet: TCP/UDP to selection, ICMP to its rules.
+#[inline]
+fn l4_decision<N, B>(
+    cx: &mut Cx<'_, N>,
+    frame: &mut B,
+    v: &mut Verdict,
+    ip: &Ip,
+    mut pcx: PktCx,
+) -> End
+where
+    N: NextHops + ?Sized,
+    B: PacketBuf + ?Sized,
+{
+    let data = frame.data();
+    match parse_l4(data, ip) {
         Err(s) => s.into(),
         Ok(L4::Ports { sport, dport, syn }) => {
-            let Some((vip, _)) = match_vip(cx.snap, ip.vaddr, ip.family, ip.dst, dport, ip.proto)
-            else {
+            let Some(m) = match_vip(cx.snap, ip.vaddr, ip.family, ip.dst, dport, ip.proto) else {
                 return Stop::NonVip.into();
             };
+            if m.group {
+                cx.st.counters.inc(Counter::GroupMatch);
+            }
+            pcx.mark = mark_of(data, ip, ip.proto);
             let tuple = Tuple {
                 src: ip.src,
                 dst: ip.dst,
@@ -349,37 +555,54 @@ where
                 proto: ip.proto,
                 family: ip.family,
             };
-            select_and_forward(cx, frame, v, &ip, vip, &tuple, syn, false)
+            select_and_forward(cx, frame, v, ip, m.vip, &tuple, syn, false, pcx)
         }
         Ok(L4::Icmp { ty, code }) => match classify(ip.family, ty, code) {
+            IcmpKind::TooBig => {
+                let q = match quoted_flow(data, ip) {
+                    Ok(q) => q,
+                    Err(r) => return r.into(),
+                };
+                // The reversed quoted flow's destination is the VIP (inner.src, inner.sport).
+                let Some(m) = match_vip(cx.snap, ip.vaddr, ip.family, q.dst, q.dport, q.proto)
+                else {
+                    return DropReason::Icmp.into();
+                };
+                if m.group {
+                    cx.st.counters.inc(Counter::GroupMatch);
+                }
+                select_and_forward(cx, frame, v, ip, m.vip, &q, false, true, pcx)
+            }
+            // Only errors are served inside a redirect (§6).
+            _ if pcx.redirected => DropReason::Redirect.into(),
             IcmpKind::Echo if cx.snap.node.icmp_echo => {
-                echo_reply(frame.data_mut(), &ip);
+                echo_reply(frame.data_mut(), ip);
                 cx.st.counters.inc(Counter::IcmpEchoReply);
                 End::Tx
             }
             IcmpKind::Echo | IcmpKind::NeighbourDiscovery => Stop::NonVip.into(),
             IcmpKind::Other => DropReason::Icmp.into(),
-            IcmpKind::TooBig => {
-                let q = match quoted_flow(data, &ip) {
-                    Ok(q) => q,
-                    Err(r) => return r.into(),
-                };
-                // The reversed quoted flow's destination is the VIP (inner.src, inner.sport).
-                let Some((vip, _)) =
-                    match_vip(cx.snap, ip.vaddr, ip.family, q.dst, q.dport, q.proto)
-                else {
-                    return DropReason::Icmp.into();
-                };
-                select_and_forward(cx, frame, v, &ip, vip, &q, false, true)
-            }
         },
     }
 }
 
-/// §3's VIP accounting, §4 (or §6's error variant), then §5.
+/// The selection cause's trace code, the slot, and the chosen real of a plan, for a report.
+fn forward_decision(vip: &CVip, sel: &Selection, real: Option<u32>, fragment: bool) -> Decision {
+    Decision {
+        cause: Some(sel.cause),
+        slot: sel.slot,
+        real_id: real,
+        vip_id: Some(vip.id),
+        fragment,
+        ..Decision::new(TraceKind::Forward)
+    }
+}
+
+/// §3's VIP accounting, §4 (or §6's error variant), the "no backend" rules (failover, §10.1),
+/// the first-fragment record (§9 step 4), the report (§11.2), then §5.
 #[allow(clippy::too_many_arguments)] // the steps' inputs; grouping them would only rename them
 #[inline]
-fn select_and_forward<N, B>(
+pub(crate) fn select_and_forward<N, B>(
     cx: &mut Cx<'_, N>,
     frame: &mut B,
     v: &mut Verdict,
@@ -388,6 +611,7 @@ fn select_and_forward<N, B>(
     tuple: &Tuple,
     syn: bool,
     icmp_error: bool,
+    pcx: PktCx,
 ) -> End
 where
     N: NextHops + ?Sized,
@@ -430,7 +654,7 @@ where
         Ok(r) => r,
         Err(reason) => {
             v.selection = Some(selection);
-            return reason.into();
+            return no_backend(cx, frame, ip, vip, tuple, hash, reason, pcx);
         }
     };
     v.real = Some(RealId(real_id));
@@ -453,12 +677,73 @@ where
     if icmp_error {
         cx.st.counters.inc(Counter::IcmpErrorFwd);
     }
+    if let Some(key) = pcx.first_frag {
+        cx.record(key, real_id, vip.id, 0, hash);
+    }
+    if let Some(mark) = &pcx.mark {
+        let d = forward_decision(vip, &selection, Some(real_id), pcx.first_frag.is_some());
+        cx.report(mark, pcx.redirected, tuple.key(), &d);
+    }
     forward(cx, frame, ip, real_id, real, hash)
+}
+
+/// §4 "No backend" (and `bad_config`): failover once, else the drop; a first fragment records
+/// the refusal instead (fragments never fail over).
+#[allow(clippy::too_many_arguments)]
+#[cold]
+fn no_backend<N, B>(
+    cx: &mut Cx<'_, N>,
+    frame: &mut B,
+    ip: &Ip,
+    vip: &CVip,
+    tuple: &Tuple,
+    hash: u32,
+    reason: DropReason,
+    pcx: PktCx,
+) -> End
+where
+    N: NextHops + ?Sized,
+    B: PacketBuf + ?Sized,
+{
+    if let Some(key) = pcx.first_frag {
+        cx.record(key, STATOR_NO_REAL, vip.id, reason as u32, 0);
+    }
+    let failover = match vip.failover {
+        Some(target) if reason == DropReason::NoBackend && pcx.first_frag.is_none() => {
+            if pcx.redirected {
+                cx.st.counters.inc(Counter::RedirectAgain);
+                None
+            } else {
+                Some(target)
+            }
+        }
+        _ => None,
+    };
+    if let Some(mark) = &pcx.mark {
+        let d = match failover {
+            Some(target) => Decision {
+                vip_id: Some(vip.id),
+                target: Some(target),
+                ..Decision::new(TraceKind::Failover)
+            },
+            None => Decision {
+                vip_id: Some(vip.id),
+                reason: reason as u8,
+                fragment: pcx.first_frag.is_some(),
+                ..Decision::new(TraceKind::Drop)
+            },
+        };
+        cx.report(mark, pcx.redirected, tuple.key(), &d);
+    }
+    match failover {
+        Some(target) => redirect(cx, frame, ip, target, hash, Counter::Failover),
+        None => reason.into(),
+    }
 }
 
 /// §5: encapsulate, count the real, and choose TX, REDIRECT or the `tx_port` drop.
 #[inline]
-fn forward<N, B>(
+pub(crate) fn forward<N, B>(
     cx: &mut Cx<'_, N>,
     frame: &mut B,
     ip: &Ip,
@@ -470,11 +755,26 @@ where
     N: NextHops + ?Sized,
     B: PacketBuf + ?Sized,
 {
-    let egress = match encapsulate(&cx.snap.node, real, ip, hash, cx.ingress, cx.fib, frame) {
+    let egress = match encapsulate(
+        &cx.snap.node,
+        real,
+        ip,
+        hash,
+        cx.ingress,
+        cx.fib,
+        frame,
+        false,
+    ) {
         Ok(egress) => egress,
         Err(r) => return r.into(),
     };
     cx.st.counters.count_real(real_id, cx.len);
+    transmit(cx, egress)
+}
+
+/// Step 7 of §5.
+#[inline]
+fn transmit<N: NextHops + ?Sized>(cx: &Cx<'_, N>, egress: u32) -> End {
     if egress == cx.ingress {
         End::Tx
     } else if cx.fib.is_tx_port(egress) {
@@ -482,4 +782,42 @@ where
     } else {
         DropReason::TxPort.into()
     }
+}
+
+/// §10.1: GRE (recursion control 1) to another Stator node, counted in `counter` once
+/// encapsulated.
+#[cold]
+pub(crate) fn redirect<N, B>(
+    cx: &mut Cx<'_, N>,
+    frame: &mut B,
+    ip: &Ip,
+    target: Addr,
+    hash: u32,
+    counter: Counter,
+) -> End
+where
+    N: NextHops + ?Sized,
+    B: PacketBuf + ?Sized,
+{
+    let to = CReal {
+        addr: target,
+        vip_id: STATOR_NO_VIP,
+        flags: STATOR_REAL_F_USABLE as u16,
+        encap: Encap::Gre,
+    };
+    let egress = match encapsulate(
+        &cx.snap.node,
+        &to,
+        ip,
+        hash,
+        cx.ingress,
+        cx.fib,
+        frame,
+        true,
+    ) {
+        Ok(egress) => egress,
+        Err(r) => return r.into(),
+    };
+    cx.st.counters.inc(counter);
+    transmit(cx, egress)
 }

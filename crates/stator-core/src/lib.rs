@@ -40,6 +40,16 @@
 //!   and its hash. [`Forwarder::explain`] answers the same question for a flow without
 //!   touching any state or counter (the admin API's `GET /v1/trace`).
 //!
+//! ## Maglev §4.2–4.4
+//! The same decision covers the paper's operational additions (docs/forwarding.md §3.1,
+//! §9–§11): VIPs matched by prefix group and longest suffix after the exact match; fragments
+//! sent once to their 3-tuple owner among the peers (GRE recursion control), the owner's
+//! [`FragTable`] recording first-fragment decisions for the others, and [`Action::Hold`] for
+//! those that come first — the data plane keeps them in a [`HoldQueue`] and runs them again once
+//! the record exists; a failover redirect when a VIP has no backend; redirects received and
+//! decided once; and the tracer's reports ([`Forwarder::take_trace`], a [`TraceEvent`] as the
+//! XDP program writes it), rate-limited per node.
+//!
 //! ## Example
 //! ```
 //! use std::net::{IpAddr, Ipv4Addr};
@@ -96,30 +106,39 @@ mod encap;
 mod fib;
 mod flow;
 mod forwarder;
+mod frag;
 mod guard;
+mod hold;
 mod icmp;
 mod packet;
 mod parse;
 mod select;
 pub mod snapshot;
+mod tracer;
 mod validate;
 mod verdict;
 
-pub use builder::{BackendSpec, SnapshotBuilder};
+pub use builder::{BackendSpec, SnapshotBuilder, peer_set};
 pub use compiled::CompiledSnapshot;
 pub use conntrack::{ConnTable, CtMode};
 pub use counters::Counters;
 pub use fib::{FibError, FibQuery, NextHop, NextHops, StaticFib};
 pub use flow::Flow;
 pub use forwarder::{Forwarder, ForwarderConfig, table_hash};
+pub use frag::FragTable;
 pub use guard::FloodGuard;
+pub use hold::{Held, HoldLimits, HoldQueue, HoldStats};
 pub use packet::{NoHeadroom, PacketBuf, SlicePacketBuf, VecPacketBuf, XDP_HEADROOM};
 pub use snapshot::{
-    NodeParams, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags, VipId, VipKey,
+    ClassId, NodeParams, Peers, Prefix, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags,
+    VipGroup, VipId, VipKey,
 };
 pub use validate::SnapshotError;
 pub use verdict::{Action, Cause, Insert, Selection, Trace, TraceOutcome, Verdict, VipMatch};
 
 /// The ABI types the forwarder's API speaks in, re-exported so callers need not depend on
 /// `stator-abi` for them.
-pub use stator_abi::{Counter, CtEntry, DropReason, Encap, Family, FlowKey, Traffic};
+pub use stator_abi::{
+    Counter, CtEntry, DropReason, Encap, Family, FlowKey, FragEntry, FragKey, TraceCause,
+    TraceEvent, TraceKind, TraceMark, Traffic,
+};

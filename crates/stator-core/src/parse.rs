@@ -7,7 +7,10 @@
 //! must reproduce exactly the XDP program's checks and their order, and nothing else (no TCP
 //! data-offset check, a zero IPv6 payload length refused whatever the next header, …).
 
-use stator_abi::{DropReason, Family, STATOR_MAX_IPV6_EXT_HDRS};
+use stator_abi::{
+    DropReason, Family, STATOR_MAX_IPV6_EXT_HDRS, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS,
+    STATOR_VADDR_F_UDP_ANY, STATOR_VADDR_F_UDP_PORTS,
+};
 
 use crate::compiled::{CompiledSnapshot, IPPROTO_TCP, IPPROTO_UDP};
 use crate::flow::v4;
@@ -20,6 +23,7 @@ pub(crate) const ETH_P_IPV6: u16 = 0x86dd;
 
 pub(crate) const IPPROTO_ICMP: u8 = 1;
 pub(crate) const IPPROTO_ICMPV6: u8 = 58;
+pub(crate) const IPPROTO_GRE: u8 = 47;
 const IPPROTO_HOPOPTS: u8 = 0;
 const IPPROTO_ROUTING: u8 = 43;
 const IPPROTO_FRAGMENT: u8 = 44;
@@ -37,7 +41,24 @@ pub(crate) enum Stop {
     Drop(DropReason),
 }
 
-/// A VIP-addressed IP packet that passed §2.
+/// A fragment (docs/forwarding.md §2, §9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Frag {
+    /// IPv4's 16-bit identification (zero-extended) or IPv6's 32-bit one.
+    pub id: u32,
+    /// IPv4 protocol / the IPv6 fragment header's next header.
+    pub proto: u8,
+    /// Offset 0: the fragment with the L4 header.
+    pub first: bool,
+}
+
+/// The VIP-address flags that say an address has a VIP of some protocol.
+const VIP_FLAGS: u32 = STATOR_VADDR_F_TCP_PORTS
+    | STATOR_VADDR_F_TCP_ANY
+    | STATOR_VADDR_F_UDP_PORTS
+    | STATOR_VADDR_F_UDP_ANY;
+
+/// An IP packet addressed to us that passed §2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ip {
     pub family: Family,
@@ -49,8 +70,11 @@ pub(crate) struct Ip {
     pub ip_end: usize,
     /// IPv4 protocol / IPv6 upper-layer next header.
     pub proto: u8,
-    /// VIP-address table flags of the destination.
-    pub vaddr: u32,
+    /// VIP-address table flags of the destination; `None` when it is ours only by its class
+    /// (docs/forwarding.md §3.1).
+    pub vaddr: Option<u32>,
+    /// The fragment, if it is one.
+    pub frag: Option<Frag>,
     /// Source address as a big-endian number of its flow-key field (IPv4 in the top 32 bits,
     /// see [`crate::flow::v4`]).
     pub src: u128,
@@ -77,25 +101,50 @@ fn be16(b: [u8; 2]) -> u16 {
     u16::from_be_bytes(b)
 }
 
-/// §1 and §2: layer 2, the VIP-address check, and IP validation.
+/// §1: the ethertype behind at most one 802.1Q tag, and the offset of the IP header.
 #[inline]
-pub(crate) fn parse_ip(data: &[u8], snap: &CompiledSnapshot) -> Result<Ip, Stop> {
+pub(crate) fn parse_eth(data: &[u8]) -> Result<(u16, usize), Stop> {
     let Some(eth) = data.first_chunk::<ETH_LEN>() else {
         return Err(Stop::NonIp);
     };
-    let mut ethertype = be16([eth[12], eth[13]]);
-    let mut l3 = ETH_LEN;
+    let ethertype = be16([eth[12], eth[13]]);
     if ethertype == ETH_P_8021Q {
         let Some(tag) = data.get(14..18) else {
             return Err(Stop::NonIp);
         };
-        ethertype = be16([tag[2], tag[3]]);
-        l3 = 18;
+        return Ok((be16([tag[2], tag[3]]), 18));
     }
+    Ok((ethertype, ETH_LEN))
+}
+
+/// §2: the IP header at `l3` of the given ethertype — "ours?", then validation.
+#[inline]
+pub(crate) fn parse_l3(
+    data: &[u8],
+    l3: usize,
+    ethertype: u16,
+    snap: &CompiledSnapshot,
+) -> Result<Ip, Stop> {
     match ethertype {
         ETH_P_IP => ipv4(data, l3, snap),
         ETH_P_IPV6 => ipv6(data, l3, snap),
         _ => Err(Stop::NonIp),
+    }
+}
+
+/// §2 "Ours": the destination's VIP-address flags, or `None` for an address that is ours only
+/// by its class; `Err(NonVip)` when it is not ours.
+#[inline]
+fn ours(
+    snap: &CompiledSnapshot,
+    family: Family,
+    vaddr: Option<u32>,
+    dst: u128,
+) -> Result<Option<u32>, Stop> {
+    match vaddr {
+        Some(f) => Ok(Some(f)),
+        None if snap.has_groups() && snap.class_of(family, dst).is_some() => Ok(None),
+        None => Err(Stop::NonVip),
     }
 }
 
@@ -107,9 +156,12 @@ fn ipv4(data: &[u8], l3: usize, snap: &CompiledSnapshot) -> Result<Ip, Stop> {
         return Err(MALFORMED);
     };
     let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
-    let Some(vaddr) = snap.vaddr_v4(dst) else {
+    let vaddr = ours(snap, Family::V4, snap.vaddr_v4(dst), v4(dst))?;
+    let frag = be16([h[6], h[7]]);
+    // The node's own address: only unfragmented GRE may be a redirect; the rest is the node's.
+    if vaddr.is_some_and(|f| f & VIP_FLAGS == 0) && (h[9] != IPPROTO_GRE || frag & 0x3fff != 0) {
         return Err(Stop::NonVip);
-    };
+    }
     let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
     let hlen = usize::from(h[0] & 0x0f) * 4;
     let tot_len = usize::from(be16([h[2], h[3]]));
@@ -117,9 +169,11 @@ fn ipv4(data: &[u8], l3: usize, snap: &CompiledSnapshot) -> Result<Ip, Stop> {
         return Err(MALFORMED);
     }
     // MF (0x2000) or a fragment offset (0x1fff); DF and the reserved bit are ignored.
-    if be16([h[6], h[7]]) & 0x3fff != 0 {
-        return Err(Stop::Drop(DropReason::Fragment));
-    }
+    let frag = (frag & 0x3fff != 0).then(|| Frag {
+        id: u32::from(be16([h[4], h[5]])),
+        proto: h[9],
+        first: frag & 0x1fff == 0,
+    });
     Ok(Ip {
         family: Family::V4,
         l3,
@@ -127,6 +181,7 @@ fn ipv4(data: &[u8], l3: usize, snap: &CompiledSnapshot) -> Result<Ip, Stop> {
         ip_end: l3 + tot_len,
         proto: h[9],
         vaddr,
+        frag,
         src: v4(src),
         dst: v4(dst),
     })
@@ -158,9 +213,10 @@ fn ipv6(data: &[u8], l3: usize, snap: &CompiledSnapshot) -> Result<Ip, Stop> {
         return Err(MALFORMED);
     };
     let (src, dst) = addrs_v6(h);
-    let Some(vaddr) = snap.vaddr_v6(dst) else {
+    let vaddr = ours(snap, Family::V6, snap.vaddr_v6(dst), dst)?;
+    if vaddr.is_some_and(|f| f & VIP_FLAGS == 0) && h[6] != IPPROTO_GRE {
         return Err(Stop::NonVip);
-    };
+    }
     let payload_len = usize::from(be16([h[4], h[5]]));
     if h[0] >> 4 != 6 || payload_len == 0 || l3 + 40 + payload_len > len {
         return Err(MALFORMED);
@@ -168,8 +224,11 @@ fn ipv6(data: &[u8], l3: usize, snap: &CompiledSnapshot) -> Result<Ip, Stop> {
     let ip_end = l3 + 40 + payload_len;
     let mut next = h[6];
     let mut off = l3 + 40;
+    let mut frag = None;
+    let mut ended = false;
     for _ in 0..STATOR_MAX_IPV6_EXT_HDRS {
         if !is_ext_header(next) {
+            ended = true;
             break;
         }
         // The first two bytes (next header, length) must lie within the packet...
@@ -186,19 +245,37 @@ fn ipv6(data: &[u8], l3: usize, snap: &CompiledSnapshot) -> Result<Ip, Stop> {
             return Err(MALFORMED);
         }
         if next == IPPROTO_FRAGMENT {
-            let Some(f) = data.get(off + 2..off + 4) else {
+            let Some(f) = data.get(off + 2..off + 8) else {
                 return Err(MALFORMED);
             };
-            // Offset (13 bits) | reserved (2) | M (1): offset != 0 or M set is a fragment; an
-            // atomic fragment (both clear, RFC 6946) is walked over.
-            if be16([f[0], f[1]]) & 0xfff9 != 0 {
-                return Err(Stop::Drop(DropReason::Fragment));
+            // Offset (13 bits) | reserved (2) | M (1). An offset: a non-first fragment, the
+            // walk ends after it; M alone: the first fragment, the walk goes on; both clear:
+            // an atomic fragment (RFC 6946), walked over.
+            let word = be16([f[0], f[1]]);
+            let id = u32::from_be_bytes([f[2], f[3], f[4], f[5]]);
+            if word & 0xfff8 != 0 {
+                frag = Some(Frag {
+                    id,
+                    proto: e[0],
+                    first: false,
+                });
+                next = e[0];
+                off += hlen;
+                ended = true;
+                break;
+            }
+            if word & 1 != 0 {
+                frag = Some(Frag {
+                    id,
+                    proto: e[0],
+                    first: true,
+                });
             }
         }
         next = e[0];
         off += hlen;
     }
-    if is_ext_header(next) {
+    if !ended && is_ext_header(next) {
         return Err(Stop::Drop(DropReason::Ipv6ExtLimit));
     }
     Ok(Ip {
@@ -208,6 +285,7 @@ fn ipv6(data: &[u8], l3: usize, snap: &CompiledSnapshot) -> Result<Ip, Stop> {
         ip_end,
         proto: next,
         vaddr,
+        frag,
         src,
         dst,
     })
@@ -280,14 +358,15 @@ mod tests {
                     port: 80,
                     proto: Proto::Tcp,
                 },
-                Vip {
-                    id: VipId(i as u32),
-                    flags: VipFlags::default(),
-                    table: Arc::from(Vec::new()),
-                },
+                Vip::new(VipId(i as u32), VipFlags::default(), Arc::from(Vec::new())),
             );
         }
         CompiledSnapshot::new_lenient(&s).unwrap()
+    }
+
+    fn parse_ip(data: &[u8], snap: &CompiledSnapshot) -> Result<Ip, Stop> {
+        let (ethertype, l3) = parse_eth(data)?;
+        parse_l3(data, l3, ethertype, snap)
     }
 
     fn client4() -> IpAddr {
@@ -339,15 +418,38 @@ mod tests {
             parse_ip(&p.frame(), &snap()),
             Err(Stop::Drop(DropReason::Ipv6ExtLimit))
         );
+        // a first fragment: the walk goes on to TCP
         p.ext = vec![Ext::Fragment {
             offset: 0,
             more: true,
-            id: 1,
+            id: 0x01020304,
         }];
-        assert_eq!(
-            parse_ip(&p.frame(), &snap()),
-            Err(Stop::Drop(DropReason::Fragment))
-        );
+        let ip = parse_ip(&p.frame(), &snap()).unwrap();
+        let first = Frag {
+            id: 0x01020304,
+            proto: 6,
+            first: true,
+        };
+        assert_eq!((ip.frag, ip.proto, ip.l4), (Some(first), 6, 14 + 48));
+        // a later one: the walk ends after it, whatever follows
+        p.ext = vec![
+            Ext::Fragment {
+                offset: 9,
+                more: false,
+                id: 7,
+            },
+            Ext::DstOpts(0),
+            Ext::DstOpts(0),
+            Ext::DstOpts(0),
+            Ext::DstOpts(0),
+        ];
+        let ip = parse_ip(&p.frame(), &snap()).unwrap();
+        let later = Frag {
+            id: 7,
+            proto: 60,
+            first: false,
+        };
+        assert_eq!((ip.frag, ip.proto, ip.l4), (Some(later), 60, 14 + 48));
     }
 
     #[test]

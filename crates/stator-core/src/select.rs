@@ -11,42 +11,90 @@ use stator_abi::{
     STATOR_VADDR_F_UDP_PORTS,
 };
 
-use crate::compiled::{CReal, CVip, CompiledSnapshot, IPPROTO_TCP, IPPROTO_UDP};
+use crate::compiled::{CReal, CVip, CompiledSnapshot, IPPROTO_TCP, IPPROTO_UDP, suffix_key};
 use crate::conntrack::ConnTable;
 use crate::flow::v4_of;
 use crate::verdict::Cause;
 
-/// §3: the VIP of `(dst, dport, proto)` under the address's VIP-address table flags: the exact
-/// entry if the protocol's `*_PORTS` flag is set, then the port-0 entry if its `*_ANY` flag is.
-/// Returns the VIP and whether it was the wildcard.
+/// A VIP match: the VIP, whether it was a port-0 ("any port") entry, whether it was found by
+/// prefix group and suffix.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Matched<'s> {
+    pub vip: &'s CVip,
+    pub wildcard: bool,
+    pub group: bool,
+}
+
+/// §3: the VIP of `(addr, port, proto)`. Exact: under the destination's VIP-address table flags
+/// (`vaddr`, `None` when it has no slot), the exact entry if the protocol's `*_PORTS` flag is
+/// set, then the port-0 entry if its `*_ANY` flag is. Then, when the generation has prefix
+/// groups, §3.1's group step for `addr`.
 #[inline]
 pub(crate) fn match_vip(
     snap: &CompiledSnapshot,
-    vaddr: u32,
+    vaddr: Option<u32>,
     family: Family,
-    dst: u128,
-    dport: u16,
+    addr: u128,
+    port: u16,
     proto: u8,
-) -> Option<(&CVip, bool)> {
+) -> Option<Matched<'_>> {
     let (ports, any) = match proto {
         IPPROTO_TCP => (STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_TCP_ANY),
         IPPROTO_UDP => (STATOR_VADDR_F_UDP_PORTS, STATOR_VADDR_F_UDP_ANY),
         _ => return None,
     };
     let lookup = |port| match family {
-        Family::V4 => snap.vip_v4(v4_of(dst), port, proto),
-        Family::V6 => snap.vip_v6(dst, port, proto),
+        Family::V4 => snap.vip_v4(v4_of(addr), port, proto),
+        Family::V6 => snap.vip_v6(addr, port, proto),
     };
-    if vaddr & ports != 0
-        && let Some(v) = lookup(dport)
+    let exact = |vip, wildcard| Matched {
+        vip,
+        wildcard,
+        group: false,
+    };
+    let flags = vaddr.unwrap_or(0);
+    if flags & ports != 0
+        && let Some(v) = lookup(port)
     {
         // Port 0 in the packet finds the port-0 entry here already.
-        return Some((v, dport == 0));
+        return Some(exact(v, port == 0));
     }
-    if vaddr & any != 0
+    if flags & any != 0
         && let Some(v) = lookup(0)
     {
-        return Some((v, true));
+        return Some(exact(v, true));
+    }
+    if snap.has_groups() {
+        return match_group(snap, family, addr, port, proto);
+    }
+    None
+}
+
+/// §3.1's group step: the class of `addr`, then its suffix lengths longest first, each with the
+/// exact port before port 0.
+#[cold]
+fn match_group(
+    snap: &CompiledSnapshot,
+    family: Family,
+    addr: u128,
+    port: u16,
+    proto: u8,
+) -> Option<Matched<'_>> {
+    let class = snap.class_of(family, addr)?;
+    for &bits in &class.lens {
+        let suffix = suffix_key(family, addr, bits);
+        for p in [port, 0] {
+            if let Some(vip) = snap.sfx_vip(class.id, bits, family, suffix, p, proto) {
+                return Some(Matched {
+                    vip,
+                    wildcard: p == 0,
+                    group: true,
+                });
+            }
+            if port == 0 {
+                break;
+            }
+        }
     }
     None
 }

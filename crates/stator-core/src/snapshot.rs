@@ -75,6 +75,81 @@ impl fmt::Display for VipKey {
 pub struct VipFlags {
     /// Never consult or fill the connection table: Maglev alone decides.
     pub no_conntrack: bool,
+    /// Accept fragments (docs/forwarding.md §9); other VIPs drop them (`fragment`).
+    pub fragments: bool,
+}
+
+/// A class of prefix groups (docs/forwarding.md §3.1): clusters of one kind, whose VIPs share
+/// suffixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClassId(pub u16);
+
+/// A CIDR prefix: the network address (host bits zero) and its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Prefix {
+    /// The network address.
+    pub addr: IpAddr,
+    /// Its length in bits (at most 32 / 128).
+    pub len: u8,
+}
+
+impl Prefix {
+    /// The prefix of `addr` with `len` bits (host bits cleared); `None` when `len` exceeds the
+    /// family's width.
+    pub fn new(addr: IpAddr, len: u8) -> Option<Self> {
+        let addr = match addr {
+            IpAddr::V4(a) if len <= 32 => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+                IpAddr::V4(Ipv4Addr::from_bits(a.to_bits() & mask))
+            }
+            IpAddr::V6(a) if len <= 128 => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+                IpAddr::V6(Ipv6Addr::from_bits(a.to_bits() & mask))
+            }
+            _ => return None,
+        };
+        Some(Self { addr, len })
+    }
+
+    /// Whether `addr` lies in the prefix.
+    pub fn contains(&self, addr: IpAddr) -> bool {
+        Prefix::new(addr, self.len).is_some_and(|p| p == *self)
+    }
+}
+
+impl fmt::Display for Prefix {
+    /// `10.100.0.0/16`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+/// The low `bits` bits of `addr` (an IPv4 suffix of more than 32 bits is the whole address).
+pub fn suffix_of(addr: IpAddr, bits: u8) -> IpAddr {
+    match addr {
+        IpAddr::V4(a) => {
+            let m = u32::MAX
+                .checked_shr(32 - u32::from(bits.min(32)))
+                .unwrap_or(0);
+            IpAddr::V4((a.to_bits() & m).into())
+        }
+        IpAddr::V6(a) => {
+            let m = u128::MAX
+                .checked_shr(128 - u32::from(bits.min(128)))
+                .unwrap_or(0);
+            IpAddr::V6((a.to_bits() & m).into())
+        }
+    }
+}
+
+/// A group VIP's membership: its class and suffix length. The VIP also matches any destination
+/// of the class whose low `bits` bits equal its address's (docs/forwarding.md §3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct VipGroup {
+    /// The class.
+    pub class: ClassId,
+    /// The suffix length, in bits.
+    pub bits: u8,
 }
 
 /// A VIP and its Maglev lookup table.
@@ -87,6 +162,36 @@ pub struct Vip {
     /// The Maglev table: `M` slots (M prime) of real ids, `STATOR_NO_REAL` for "no backend";
     /// empty when the VIP has no usable backend. Shared, because tables are large and often
     /// unchanged between snapshots.
+    pub table: Arc<[u32]>,
+    /// Where packets go when the VIP has no usable backend (the same service in another
+    /// cluster, docs/forwarding.md §10.1); `None` drops them (`no_backend`).
+    pub failover: Option<IpAddr>,
+    /// Its class and suffix, for a group VIP.
+    pub group: Option<VipGroup>,
+}
+
+impl Vip {
+    /// A VIP with only an id, flags and a table (no failover, no group).
+    pub fn new(id: VipId, flags: VipFlags, table: Arc<[u32]>) -> Self {
+        Self {
+            id,
+            flags,
+            table,
+            failover: None,
+            group: None,
+        }
+    }
+}
+
+/// The Stator nodes fragments are spread over (`fragments.peers`, docs/forwarding.md §9).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Peers {
+    /// Their addresses; the index is what the table holds.
+    pub addrs: Vec<IpAddr>,
+    /// Which of them is this node.
+    pub self_index: Option<usize>,
+    /// The Maglev table over them (prime size; peer indexes). Empty: every node decides the
+    /// fragments it receives.
     pub table: Arc<[u32]>,
 }
 
@@ -131,6 +236,10 @@ pub struct NodeParams {
     pub gue_port: u16,
     /// TTL / hop limit of outer headers.
     pub outer_ttl: u8,
+    /// How long a fragment-table record stays fresh, in nanoseconds.
+    pub frag_timeout_ns: u64,
+    /// Tracer reports per second for the node (0 = none).
+    pub trace_per_sec: u32,
 }
 
 impl Default for NodeParams {
@@ -144,6 +253,8 @@ impl Default for NodeParams {
             flood_new_per_sec: 0,
             gue_port: stator_abi::STATOR_GUE_PORT as u16,
             outer_ttl: 64,
+            frag_timeout_ns: 2 * 1_000_000_000,
+            trace_per_sec: 100,
         }
     }
 }
@@ -159,4 +270,8 @@ pub struct Snapshot {
     pub vips: BTreeMap<VipKey, Vip>,
     /// Reals by id.
     pub reals: BTreeMap<RealId, Real>,
+    /// Prefix groups and their classes (docs/forwarding.md §3.1).
+    pub classes: BTreeMap<Prefix, ClassId>,
+    /// The fragment peers (docs/forwarding.md §9).
+    pub peers: Peers,
 }

@@ -15,10 +15,13 @@
 
 use std::collections::BTreeMap;
 
-use stator_abi::{STATOR_MAX_REALS, STATOR_MAX_TABLE_SIZE, STATOR_MAX_VIPS, STATOR_NO_REAL};
+use stator_abi::{
+    STATOR_MAX_PEERS, STATOR_MAX_PREFIXES, STATOR_MAX_REALS, STATOR_MAX_SUFFIX_LENS,
+    STATOR_MAX_TABLE_SIZE, STATOR_MAX_VIPS, STATOR_NO_REAL,
+};
 use stator_hash::is_prime;
 
-use crate::snapshot::{Encap, RealId, RealState, Snapshot, VipId, VipKey};
+use crate::snapshot::{ClassId, Encap, Prefix, RealId, RealState, Snapshot, VipId, VipKey};
 
 /// Why a snapshot cannot be forwarded with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -133,6 +136,28 @@ pub enum SnapshotError {
         /// The real id.
         real: u32,
     },
+    /// More fragment peers than `stator_peers` holds, or a peer table that does not fit.
+    #[error("fragment peers: {reason}")]
+    Peers {
+        /// What is wrong.
+        reason: String,
+    },
+    /// More prefix groups than `stator_classes` holds, or a prefix with host bits set.
+    #[error("prefix group {prefix}: {reason}")]
+    Prefix {
+        /// The prefix.
+        prefix: Prefix,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A group VIP whose class, suffix length or suffix cannot be matched.
+    #[error("VIP {vip}: {reason}")]
+    Group {
+        /// The VIP.
+        vip: VipKey,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl Snapshot {
@@ -176,6 +201,79 @@ impl Snapshot {
         }
         if let Some(RealId(id)) = self.reals.keys().find(|r| r.0 >= STATOR_MAX_REALS) {
             return Err(SnapshotError::RealIdOutOfRange { id: *id });
+        }
+        self.check_peers_representable()?;
+        self.check_groups_representable()
+    }
+
+    fn check_peers_representable(&self) -> Result<(), SnapshotError> {
+        let p = &self.peers;
+        let bad = |reason: String| Err(SnapshotError::Peers { reason });
+        if p.addrs.len() > STATOR_MAX_PEERS as usize {
+            return bad(format!(
+                "{} peers, the forwarder holds at most {STATOR_MAX_PEERS}",
+                p.addrs.len()
+            ));
+        }
+        if p.table.len() > STATOR_MAX_TABLE_SIZE as usize {
+            return bad(format!(
+                "table of {} slots exceeds STATOR_MAX_TABLE_SIZE",
+                p.table.len()
+            ));
+        }
+        if let Some((slot, v)) = p
+            .table
+            .iter()
+            .enumerate()
+            .find(|&(_, &v)| v as usize >= p.addrs.len())
+        {
+            return bad(format!("slot {slot} names peer {v}, which does not exist"));
+        }
+        if p.self_index.is_some_and(|i| i >= p.addrs.len()) {
+            return bad("this node's index is not one of the peers".into());
+        }
+        Ok(())
+    }
+
+    fn check_groups_representable(&self) -> Result<(), SnapshotError> {
+        if let Some(prefix) = self.classes.keys().nth(STATOR_MAX_PREFIXES as usize) {
+            return Err(SnapshotError::Prefix {
+                prefix: *prefix,
+                reason: format!("more than {STATOR_MAX_PREFIXES} prefix groups"),
+            });
+        }
+        for prefix in self.classes.keys() {
+            if Prefix::new(prefix.addr, prefix.len) != Some(*prefix) {
+                return Err(SnapshotError::Prefix {
+                    prefix: *prefix,
+                    reason: "host bits are set, or the length exceeds the address".into(),
+                });
+            }
+        }
+        // (class, IPv6?) → distinct suffix lengths
+        let mut lens: BTreeMap<(ClassId, bool), Vec<u8>> = BTreeMap::new();
+        for (key, vip) in &self.vips {
+            let Some(g) = vip.group else { continue };
+            let width = if key.addr.is_ipv6() { 128 } else { 32 };
+            if g.bits == 0 || u32::from(g.bits) > width {
+                return Err(SnapshotError::Group {
+                    vip: *key,
+                    reason: format!("suffix length {} is not 1..={width}", g.bits),
+                });
+            }
+            let l = lens.entry((g.class, key.addr.is_ipv6())).or_default();
+            if !l.contains(&g.bits) {
+                l.push(g.bits);
+            }
+            if l.len() > STATOR_MAX_SUFFIX_LENS as usize {
+                return Err(SnapshotError::Group {
+                    vip: *key,
+                    reason: format!(
+                        "class {} uses more than {STATOR_MAX_SUFFIX_LENS} suffix lengths",
+                        g.class.0
+                    ),
+                });
+            }
         }
         Ok(())
     }
@@ -244,6 +342,43 @@ impl Snapshot {
             }
             if real.encap == Encap::Gue && self.node.gue_port == 0 {
                 return Err(SnapshotError::GuePortZero { real: id.0 });
+            }
+        }
+        let p = &self.peers;
+        if !p.table.is_empty() && !u32::try_from(p.table.len()).is_ok_and(is_prime) {
+            return Err(SnapshotError::Peers {
+                reason: format!("table size {} is not prime", p.table.len()),
+            });
+        }
+        if !p.table.is_empty() && p.self_index.is_none() {
+            return Err(SnapshotError::Peers {
+                reason: "this node is not one of the peers".into(),
+            });
+        }
+        self.check_groups_consistent()
+    }
+
+    fn check_groups_consistent(&self) -> Result<(), SnapshotError> {
+        let classes: std::collections::BTreeSet<ClassId> = self.classes.values().copied().collect();
+        let mut seen: BTreeMap<(ClassId, u8, std::net::IpAddr, u16, crate::Proto), VipKey> =
+            BTreeMap::new();
+        for (key, vip) in &self.vips {
+            let Some(g) = vip.group else { continue };
+            if !classes.contains(&g.class) {
+                return Err(SnapshotError::Group {
+                    vip: *key,
+                    reason: format!("class {} has no prefix group", g.class.0),
+                });
+            }
+            let suffix = crate::snapshot::suffix_of(key.addr, g.bits);
+            if let Some(first) = seen.insert((g.class, g.bits, suffix, key.port, key.proto), *key) {
+                return Err(SnapshotError::Group {
+                    vip: *key,
+                    reason: format!(
+                        "same class, suffix, port and protocol as VIP {first}: a packet could \
+                         match either"
+                    ),
+                });
             }
         }
         Ok(())
@@ -356,11 +491,7 @@ mod tests {
         let other = VipKey { port: 81, ..key() };
         s.vips.insert(
             other,
-            Vip {
-                id: VipId(0),
-                flags: VipFlags::default(),
-                table: Arc::from(Vec::new()),
-            },
+            Vip::new(VipId(0), VipFlags::default(), Arc::from(Vec::new())),
         );
         assert!(matches!(
             s.validate(),

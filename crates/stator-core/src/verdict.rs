@@ -20,6 +20,11 @@ pub enum Action {
         /// The egress interface, as the FIB returned it.
         ifindex: u32,
     },
+    /// A fragment that arrived before its first (docs/forwarding.md §9): the data plane keeps
+    /// the frame, unmodified, and processes it again once its datagram has a record
+    /// ([`Forwarder::held`](crate::Forwarder::held) names it). XDP returns `XDP_DROP` after
+    /// copying it to `stator_hold`; counted `act_hold`.
+    Hold,
 }
 
 impl Action {
@@ -30,6 +35,7 @@ impl Action {
             Action::Drop(_) => Counter::ActDrop,
             Action::Tx => Counter::ActTx,
             Action::Redirect { .. } => Counter::ActRedirect,
+            Action::Hold => Counter::ActHold,
         }
     }
 

@@ -959,7 +959,10 @@ fn no_ct_vip_never_touches_the_table() {
                 port: 80,
                 proto: Proto::Tcp,
             },
-            VipFlags { no_conntrack: true },
+            VipFlags {
+                no_conntrack: true,
+                ..VipFlags::default()
+            },
             13,
             (1..=3).map(|n| BackendSpec::new(be4(n))).collect(),
         )

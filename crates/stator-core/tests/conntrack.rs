@@ -346,6 +346,7 @@ fn per_cpu_and_shared_tables() {
         ct_mode: CtMode::Shared,
         ct_capacity: 16,
         ct_seed: 3,
+        ..ForwarderConfig::default()
     });
     assert_eq!(shared.ct_mode(), CtMode::Shared);
     go(&mut shared, &snap, T0, 0, &tcp(5, tcp_flags::ACK));

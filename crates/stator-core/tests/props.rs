@@ -41,7 +41,10 @@ fn rich() -> Snapshot {
                 port: 443,
                 proto: Proto::Tcp,
             },
-            stator_core::VipFlags { no_conntrack: true },
+            stator_core::VipFlags {
+                no_conntrack: true,
+                ..Default::default()
+            },
             13,
             be(6),
         )

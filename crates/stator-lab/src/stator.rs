@@ -222,7 +222,7 @@ impl StatorRun {
             return Err(NetnsError::Failed {
                 cmd: format!("stator run -c {}", self.config.display()),
                 status: "exited".into(),
-                stderr: self.log_tail(30),
+                stderr: self.log_tail(30) + "\n--- head ---\n" + &self.log_head(20),
             });
         }
         result.map_err(|e| match e {
@@ -262,6 +262,16 @@ impl StatorRun {
             child.signal(libc::SIGKILL);
             let _ = child.wait_timeout(Duration::from_secs(5));
         }
+    }
+
+    /// The first `n` lines of its log (where a panic message is).
+    pub fn log_head(&self, n: usize) -> String {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .take(n)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The last `n` lines of its log.

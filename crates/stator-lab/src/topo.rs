@@ -358,6 +358,35 @@ impl DsrLab {
         self.router.ip(&args).map(|_| ())
     }
 
+    /// Permanent neighbour entries on every LB node for every other LB node (both families):
+    /// an XDP program that sends to a peer node (a fragment redirect) resolves no neighbour.
+    pub fn permanent_neighbours_between_lbs(&self) -> Result<()> {
+        for a in &self.lbs {
+            for b in self.lbs.iter().filter(|b| b.name != a.name) {
+                let mac = b
+                    .mac
+                    .iter()
+                    .map(|x| format!("{x:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(":");
+                for addr in [b.addr(false), b.addr(true)] {
+                    a.ns.ip([
+                        "neigh",
+                        "replace",
+                        &addr.to_string(),
+                        "lladdr",
+                        &mac,
+                        "dev",
+                        &a.iface,
+                        "nud",
+                        "permanent",
+                    ])?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Puts `vip` on backend `k`'s `lo` (a host address: /32 or /128).
     pub fn add_vip_to_backend(&self, k: usize, vip: IpAddr) -> Result<()> {
         let cidr = if vip.is_ipv6() {

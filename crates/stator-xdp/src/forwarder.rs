@@ -23,6 +23,14 @@ use crate::testrun::{TestRunOpts, TestRunOutput, run_xdp};
 /// Name of the forwarder's XDP program in its object.
 pub const PROGRAM_NAME: &str = "stator_fwd";
 
+/// The forwarder's tail-called programs by `stator_progs` index (docs/forwarding.md §9, §10.2):
+/// a fragment, a first fragment decided here, a redirect's inner packet.
+pub const TAIL_PROGRAMS: [(u32, &str); 3] = [
+    (stator_abi::STATOR_TAIL_FRAG, "stator_fragment"),
+    (stator_abi::STATOR_TAIL_FIRST, "stator_first"),
+    (stator_abi::STATOR_TAIL_INNER, "stator_inner"),
+];
+
 /// What [`Forwarder::commit`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitReport {
@@ -110,12 +118,19 @@ impl Forwarder {
         check_pins(
             object,
             &opts.pin_path,
-            &[("stator_ct", opts.ct_entries), ("stator_slots", slots)],
+            &[
+                ("stator_ct", opts.ct_entries),
+                ("stator_slots", slots),
+                ("stator_frag", opts.frag_entries),
+                ("stator_hold", opts.hold_ring),
+            ],
         )?;
         let mut ebpf = EbpfLoader::new()
             .default_map_pin_directory(&opts.pin_path)
             .map_max_entries("stator_ct", opts.ct_entries)
             .map_max_entries("stator_slots", slots)
+            .map_max_entries("stator_frag", opts.frag_entries)
+            .map_max_entries("stator_hold", opts.hold_ring)
             .load(object)
             .map_err(|e| XdpError::Load {
                 object: "stator_fwd".into(),
@@ -124,6 +139,10 @@ impl Forwarder {
         load_xdp(&mut ebpf, program)?;
         for p in extra {
             load_xdp(&mut ebpf, p)?;
+        }
+        if program == PROGRAM_NAME {
+            // the rare paths of the decision, tail-called (docs/xdp.md)
+            load_tail_programs(&mut ebpf)?;
         }
         let maps = Maps::open(&opts.pin_path)?;
         maps.ctl
@@ -320,6 +339,39 @@ impl Forwarder {
             run_ns: out.duration_ns,
         })
     }
+}
+
+/// Loads the forwarder's tail-called programs and puts them into `stator_progs`, replacing
+/// those of an earlier load (the map is pinned).
+pub(crate) fn load_tail_programs(ebpf: &mut Ebpf) -> Result<()> {
+    for (_, name) in TAIL_PROGRAMS {
+        load_xdp(ebpf, name)?;
+    }
+    let fds: Vec<(u32, ProgramFd)> = TAIL_PROGRAMS
+        .iter()
+        .map(|&(i, name)| {
+            let fd = program_fd(ebpf, name)
+                .ok_or_else(|| XdpError::Load {
+                    object: name.to_string(),
+                    source: "loaded but has no fd".into(),
+                })?
+                .try_clone()
+                .map_err(|e| XdpError::io("duplicating a program fd", e))?;
+            Ok((i, fd))
+        })
+        .collect::<Result<_>>()?;
+    let map = ebpf.map_mut("stator_progs").ok_or_else(|| XdpError::Load {
+        object: "stator_fwd".into(),
+        source: "no map stator_progs in the object".into(),
+    })?;
+    let mut progs = aya::maps::ProgramArray::try_from(map)
+        .map_err(|e| XdpError::map("stator_progs", "opening", e))?;
+    for (i, fd) in &fds {
+        progs
+            .set(*i, fd, 0)
+            .map_err(|e| XdpError::map("stator_progs", "update", e))?;
+    }
+    Ok(())
 }
 
 /// Loads XDP program `name` of `ebpf`, turning a verifier rejection into a clear error.

@@ -35,14 +35,17 @@
 mod attach;
 pub mod bench;
 mod bpffs;
+mod cluster;
 mod decap;
 mod error;
 mod forwarder;
+mod holder;
 mod maps;
 pub mod objects;
 mod options;
 mod pass;
 mod program;
+mod rings;
 mod sys;
 pub mod testrun;
 pub mod veth_bench;
@@ -58,12 +61,14 @@ pub use decap::{
     DecapMaps, DecapOptions, DecapStatus, decap_purge, decap_status,
 };
 pub use error::{Result, XdpError};
-pub use forwarder::{CommitReport, Forwarder, PROGRAM_NAME, SelfTest, verify};
+pub use forwarder::{CommitReport, Forwarder, PROGRAM_NAME, SelfTest, TAIL_PROGRAMS, verify};
+pub use holder::{Holder, HolderStats};
 pub use maps::{Counters, FORWARDER_MAPS, Maps};
 pub use options::{
     AttachMode, ConntrackMode, DEFAULT_FIB_CACHE, DEFAULT_PIN_PATH, MAX_SLOTS_PER_GEN, XdpOptions,
 };
 pub use pass::attach_pass;
+pub use rings::{HoldRing, TraceRing};
 pub use xsk::{FIBQ_PROGRAM_NAME, XSK_CT_ENTRIES, XSK_PROGRAM_NAME};
 
 /// True when the process runs as root (what loading and attaching need).

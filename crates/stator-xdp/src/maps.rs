@@ -7,18 +7,19 @@
 
 use std::path::{Path, PathBuf};
 
+use aya::maps::lpm_trie::LpmTrie;
 use aya::maps::{DevMapHash, HashMap, Map, MapData, MapInfo, MapType, PerCpuArray, PerCpuHashMap};
 use stator_abi::{
-    Counter, CtEntry, Ctl, DropReason, Flood, FlowKey, NodeCfg, Real, STATOR_CNT_MAX,
-    STATOR_DROP_MAX, Traffic, Vaddr, Vip, VipKey,
+    AddrRec, Class, Counter, CtEntry, Ctl, DropReason, Flood, FlowKey, FragEntry, FragKey, NodeCfg,
+    Peer, Real, STATOR_CNT_MAX, STATOR_DROP_MAX, SfxKey, Traffic, Vaddr, Vip, VipKey,
 };
 
 use crate::error::{Result, XdpError};
 use crate::options::ConntrackMode;
-use crate::sys::{MmapArray, Rec, Record};
+use crate::sys::{ClassData, MmapArray, Rec, Record};
 
 /// Names of the forwarder's maps (also their pin names).
-pub const FORWARDER_MAPS: [&str; 14] = [
+pub const FORWARDER_MAPS: [&str; 25] = [
     "stator_ctl",
     "stator_cfg",
     "stator_vtab",
@@ -33,6 +34,17 @@ pub const FORWARDER_MAPS: [&str; 14] = [
     "stator_realstat",
     "stator_nh",
     "stator_tx_ports",
+    "stator_peers",
+    "stator_failover",
+    "stator_classes",
+    "stator_sfx",
+    "stator_frag",
+    "stator_hold",
+    "stator_holdbuf",
+    "stator_trace",
+    "stator_trl",
+    "stator_progs",
+    "stator_tcx",
 ];
 
 /// Maps earlier builds pinned and this one no longer has (`stator_vaddrs`, replaced by
@@ -57,6 +69,11 @@ pub struct Maps {
     pub(crate) slots: MmapArray<u32>,
     pub(crate) vtab: MmapArray<Vaddr>,
     pub(crate) vips: HashMap<MapData, Rec<VipKey>, Rec<Vip>>,
+    pub(crate) peers: MmapArray<Peer>,
+    pub(crate) failover: MmapArray<AddrRec>,
+    pub(crate) classes: LpmTrie<MapData, ClassData, Rec<Class>>,
+    pub(crate) sfx: HashMap<MapData, Rec<SfxKey>, Rec<Vip>>,
+    pub(crate) frag: HashMap<MapData, Rec<FragKey>, Rec<FragEntry>>,
     pub(crate) ct: CtMap,
     pub(crate) flood: PerCpuArray<MapData, Rec<Flood>>,
     counters: PerCpuArray<MapData, u64>,
@@ -164,6 +181,23 @@ impl Maps {
             reals: mmap_array("stator_reals", &reals)?,
             slots: mmap_array("stator_slots", &slots)?,
             vtab: mmap_array("stator_vtab", &open_pin(pin_path, "stator_vtab")?)?,
+            peers: mmap_array("stator_peers", &open_pin(pin_path, "stator_peers")?)?,
+            failover: mmap_array("stator_failover", &open_pin(pin_path, "stator_failover")?)?,
+            classes: typed(
+                "stator_classes",
+                Map::LpmTrie(open_pin(pin_path, "stator_classes")?),
+                LpmTrie::try_from,
+            )?,
+            sfx: typed(
+                "stator_sfx",
+                Map::HashMap(open_pin(pin_path, "stator_sfx")?),
+                HashMap::try_from,
+            )?,
+            frag: typed(
+                "stator_frag",
+                Map::LruHashMap(open_pin(pin_path, "stator_frag")?),
+                HashMap::try_from,
+            )?,
             vips: typed(
                 "stator_vips",
                 Map::HashMap(open_pin(pin_path, "stator_vips")?),
@@ -320,6 +354,20 @@ impl Maps {
             }
         }
         Ok(n)
+    }
+
+    /// The fragment-table record of a datagram (`stator_frag`), if any.
+    pub fn frag_lookup(&self, key: &FragKey) -> Result<Option<FragEntry>> {
+        match self.frag.get(&Rec(*key), 0) {
+            Ok(v) => Ok(Some(v.0)),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(None),
+            Err(e) => Err(XdpError::map("stator_frag", "lookup", e)),
+        }
+    }
+
+    /// Records in the fragment table (a walk of a live map: approximate under traffic).
+    pub fn frag_len(&self) -> usize {
+        self.frag.keys().count()
     }
 
     /// The SYN-flood guard's window on each CPU.
@@ -497,6 +545,8 @@ fn map_type_name(t: u32) -> String {
         6 => "PERCPU_ARRAY".into(),
         9 => "LRU_HASH (conntrack shared)".into(),
         10 => "LRU_PERCPU_HASH (conntrack percpu)".into(),
+        11 => "LPM_TRIE".into(),
+        27 => "RINGBUF".into(),
         25 => "DEVMAP_HASH".into(),
         t => format!("type {t}"),
     }

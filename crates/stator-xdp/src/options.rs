@@ -3,7 +3,10 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use stator_abi::{STATOR_DEFAULT_CT_ENTRIES, STATOR_DEFAULT_SLOTS_PER_GEN, STATOR_MAX_TABLE_SIZE};
+use stator_abi::{
+    STATOR_DEFAULT_CT_ENTRIES, STATOR_DEFAULT_FRAG_ENTRIES, STATOR_DEFAULT_HOLD_RING,
+    STATOR_DEFAULT_SLOTS_PER_GEN, STATOR_MAX_TABLE_SIZE,
+};
 
 use crate::error::{Result, XdpError};
 
@@ -110,6 +113,11 @@ pub struct XdpOptions {
     /// `d` — route and neighbour changes then apply within `d`; failures are never cached,
     /// longer packets are looked up again; `None` asks `bpf_fib_lookup` for every packet.
     pub fib_cache: Option<std::time::Duration>,
+    /// Fragment-table capacity (`stator_frag` entries, docs/forwarding.md §9).
+    pub frag_entries: u32,
+    /// Size in bytes of the `stator_hold` ring buffer, where fragments that came before their
+    /// first wait for the holder (a power of two, at least a page).
+    pub hold_ring: u32,
 }
 
 impl Default for XdpOptions {
@@ -121,6 +129,8 @@ impl Default for XdpOptions {
             slots_per_gen: STATOR_DEFAULT_SLOTS_PER_GEN,
             attach_mode: AttachMode::default(),
             fib_cache: Some(DEFAULT_FIB_CACHE),
+            frag_entries: STATOR_DEFAULT_FRAG_ENTRIES,
+            hold_ring: STATOR_DEFAULT_HOLD_RING,
         }
     }
 }
@@ -139,6 +149,21 @@ impl XdpOptions {
         if self.ct_entries == 0 {
             return Err(XdpError::InvalidOptions {
                 reason: "ct_entries must be at least 1".into(),
+            });
+        }
+        if self.frag_entries == 0 {
+            return Err(XdpError::InvalidOptions {
+                reason: "frag_entries must be at least 1".into(),
+            });
+        }
+        if !self.hold_ring.is_power_of_two() || (self.hold_ring as usize) < crate::sys::page_size()
+        {
+            return Err(XdpError::InvalidOptions {
+                reason: format!(
+                    "hold_ring {} must be a power of two of at least a page ({} bytes)",
+                    self.hold_ring,
+                    crate::sys::page_size()
+                ),
             });
         }
         if let Some(d) = self.fib_cache

@@ -8,16 +8,18 @@ use std::sync::Arc;
 
 use stator_abi::{
     Encap, NodeCfg, Real as RealRec, STATOR_FAMILY_NONE, STATOR_FAMILY_V4, STATOR_FAMILY_V6,
-    STATOR_MAX_REALS, STATOR_MAX_TABLE_SIZE, STATOR_MAX_VIPS, STATOR_NO_REAL,
-    STATOR_NODE_F_ICMP_ECHO, STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE, STATOR_VADDR_F_INLINE,
-    STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_UDP_ANY,
-    STATOR_VADDR_F_UDP_PORTS, STATOR_VADDR_INLINE, STATOR_VIP_F_NO_CT, STATOR_VTAB_PROBES,
-    STATOR_VTAB_SLOTS, Vaddr, VaddrVip, Vip as VipRec, VipKey as VipKeyRec, vtab_hash,
+    STATOR_MAX_REALS, STATOR_MAX_TABLE_SIZE, STATOR_MAX_VIPS, STATOR_NO_REAL, STATOR_NODE_F_GROUPS,
+    STATOR_NODE_F_ICMP_ECHO, STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE, STATOR_VADDR_F_FRAGS,
+    STATOR_VADDR_F_INLINE, STATOR_VADDR_F_NODE, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS,
+    STATOR_VADDR_F_UDP_ANY, STATOR_VADDR_F_UDP_PORTS, STATOR_VADDR_INLINE, STATOR_VIP_F_FAILOVER,
+    STATOR_VIP_F_FRAGMENTS, STATOR_VIP_F_NO_CT, STATOR_VTAB_PROBES, STATOR_VTAB_SLOTS, Vaddr,
+    VaddrVip, Vip as VipRec, VipKey as VipKeyRec, vtab_hash,
 };
 use stator_core::{
     NodeParams, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags, VipId, VipKey,
 };
 
+use crate::cluster::{ClusterRecs, encode_cluster};
 use crate::error::{Result, XdpError};
 use crate::maps::Maps;
 use crate::sys::Rec;
@@ -33,6 +35,8 @@ pub(crate) struct Encoded {
     pub(crate) vips: Vec<(VipKeyRec, VipRec, Arc<[u32]>)>,
     pub(crate) reals: Vec<(u32, RealRec)>,
     pub(crate) slots_used: u32,
+    /// Peers, failover addresses, prefix groups and suffixes.
+    pub(crate) cluster: ClusterRecs,
 }
 
 /// Address bytes (IPv4 in the first four), family tag.
@@ -47,7 +51,7 @@ pub(crate) fn addr_bytes(addr: IpAddr) -> ([u8; 16], u8) {
     }
 }
 
-fn addr_from(bytes: [u8; 16], family: u8) -> Option<IpAddr> {
+pub(crate) fn addr_from(bytes: [u8; 16], family: u8) -> Option<IpAddr> {
     match u32::from(family) {
         STATOR_FAMILY_V4 => Some(IpAddr::V4(Ipv4Addr::new(
             bytes[0], bytes[1], bytes[2], bytes[3],
@@ -86,7 +90,10 @@ pub(crate) fn encode_node(node: &NodeParams, config_generation: u64) -> NodeCfg 
         _pad0: 0,
         config_generation,
         vtab_seed: 0,
-        _pad1: 0,
+        trace_per_sec: node.trace_per_sec,
+        peer_table_off: 0,
+        peer_table_size: 0,
+        frag_timeout_ns: node.frag_timeout_ns,
     }
 }
 
@@ -237,13 +244,19 @@ pub(crate) fn encode(snap: &Snapshot, generation: u32, slots_per_gen: u32) -> Re
             (Proto::Udp, 0) => STATOR_VADDR_F_UDP_ANY,
             (Proto::Udp, _) => STATOR_VADDR_F_UDP_PORTS,
         };
+        let mut flags = 0;
+        if vip.flags.no_conntrack {
+            flags |= STATOR_VIP_F_NO_CT;
+        }
+        if vip.flags.fragments {
+            flags |= STATOR_VIP_F_FRAGMENTS;
+        }
+        if vip.failover.is_some() {
+            flags |= STATOR_VIP_F_FAILOVER;
+        }
         let vip_rec = VipRec {
             vip_id: vip.id.0,
-            flags: if vip.flags.no_conntrack {
-                STATOR_VIP_F_NO_CT
-            } else {
-                0
-            },
+            flags,
             table_off: (base + used) as u32,
             table_size: size as u32,
         };
@@ -258,6 +271,9 @@ pub(crate) fn encode(snap: &Snapshot, generation: u32, slots_per_gen: u32) -> Re
             )
         });
         va.flags |= flag;
+        if vip.flags.fragments {
+            va.flags |= STATOR_VADDR_F_FRAGS;
+        }
         if let Some(e) = va.vips.get_mut(*count) {
             *e = VaddrVip {
                 port: key.port.to_be_bytes(),
@@ -281,6 +297,36 @@ pub(crate) fn encode(snap: &Snapshot, generation: u32, slots_per_gen: u32) -> Re
         ));
         used += size as u64;
     }
+    // The node's own addresses receive redirects (docs/forwarding.md §2).
+    let own = [
+        snap.node.src_v4.map(IpAddr::V4),
+        snap.node.src_v6.map(IpAddr::V6),
+    ];
+    for addr in own.into_iter().flatten().filter(|a| !a.is_unspecified()) {
+        let (a, family) = addr_bytes(addr);
+        let (va, _) = vaddrs.entry((a, family)).or_insert_with(|| {
+            (
+                Vaddr {
+                    addr: a,
+                    family,
+                    ..Vaddr::default()
+                },
+                0,
+            )
+        });
+        va.flags |= STATOR_VADDR_F_NODE;
+    }
+    // The peers' Maglev table follows the VIPs' in this generation's slots.
+    let vip_recs = vips.iter().map(|(_, v, _)| (v.vip_id, *v)).collect();
+    let cluster = encode_cluster(snap, generation, &vip_recs, (base + used) as u32)?;
+    if used + cluster.peer_table.len() as u64 > u64::from(slots_per_gen) {
+        return Err(XdpError::invalid(format!(
+            "Maglev tables and the fragment peers' table need more than the {slots_per_gen} \
+             slots per generation the forwarder was loaded with"
+        )));
+    }
+    let peer_table_off = (base + used) as u32;
+    used += cluster.peer_table.len() as u64;
     // An address whose VIPs all fit carries them inline (the rest of the slot's entries stay
     // zero, protocol 0 = unused); the flags stay set either way (the ICMP-error path may look
     // up another address's VIPs in stator_vips under them). Sorted: one layout per VIP set.
@@ -299,12 +345,18 @@ pub(crate) fn encode(snap: &Snapshot, generation: u32, slots_per_gen: u32) -> Re
     let (seed, vtab) = vtab_layout(&addrs)?;
     let mut cfg = encode_node(&snap.node, snap.generation);
     cfg.vtab_seed = seed;
+    if !cluster.classes.is_empty() {
+        cfg.flags |= STATOR_NODE_F_GROUPS;
+    }
+    cfg.peer_table_off = peer_table_off;
+    cfg.peer_table_size = cluster.peer_table.len() as u32;
     Ok(Encoded {
         cfg,
         vtab,
         vips,
         reals,
         slots_used: used as u32,
+        cluster,
     })
 }
 
@@ -348,6 +400,7 @@ impl Maps {
         for (id, r) in &enc.reals {
             self.reals.write(base + id, *r);
         }
+        self.write_cluster(generation, &enc.cluster)?;
         self.cfg.write(generation, enc.cfg);
         Ok(())
     }
@@ -372,6 +425,8 @@ impl Maps {
                 flood_new_per_sec: cfg.flood_new_per_sec,
                 gue_port: u16::from_be_bytes(cfg.gue_port),
                 outer_ttl: cfg.outer_ttl,
+                frag_timeout_ns: cfg.frag_timeout_ns,
+                trace_per_sec: cfg.trace_per_sec,
             },
             ..Snapshot::default()
         };
@@ -397,13 +452,14 @@ impl Maps {
                     port: u16::from_be_bytes(k.port),
                     proto,
                 },
-                Vip {
-                    id: VipId(v.vip_id),
-                    flags: VipFlags {
+                Vip::new(
+                    VipId(v.vip_id),
+                    VipFlags {
                         no_conntrack: v.flags & STATOR_VIP_F_NO_CT != 0,
+                        fragments: v.flags & STATOR_VIP_F_FRAGMENTS != 0,
                     },
-                    table: Arc::from(table),
-                },
+                    Arc::from(table),
+                ),
             );
         }
         let base = generation * STATOR_MAX_REALS;
@@ -430,6 +486,11 @@ impl Maps {
                 },
             );
         }
+        self.read_cluster(
+            generation,
+            &mut snap,
+            (cfg.peer_table_off, cfg.peer_table_size),
+        )?;
         Ok(Some(snap))
     }
 }

@@ -14,8 +14,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use stator_abi::{
-    BenchFrame, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey, NodeCfg, Real, Traffic, Vaddr,
-    Vip, VipKey, XskCfg,
+    AddrRec, BenchFrame, Class, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey, FragEntry,
+    FragKey, NodeCfg, Peer, Real, SIZEOF_stator_class_key, SfxKey, Traffic, Vaddr, Vip, VipKey,
+    XskCfg,
 };
 
 /// Plain data that may be copied to and from kernel memory byte for byte.
@@ -38,8 +39,23 @@ macro_rules! abi_records {
 }
 abi_records!(
     Ctl, NodeCfg, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Flood, Traffic, BenchFrame,
-    DecapAddr, DecapCfg, XskCfg
+    DecapAddr, DecapCfg, XskCfg, Peer, AddrRec, Class, SfxKey, FragKey, FragEntry
 );
+
+/// The part of `struct stator_class_key` after `prefixlen` (aya's LPM key carries the length
+/// itself): generation, family, two zero bytes, the address.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub(crate) struct ClassData {
+    pub(crate) generation: u8,
+    pub(crate) family: u8,
+    pub(crate) _pad0: [u8; 2],
+    pub(crate) addr: [u8; 16],
+}
+const _: () = assert!(size_of::<u32>() + size_of::<ClassData>() == SIZEOF_stator_class_key);
+// SAFETY: integers and byte arrays with an explicit padding field; its size is asserted above
+// against the C header's key.
+unsafe impl aya::Pod for ClassData {}
 
 /// A [`Record`] as an aya map key or value (aya's `Pod` cannot be implemented for another
 /// crate's types directly).

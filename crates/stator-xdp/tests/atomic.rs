@@ -45,7 +45,15 @@ fn snapshot(ttl: u8, third_octet: u8, encap: Encap, size: u32, id_base: u32) -> 
         .collect();
     let mut s = SnapshotBuilder::new(node)
         .generation(u64::from(ttl))
-        .vip_with_flags(vip(), VipFlags { no_conntrack: true }, size, backends)
+        .vip_with_flags(
+            vip(),
+            VipFlags {
+                no_conntrack: true,
+                ..VipFlags::default()
+            },
+            size,
+            backends,
+        )
         .build()
         .unwrap();
     // move the real ids, so the two snapshots share none

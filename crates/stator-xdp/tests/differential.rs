@@ -3,7 +3,8 @@
 //! (BPF_PROG_TEST_RUN in a namespace whose FIB answers for real) and through
 //! `stator_core::Forwarder`; every frame must give the same action, redirect interface, real,
 //! output bytes, counter deltas (global, drops, per VIP, per real), connection-table entry and
-//! flood-guard window. Needs root.
+//! flood-guard window — and, for Maglev §4.2–4.4, fragment-table records, held frames and
+//! tracer reports. Needs root.
 //!
 //! Replay and soak:
 //! - `STATOR_DIFF_SEED=0x…` runs that seed (decimal or 0x-hex) instead of the default one;
@@ -123,6 +124,7 @@ fn assert_coverage(r: &Report) {
         "tx_port",
         "icmp",
         "mtu",
+        "redirect",
     ] {
         assert!(
             r.drops.get(d).copied().unwrap_or(0) > 0,
@@ -140,6 +142,16 @@ fn assert_coverage(r: &Report) {
         "icmp_echo_reply",
         "non_vip",
         "non_ip",
+        "frag_redirect",
+        "frag_record",
+        "frag_hit",
+        "act_hold",
+        "failover",
+        "redirect_rx",
+        "redirect_again",
+        "group_match",
+        "trace_report",
+        "trace_limited",
     ] {
         assert!(
             r.events.get(c).copied().unwrap_or(0) > 0,

@@ -92,26 +92,71 @@ pub struct UndrainArgs {
 /// `stator trace`.
 #[derive(Debug, clap::Args)]
 pub struct TraceArgs {
-    /// The VIP: its name or address.
+    /// The VIP: its name or address (an address with --send).
     #[arg(long)]
     vip: String,
-    /// The client's address.
+    /// The client's address (required without --send; with it, the default is the source
+    /// the route to the VIP uses).
     #[arg(long)]
-    src: String,
+    src: Option<String>,
     /// The client's port.
     #[arg(long, default_value_t = 40000)]
     sport: u16,
-    /// The destination port (default: the VIP's).
+    /// The destination port (default: the VIP's; 80 with --send).
     #[arg(long)]
     dport: Option<u16>,
-    /// tcp or udp (default: the VIP's).
+    /// tcp or udp (default: the VIP's; tcp with --send).
     #[arg(long)]
     proto: Option<String>,
     /// Trace a TCP SYN (a new connection: Maglev decides, the table is not consulted).
     #[arg(long)]
     syn: bool,
+    /// Send a marked packet through the network instead of asking the API: every Stator
+    /// node it crosses reports its decision to this process (the paper's packet tracer).
+    #[arg(long)]
+    send: bool,
+    /// With --send: the UDP datagram as two IP fragments (shows fragment redirection).
+    #[arg(long, requires = "send")]
+    fragment: bool,
+    /// With --send: where reports go (default: the route's source address, a free port).
+    #[arg(long, requires = "send")]
+    listen: Option<std::net::SocketAddr>,
+    /// With --send: how long to wait for reports, in milliseconds.
+    #[arg(long, default_value_t = 2000, requires = "send")]
+    wait_ms: u64,
     #[command(flatten)]
     api: ApiArgs,
+}
+
+impl TraceArgs {
+    fn send_opts(&self) -> Result<crate::trace_send::SendOpts> {
+        let vip: std::net::IpAddr = self
+            .vip
+            .parse()
+            .with_context(|| format!("--send needs the VIP's address, not {:?}", self.vip))?;
+        let src = self
+            .src
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .context("--src is not an IP address")?;
+        let tcp = match self.proto.as_deref() {
+            None | Some("tcp") => true,
+            Some("udp") => false,
+            Some(p) => anyhow::bail!("--proto must be tcp or udp, not {p:?}"),
+        };
+        Ok(crate::trace_send::SendOpts {
+            vip,
+            dport: self.dport.unwrap_or(80),
+            tcp,
+            src,
+            sport: self.sport,
+            fragment: self.fragment,
+            listen: self.listen,
+            wait: std::time::Duration::from_millis(self.wait_ms),
+            json: self.api.json,
+        })
+    }
 }
 
 /// `stator apply`.
@@ -162,11 +207,15 @@ fn dispatch(cmd: ClientCmd) -> Result<()> {
                 .post_json(&format!("/v1/backends/{}/undrain", encode(&u.id)), None)?;
             output(&u.api, &v, |_| println!("{}: undrained", u.id))
         }
+        ClientCmd::Trace(t) if t.send => crate::trace_send::run(&t.send_opts()?),
         ClientCmd::Trace(t) => {
+            let Some(src) = &t.src else {
+                anyhow::bail!("--src is required (the client's address), unless --send");
+            };
             let mut q = format!(
                 "/v1/trace?vip={}&src={}&sport={}",
                 encode(&t.vip),
-                encode(&t.src),
+                encode(src),
                 t.sport
             );
             if let Some(p) = t.dport {

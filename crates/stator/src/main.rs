@@ -13,6 +13,7 @@ mod generate_cmd;
 mod lab_cmd;
 mod run_cmd;
 mod table;
+mod trace_send;
 mod xdp_cmd;
 
 #[derive(Debug, Parser)]

@@ -108,6 +108,7 @@ fn attach(a: AttachArgs) -> Result<()> {
             Some(0) => None,
             Some(ms) => Some(std::time::Duration::from_millis(ms)),
         },
+        ..defaults
     };
     let mut fwd = Forwarder::load(&opts)?;
     if fwd.ensure_programmed()? {

@@ -7,6 +7,7 @@
 //! rather than reported a second time in other words.
 
 mod bgp;
+mod cluster;
 mod listeners;
 mod pools;
 mod sections;
@@ -35,6 +36,9 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
     let log = sections::log(&raw.log);
     let bgp = bgp::bgp(&mut ctx, raw.bgp.as_ref(), node.as_ref());
     let pools = pools::pools(&mut ctx, &raw.pool, node.as_ref(), proxy_only);
+    let fragments = cluster::fragments(&mut ctx, &raw.fragments, node.as_ref());
+    let tracer = cluster::tracer(&mut ctx, &raw.tracer);
+    let classes = cluster::classes(&mut ctx, &raw.vip_class);
     let vips = vips::vips(
         &mut ctx,
         &raw.vip,
@@ -43,6 +47,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
         &encap,
         dataplane.as_ref(),
         proxy_only,
+        classes.as_deref(),
     );
     let listeners = listeners::listeners(
         &mut ctx,
@@ -51,7 +56,26 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
         api.as_ref(),
         vips.as_deref(),
     );
-    match (node, dataplane, encap, api, bgp, vips, listeners) {
+    if let (Some(v), Some(f), Some(dp)) = (&vips, &fragments, &dataplane)
+        && !f.peers.is_empty()
+    {
+        let tables: u64 = v.iter().map(|x| u64::from(x.table_size)).sum();
+        if tables + u64::from(f.table_size) > u64::from(dp.slots_per_generation) {
+            ctx.error(
+                FieldPath::root().key("fragments").key("table_size"),
+                Error::Limit {
+                    what: "Maglev slots (the VIPs' tables and the fragment peers' table)".into(),
+                    count: tables + u64::from(f.table_size),
+                    limit_name: "dataplane.slots_per_generation",
+                    limit: dp.slots_per_generation.into(),
+                    hint: "; raise dataplane.slots_per_generation or use smaller tables".into(),
+                },
+            );
+        }
+    }
+    match (
+        node, dataplane, encap, api, bgp, vips, listeners, fragments, tracer, classes,
+    ) {
         (
             Some(node),
             Some(dataplane),
@@ -60,6 +84,9 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
             Some(bgp),
             Some(vips),
             Some(listeners),
+            Some(fragments),
+            Some(tracer),
+            Some(classes),
         ) if ctx.errors.is_empty() => Ok(Config {
             node,
             dataplane,
@@ -71,6 +98,9 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
             pools: pools.pools,
             vips,
             listeners,
+            fragments,
+            tracer,
+            classes,
         }),
         _ => {
             if ctx.errors.is_empty() {

@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use stator_abi::{STATOR_MAX_REALS, STATOR_MAX_VIPS};
 
+use super::cluster::{VipExtras, check_groups, vip_extras};
 use super::pools::Pools;
 use super::sections::encap_of;
 use super::{Ctx, suggest_pool};
@@ -14,9 +15,10 @@ use crate::error::{Error, FieldPath};
 use crate::flatten::{flatten, sorted_members};
 use crate::raw::{FlagName, ProtocolName, RawVip, Scalar};
 use crate::types::{
-    Dataplane, Encap, EncapDefaults, Member, Node, PoolId, Proto, Vip, VipFlags, VipKey,
+    Dataplane, Encap, EncapDefaults, Member, Node, PoolId, Proto, Vip, VipClass, VipFlags, VipKey,
 };
 
+#[allow(clippy::too_many_arguments)] // the sections a VIP is checked against
 pub(super) fn vips(
     ctx: &mut Ctx,
     raw: &[RawVip],
@@ -25,8 +27,10 @@ pub(super) fn vips(
     encap: &Option<EncapDefaults>,
     dataplane: Option<&Dataplane>,
     proxy_only: bool,
+    classes: Option<&[VipClass]>,
 ) -> Option<Vec<Vip>> {
     let mut out = Vec::with_capacity(raw.len());
+    let mut groups = Vec::new();
     let mut ok = true;
     let mut keys: HashMap<VipKey, usize> = HashMap::new();
     let mut names: HashMap<String, usize> = HashMap::new();
@@ -71,10 +75,16 @@ pub(super) fn vips(
         } else if let Some(name) = &name {
             names.entry(name.clone()).or_insert(i);
         }
+        let extras = vip_extras(ctx, &at, v, key.as_ref(), classes);
         // Valid VIPs are kept even after an error elsewhere, so that the limits below count
         // everything that can be counted.
-        match (vip(ctx, &at, v, pools, encap), key, name) {
-            (Some(parts), Some(key), Some(name)) => out.push(parts.into_vip(key, name)),
+        match (vip(ctx, &at, v, pools, encap), key, name, extras) {
+            (Some(parts), Some(key), Some(name), Some(extras)) => {
+                if let Some(g) = extras.group {
+                    groups.push((i, key, g));
+                }
+                out.push(parts.into_vip(key, name, extras));
+            }
             _ => ok = false,
         }
     }
@@ -89,6 +99,9 @@ pub(super) fn vips(
             },
         );
     }
+    let errors = ctx.errors.len();
+    check_groups(ctx, &groups);
+    ok &= ctx.errors.len() == errors;
     ok &= limits(ctx, raw.len(), &out, dataplane);
     ok.then_some(out)
 }
@@ -144,15 +157,19 @@ struct VipParts {
 }
 
 impl VipParts {
-    fn into_vip(self, key: VipKey, name: String) -> Vip {
+    fn into_vip(self, key: VipKey, name: String, extras: VipExtras) -> Vip {
+        let mut flags = self.flags;
+        flags.fragments = extras.fragments;
         Vip {
             name,
             key,
             pools: self.pools,
             encap: self.encap,
             table_size: self.table_size,
-            flags: self.flags,
+            flags,
             backends: self.backends,
+            failover: extras.failover,
+            group: extras.group,
         }
     }
 }

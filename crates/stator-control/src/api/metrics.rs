@@ -284,6 +284,7 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
         ("tx", Counter::ActTx),
         ("redirect", Counter::ActRedirect),
         ("aborted", Counter::ActAborted),
+        ("hold", Counter::ActHold),
     ] {
         e.sample(&[("action", action)], c.get(counter) as f64);
     }
@@ -346,6 +347,7 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
         "Self-test probes the program answered.",
     )
     .sample(&[], c.get(Counter::SelfTest) as f64);
+    sec4_metrics(e, ctx, &c);
 
     let Some(built) = &v.built else {
         return Ok(());
@@ -433,6 +435,77 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
         e.sample(&[("vip", &vip.name)], bv.usable() as f64);
     }
     Ok(())
+}
+
+/// Fragments, redirects between nodes, prefix groups and the tracer (docs/forwarding.md §3.1,
+/// §9–§11), and the holder of early fragments.
+fn sec4_metrics(e: &mut Exposition, ctx: &Ctx, c: &crate::dataplane::PlaneCounters) {
+    e.family(
+        "stator_fragments_total",
+        Kind::Counter,
+        "Fragments: sent to their 3-tuple owner, first fragments recorded, others forwarded by \
+         their record.",
+    );
+    for (event, counter) in [
+        ("redirected", Counter::FragRedirect),
+        ("recorded", Counter::FragRecord),
+        ("followed", Counter::FragHit),
+    ] {
+        e.sample(&[("event", event)], c.get(counter) as f64);
+    }
+    e.family(
+        "stator_redirects_total",
+        Kind::Counter,
+        "Redirects between Stator nodes: received, sent to a failover address, and refused \
+         because the packet had been redirected already.",
+    );
+    for (event, counter) in [
+        ("received", Counter::RedirectRx),
+        ("failover", Counter::Failover),
+        ("again", Counter::RedirectAgain),
+    ] {
+        e.sample(&[("event", event)], c.get(counter) as f64);
+    }
+    e.family(
+        "stator_group_matches_total",
+        Kind::Counter,
+        "VIP matches by prefix group and suffix.",
+    )
+    .sample(&[], c.get(Counter::GroupMatch) as f64);
+    e.family(
+        "stator_trace_reports_total",
+        Kind::Counter,
+        "Traced packets: reported, not reported (rate limit), lost (ring full).",
+    );
+    for (result, counter) in [
+        ("reported", Counter::TraceReport),
+        ("limited", Counter::TraceLimited),
+        ("lost", Counter::TraceLost),
+    ] {
+        e.sample(&[("result", result)], c.get(counter) as f64);
+    }
+    if let Some(h) = ctx.reader.hold_stats() {
+        e.family(
+            "stator_hold_frames_total",
+            Kind::Counter,
+            "Early fragments: held, sent on once their first arrived, dropped after the timeout, \
+             dropped because the holder was full.",
+        );
+        for (event, n) in [
+            ("held", h.queue.held),
+            ("released", h.queue.released),
+            ("expired", h.queue.expired),
+            ("full", h.queue.full),
+        ] {
+            e.sample(&[("event", event)], n as f64);
+        }
+        e.family(
+            "stator_hold_frames",
+            Kind::Gauge,
+            "Early fragments held now.",
+        )
+        .sample(&[], h.holding as f64);
+    }
 }
 
 fn health_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) {

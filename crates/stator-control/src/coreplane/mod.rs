@@ -125,6 +125,7 @@ impl CoreOptions {
             ct_mode: self.ct_mode,
             ct_capacity: self.ct_entries.max(1),
             ct_seed: self.ct_seed,
+            ..ForwarderConfig::default()
         };
         (shards, cfg)
     }

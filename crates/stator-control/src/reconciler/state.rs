@@ -186,18 +186,21 @@ impl Reconciler {
         });
     }
 
-    /// Whether each VIP should be announced now.
+    /// Whether each VIP should be announced now: while the forwarder is healthy and the VIP
+    /// has a usable backend — or a failover address, which serves it through another cluster
+    /// when it has none (docs/forwarding.md §10.1).
     pub(super) fn announce_states(&self) -> Vec<bool> {
         let ok = self.phase == Phase::Running && self.forwarder.healthy;
         self.config
             .vips
             .iter()
             .map(|v| {
-                ok && self
-                    .built
-                    .as_ref()
-                    .and_then(|b| b.vip(&v.key))
-                    .is_some_and(|b| b.usable() > 0)
+                ok && (v.failover.is_some()
+                    || self
+                        .built
+                        .as_ref()
+                        .and_then(|b| b.vip(&v.key))
+                        .is_some_and(|b| b.usable() > 0))
             })
             .collect()
     }

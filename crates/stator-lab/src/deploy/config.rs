@@ -5,7 +5,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::{Deployment, ECHO_PORT, HTTP_PORT, NODE_AS, ROUTER_AS, UDP_PORT};
+use super::{Deployment, ECHO_PORT, HTTP_PORT, NODE_AS, ROUTER_AS, UDP_PORT, cluster_vip};
 use crate::topo::Host;
 
 impl Deployment {
@@ -83,13 +83,34 @@ format = "json"
             r4 = Ipv4Addr::new(10, s, 1, 1),
             r6 = Ipv6Addr::new(0xfd00, u16::from(s), 1, 0, 0, 0, 0, 1),
             pins = self.pins().display(),
-            slots = u64::from(spec.table_size) * 6,
+            slots = u64::from(spec.table_size) * 6 + 251,
             nas = NODE_AS,
             ras = ROUTER_AS,
             hold = spec.hold_time,
             ka = (spec.hold_time / 3).max(1),
             api_port = super::NODE_API.port(),
         );
+        let cluster = spec.node_cluster(j);
+        if spec.fragments {
+            let peers: Vec<String> = self
+                .lab()
+                .lbs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| spec.node_cluster(*i) == cluster)
+                .map(|(_, h)| format!("\"{}\"", h.v4[0]))
+                .collect();
+            c.push_str(&format!(
+                "\n[fragments]\npeers = [{}]\ntable_size = 251\n",
+                peers.join(", ")
+            ));
+        }
+        if spec.clusters > 1 {
+            c.push_str(
+                "\n[[vip_class]]\nname = \"svc\"\nprefixes = [\"192.0.2.0/24\", \"2001:db8:100::/48\"]\n\
+                 suffix_bits_v4 = 4\nsuffix_bits_v6 = 64\n",
+            );
+        }
         for (pool, v6) in [("web4", false), ("web6", true)] {
             c.push_str(&format!(
                 "\n[[pool]]\nname = \"{pool}\"\n[pool.health]\nmethod = \"http\"\nport = {HTTP_PORT}\n\
@@ -98,7 +119,7 @@ format = "json"
                 t = spec.health_interval_ms * 3 / 5,
             ));
             for (k, b) in self.backends.iter().enumerate() {
-                if b.in_config {
+                if b.in_config && spec.backend_cluster(k) == cluster {
                     let fam = if v6 { "v6" } else { "v4" };
                     c.push_str(&format!(
                         "[[pool.backend]]\nid = \"b{k}-{fam}\"\naddress = \"{a}\"\nport = {HTTP_PORT}\n\
@@ -110,7 +131,7 @@ format = "json"
             }
         }
         for (v6, fam, pool) in [(false, "4", "web4"), (true, "6", "web6")] {
-            let vip = Self::vip(v6);
+            let vip = cluster_vip(cluster, v6);
             for (name, port, proto) in [
                 ("http", HTTP_PORT, "tcp"),
                 ("echo", ECHO_PORT, "tcp"),
@@ -121,6 +142,13 @@ format = "json"
                      protocol = \"{proto}\"\npools = [\"{pool}\"]\ntable_size = {ts}\n",
                     ts = spec.table_size,
                 ));
+                if spec.fragments && proto == "udp" {
+                    c.push_str("fragments = true\n");
+                }
+                if spec.clusters > 1 {
+                    let other = cluster_vip((cluster + 1) % spec.clusters, v6);
+                    c.push_str(&format!("class = \"svc\"\nfailover = \"{other}\"\n"));
+                }
             }
         }
         c

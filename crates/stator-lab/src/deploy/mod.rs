@@ -112,7 +112,35 @@ pub struct DeploySpec {
     /// How many nodes run the AF_XDP data plane (`dataplane.mode = "afxdp"`): the last ones;
     /// the others run XDP.
     pub afxdp_nodes: usize,
+    /// Fragments (docs/forwarding.md §9): the nodes of a cluster list each other as
+    /// `fragments.peers` (with permanent neighbour entries between them: XDP resolves none)
+    /// and the UDP VIPs accept fragments.
+    pub fragments: bool,
+    /// Clusters the nodes and backends are split into, in order (1: the usual lab). Cluster
+    /// `c` has its own VIP addresses ([`cluster_vip`]), its nodes announce only those and
+    /// forward only to its backends; one class holds every cluster's addresses (prefix groups
+    /// `192.0.2.0/24` with 4-bit suffixes and `2001:db8:100::/48` with 64-bit ones) and each
+    /// VIP fails over to the next cluster's address (docs/forwarding.md §3.1, §10).
+    pub clusters: usize,
 }
+
+/// The address of a VIP in cluster `c` (cluster 0: [`VIP_V4`] / [`VIP_V6`]): the same suffix
+/// in each cluster's prefix (`192.0.2.16c/28`, `2001:db8:100:c::/64`). Cluster 2 is the one
+/// no node is configured for ([`UNTOLD_CLUSTER`]).
+pub fn cluster_vip(c: usize, v6: bool) -> IpAddr {
+    if v6 {
+        let mut seg = VIP_V6.segments();
+        seg[3] = c as u16;
+        IpAddr::V6(Ipv6Addr::from(seg))
+    } else {
+        let o = VIP_V4.octets();
+        IpAddr::V4(Ipv4Addr::new(o[0], o[1], o[2], o[3] + 16 * c as u8))
+    }
+}
+
+/// The cluster of the class whose addresses no node is told about: its VIP addresses are
+/// matched only by prefix group and suffix.
+pub const UNTOLD_CLUSTER: usize = 2;
 
 impl DeploySpec {
     /// Three nodes, four backends of weight 1, 64 client addresses, hold time 3 s and no BFD,
@@ -133,12 +161,37 @@ impl DeploySpec {
             bfd_nodes: Vec::new(),
             prometheus: false,
             afxdp_nodes: 0,
+            fragments: false,
+            clusters: 1,
         }
     }
 
     /// Whether node `j` runs the AF_XDP data plane.
     pub fn is_afxdp(&self, j: usize) -> bool {
         j + self.afxdp_nodes >= self.nodes
+    }
+
+    /// The cluster of node `j`.
+    pub fn node_cluster(&self, j: usize) -> usize {
+        j * self.clusters.max(1) / self.nodes.max(1)
+    }
+
+    /// The cluster of backend `k`.
+    pub fn backend_cluster(&self, k: usize) -> usize {
+        k * self.clusters.max(1) / self.backends.max(1)
+    }
+
+    /// The VIP addresses backends answer on: every cluster's, and the untold cluster's when
+    /// there are clusters.
+    pub fn served_vips(&self, v6: bool) -> Vec<IpAddr> {
+        let n = if self.clusters > 1 {
+            UNTOLD_CLUSTER + 1
+        } else {
+            1
+        };
+        (0..n.max(self.clusters))
+            .map(|c| cluster_vip(c, v6))
+            .collect()
     }
 
     /// Backend `k`'s configured weight (1 where [`DeploySpec::weights`] has no entry).
@@ -294,6 +347,10 @@ impl Deployment {
                 ["fdb", "replace", &mac, "dev", &h.name, "master", "static"],
             )?;
         }
+        if spec.fragments {
+            // XDP resolves no neighbours: a node redirecting a fragment to a peer needs it
+            lab.permanent_neighbours_between_lbs()?;
+        }
         let s = spec.subnet;
         let router_conf = router_bird_config(
             Ipv4Addr::new(10, s, 1, 1),
@@ -349,9 +406,11 @@ impl Deployment {
         for n in &mut d.nodes {
             n.run.wait_ready(START)?;
         }
-        let all: Vec<usize> = (0..spec.nodes).collect();
-        for v6 in [false, true] {
-            if let Err(e) = d.wait_routed(v6, &all, START) {
+        for (c, v6) in (0..spec.clusters.max(1)).flat_map(|c| [(c, false), (c, true)]) {
+            let mine: Vec<usize> = (0..spec.nodes)
+                .filter(|&j| spec.node_cluster(j) == c)
+                .collect();
+            if let Err(e) = d.wait_routed_vip(cluster_vip(c, v6), &mine, START) {
                 let e = d.explain(e);
                 if std::env::var_os("STATOR_LAB_KEEP_FAILED").is_some() {
                     d.persistent = true;
@@ -503,6 +562,35 @@ impl Deployment {
             .collect())
     }
 
+    /// Waits until the router routes `vip` over exactly `nodes`.
+    pub fn wait_routed_vip(
+        &self,
+        vip: IpAddr,
+        nodes: &[usize],
+        timeout: Duration,
+    ) -> Result<Duration> {
+        let want: Vec<IpAddr> = nodes
+            .iter()
+            .map(|&j| self.nodes[j].host.addr(vip.is_ipv6()))
+            .collect();
+        let prefix = if vip.is_ipv6() {
+            format!("{vip}/128")
+        } else {
+            format!("{vip}/32")
+        };
+        wait_next_hops(self.router(), &prefix, &want, timeout)
+    }
+
+    /// The router's next hops for `vip` (sorted).
+    pub fn next_hops_vip(&self, vip: IpAddr) -> Result<Vec<IpAddr>> {
+        let prefix = if vip.is_ipv6() {
+            format!("{vip}/128")
+        } else {
+            format!("{vip}/32")
+        };
+        kernel_next_hops(self.router(), &prefix)
+    }
+
     /// Waits until the router routes the VIP of a family over exactly `nodes`.
     pub fn wait_routed(&self, v6: bool, nodes: &[usize], timeout: Duration) -> Result<Duration> {
         let want: Vec<IpAddr> = nodes.iter().map(|&j| self.nodes[j].host.addr(v6)).collect();
@@ -514,7 +602,9 @@ impl Deployment {
     fn setup_backend(&self, k: usize, host: &Host) -> Result<()> {
         let lab = self.lab();
         for v6 in [false, true] {
-            lab.add_vip_to_backend(k, Self::vip(v6))?;
+            for vip in self.spec.served_vips(v6) {
+                lab.add_vip_to_backend(k, vip)?;
+            }
         }
         let pin = self.pins().join(format!("b{k}"));
         let mut cmd = Command::new("nsenter");
@@ -566,10 +656,17 @@ impl Deployment {
             .arg(format!("[::]:{HTTP_PORT}"))
             .arg("--echo")
             .arg(format!("[::]:{ECHO_PORT}"))
-            .arg("--udp")
-            .arg(SocketAddr::new(Self::vip(false), UDP_PORT).to_string())
-            .arg("--udp")
-            .arg(SocketAddr::new(Self::vip(true), UDP_PORT).to_string())
+            .args(
+                [false, true]
+                    .into_iter()
+                    .flat_map(|v6| self.spec.served_vips(v6))
+                    .flat_map(|vip| {
+                        [
+                            "--udp".to_owned(),
+                            SocketAddr::new(vip, UDP_PORT).to_string(),
+                        ]
+                    }),
+            )
             .arg("--stats")
             .arg(&stats)
             .stdin(Stdio::null())

@@ -21,16 +21,18 @@ use std::net::IpAddr;
 use rand::seq::IndexedRandom;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use stator_abi::{STATOR_PROBE_ETHERTYPE, STATOR_PROBE_MAGIC};
-use stator_core::{Proto, RealState, VipKey};
+use stator_abi::{STATOR_PROBE_ETHERTYPE, STATOR_PROBE_MAGIC, STATOR_TRACE_MAGIC, TraceMark};
+use stator_core::{FragKey, Proto, RealState, VipKey};
 use stator_testkit::{Ext, L4, Packet, tcp_flags};
 
 // explicit, so the AF_XDP differential test can compile this file from its own crate
 #[path = "frames/hostile.rs"]
 mod hostile;
+#[path = "frames/sec4.rs"] // also included from stator-afxdp's differential (a mod-rs there)
+mod sec4;
 
-use crate::common::{v4, v6};
-use crate::diff::world::{Config, SEC, Universe, clients};
+use crate::common::{SRC_V4, src_v6, v4, v6};
+use crate::diff::world::{Config, SEC, Universe, clients, group_addr};
 
 /// The three classes of frames the test counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -58,6 +60,8 @@ pub struct Frame {
     pub bytes: Vec<u8>,
     /// Index into the topology's interfaces (0 = lbin).
     pub ingress: usize,
+    /// For a fragment: its datagram, whose fragment-table records are compared too.
+    pub frag: Option<FragKey>,
 }
 
 /// A configuration change, applied to both implementations at once.
@@ -339,6 +343,7 @@ impl Gen {
             kind,
             bytes,
             ingress,
+            frag: None,
         })
     }
 
@@ -383,8 +388,9 @@ impl Gen {
                 let s = self.frame(Class::Adversarial, kind, f, ingress);
                 out.push(s);
             }
-            870..985 => self.connection(cfg, &mut out),
-            _ => self.flood(&mut out),
+            870..940 => self.connection(cfg, &mut out),
+            940..948 => self.flood(&mut out),
+            _ => self.sec4(cfg, &mut out),
         }
         out
     }

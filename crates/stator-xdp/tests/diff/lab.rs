@@ -313,11 +313,18 @@ impl Topo {
     /// forward, and the redirect targets.
     pub fn fib(&self, universe: &Universe) -> StaticFib {
         let mut fib = StaticFib::new();
-        for r in &universe.reals {
-            self.check_against_kernel(r.addr);
-            fib = match self.answer(r.addr) {
-                Answer::Fixed(a) => fib.route(r.addr, a),
-                Answer::Unresolved(mtu) => fib.unresolved(r.addr, mtu),
+        // every outer destination: the backends, the fragment peers, the failover targets
+        let targets = universe
+            .reals
+            .iter()
+            .map(|r| r.addr)
+            .chain(universe.peers.iter().copied())
+            .chain(universe.vips.iter().filter_map(|v| v.failover));
+        for addr in targets {
+            self.check_against_kernel(addr);
+            fib = match self.answer(addr) {
+                Answer::Fixed(a) => fib.route(addr, a),
+                Answer::Unresolved(mtu) => fib.unresolved(addr, mtu),
             };
         }
         for i in &self.ifaces {

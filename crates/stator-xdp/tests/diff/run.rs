@@ -4,21 +4,25 @@
 //! lab's FIB) — and compares, per frame: the action, the redirect interface (the XDP side's from
 //! the output's Ethernet source), the real (the XDP side's from its per-real counter delta), the
 //! output bytes, every counter delta (global, drops, per VIP, per real), the flow's
-//! connection-table entry on this CPU and the flood-guard window.
+//! connection-table entry on this CPU and the flood-guard window; and for Maglev §4.2–4.4 the
+//! fragment-table record of a fragment's datagram, what the program wrote to its ring buffers
+//! (a held frame, a tracer report) against what the core returned (`Forwarder::held`,
+//! `take_trace`). Held fragments are run again through both once their record exists, as the
+//! holder does.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
-use stator_abi::{Counter, CtEntry, DropReason, Flood, Traffic};
+use stator_abi::{Counter, CtEntry, DropReason, Flood, FragEntry, HoldHdr, TraceEvent, Traffic};
 use stator_core::{
-    Action, CompiledSnapshot, CtMode, Forwarder as Core, ForwarderConfig, RealId, RealState,
-    StaticFib, VecPacketBuf, Verdict, VipId,
+    Action, CompiledSnapshot, CtMode, Forwarder as Core, ForwarderConfig, FragKey, RealId,
+    RealState, StaticFib, VecPacketBuf, Verdict, VipId,
 };
-use stator_xdp::Forwarder as Xdp;
 use stator_xdp::testrun::TestRunOpts;
+use stator_xdp::{Forwarder as Xdp, HoldRing, TraceRing};
 
 use crate::common::pin_to_cpu;
-use crate::diff::frames::{Change, Frame, Gen, Step};
+use crate::diff::frames::{Change, Class, Frame, Gen, Step};
 use crate::diff::lab::Iface;
 use crate::diff::world::{Config, SEC, Universe};
 
@@ -62,6 +66,12 @@ struct Outcome {
     delta: Tally,
     ct: CtEntry,
     flood: Flood,
+    /// The frame's datagram's fragment-table record.
+    frag: Option<FragEntry>,
+    /// What was held: the datagram, the ingress interface and the frame.
+    held: Option<(FragKey, u32, Vec<u8>)>,
+    /// The tracer's reports.
+    traces: Vec<TraceEvent>,
 }
 
 const XDP_DROP: u32 = 1;
@@ -71,7 +81,7 @@ const XDP_REDIRECT: u32 = 4;
 
 fn action_code(a: Action) -> u32 {
     match a {
-        Action::Drop(_) => XDP_DROP,
+        Action::Drop(_) | Action::Hold => XDP_DROP,
         Action::Pass => XDP_PASS,
         Action::Tx => XDP_TX,
         Action::Redirect { .. } => XDP_REDIRECT,
@@ -147,6 +157,10 @@ pub struct Run<'a> {
     real_ids: Vec<u32>,
     history: VecDeque<String>,
     report: Report,
+    hold_ring: HoldRing,
+    trace_ring: TraceRing,
+    /// Frames the core held, waiting for their datagram's record: (datagram, frame).
+    pending: Vec<(FragKey, Frame)>,
 }
 
 impl<'a> Run<'a> {
@@ -167,7 +181,11 @@ impl<'a> Run<'a> {
             ct_mode: opts.ct_mode,
             ct_capacity: 1 << 20,
             ct_seed: opts.seed,
+            ..ForwarderConfig::default()
         });
+        let pins = xdp.options().pin_path.clone();
+        let hold_ring = HoldRing::open(&pins).expect("open stator_hold");
+        let trace_ring = TraceRing::open(&pins).expect("open stator_trace");
         let snap = cfg.snapshot(u, 1);
         let csnap = CompiledSnapshot::new_lenient(&snap).expect("representable");
         let mut r = Self {
@@ -191,6 +209,9 @@ impl<'a> Run<'a> {
             real_ids: u.real_ids(),
             history: VecDeque::new(),
             report: Report::default(),
+            hold_ring,
+            trace_ring,
+            pending: Vec::new(),
         };
         r.xdp.set_fib_cache(None).unwrap();
         r.xdp.commit(&snap).expect("commit the first snapshot");
@@ -208,6 +229,7 @@ impl<'a> Run<'a> {
                     frames += 1;
                 }
                 self.step(step, frames);
+                frames += self.release_held(frames);
                 if !self.opts.keep_going && !self.report.mismatches.is_empty() {
                     panic!("{}", self.report.mismatches[0]);
                 }
@@ -215,6 +237,30 @@ impl<'a> Run<'a> {
         }
         self.xdp.set_test_clock(None);
         self.report
+    }
+
+    /// Runs again, through both, the held frames whose datagram now has a fresh record (what
+    /// the holder does), and forgets those held longer than the timeout. Returns the number
+    /// of frames run.
+    fn release_held(&mut self, n: usize) -> usize {
+        if self.pending.is_empty() {
+            return 0;
+        }
+        let timeout = self.cfg.node.frag_timeout_ns;
+        let now = self.now;
+        let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|(k, _)| self.core.frag_table().is_fresh(k, now, timeout));
+        self.pending = wait;
+        self.pending.truncate(64);
+        let mut ran = 0;
+        for (_, mut f) in ready {
+            f.class = Class::Stateful;
+            f.kind = "held_release";
+            ran += 1;
+            self.frame(&f, n + ran);
+        }
+        ran
     }
 
     fn remember(&mut self, s: String) {
@@ -371,6 +417,31 @@ impl<'a> Run<'a> {
         };
         let xflood = self.xdp.maps().flood_windows().unwrap()[self.cpu];
         let cflood = self.core.flood_guard(self.cpu).state();
+        let (xfrag, cfrag) = match &f.frag {
+            Some(k) => (
+                self.xdp.maps().frag_lookup(k).unwrap(),
+                self.core.frag_table().get(k),
+            ),
+            None => (None, None),
+        };
+        let mut xtraces = Vec::new();
+        while let Some(e) = self.trace_ring.next_event() {
+            xtraces.push(e);
+        }
+        let mut xheld: Option<(FragKey, u32, Vec<u8>)> = None;
+        while let Some((h, bytes)) = self.hold_ring.next_frame() {
+            let HoldHdr {
+                key,
+                ingress_ifindex,
+                ..
+            } = h;
+            xheld = Some((key, ingress_ifindex, bytes));
+        }
+        let cheld = self.core.held().map(|k| (k, ingress, f.bytes.clone()));
+        let ctraces: Vec<TraceEvent> = self.core.take_trace().into_iter().collect();
+        if let (Action::Hold, Some(k)) = (v.action, self.core.held()) {
+            self.pending.push((k, f.clone()));
+        }
 
         let x = Outcome {
             action: out.action,
@@ -385,6 +456,9 @@ impl<'a> Run<'a> {
             delta: xdelta,
             ct: xct,
             flood: xflood,
+            frag: xfrag,
+            held: xheld,
+            traces: xtraces,
         };
         let c = Outcome {
             action: action_code(v.action),
@@ -397,6 +471,9 @@ impl<'a> Run<'a> {
             delta: cdelta,
             ct: cct,
             flood: cflood,
+            frag: cfrag,
+            held: cheld,
+            traces: ctraces,
         };
         self.account(f, &v, &c);
         let diffs = self.differences(&x, &c, &v);
@@ -509,6 +586,25 @@ impl<'a> Run<'a> {
             d.push(format!(
                 "flood window on cpu {}: xdp {:?} core {:?}",
                 self.cpu, x.flood, c.flood
+            ));
+        }
+        if x.frag != c.frag {
+            d.push(format!(
+                "fragment-table record: xdp {:?} core {:?}",
+                x.frag, c.frag
+            ));
+        }
+        if x.held != c.held {
+            d.push(format!(
+                "held: xdp {:?} core {:?}",
+                x.held.as_ref().map(|(k, i, b)| (k, i, b.len())),
+                c.held.as_ref().map(|(k, i, b)| (k, i, b.len()))
+            ));
+        }
+        if x.traces != c.traces {
+            d.push(format!(
+                "tracer reports: xdp {:?} core {:?}",
+                x.traces, c.traces
             ));
         }
         d

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use stator_abi::{Encap, STATOR_NO_REAL};
 use stator_core::{
-    NodeParams, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags, VipId, VipKey,
+    ClassId, NodeParams, Prefix, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags, VipGroup,
+    VipId, VipKey, peer_set,
 };
 use stator_hash::{MaglevBackend, MaglevTable};
 
@@ -27,6 +28,12 @@ pub struct VipDef {
     pub reals: Vec<usize>,
     /// Present in every snapshot (others come and go).
     pub always: bool,
+    /// Accepts fragments (docs/forwarding.md §9).
+    pub fragments: bool,
+    /// Failover address (§10.1).
+    pub failover: Option<IpAddr>,
+    /// Class and suffix length of a group VIP (§3.1).
+    pub group: Option<(u16, u8)>,
 }
 
 /// A (VIP, backend) pair that snapshots may contain. Two defs may share an `id` (a real id
@@ -39,11 +46,28 @@ pub struct RealDef {
     pub weight: u32,
 }
 
-/// Every VIP and backend the test's snapshots are made of.
+/// Every VIP and backend the test's snapshots are made of, the prefix groups and the fragment
+/// peers.
 #[derive(Debug, Clone)]
 pub struct Universe {
     pub vips: Vec<VipDef>,
     pub reals: Vec<RealDef>,
+    /// (prefix, length, class).
+    pub classes: Vec<(IpAddr, u8, u16)>,
+    /// The fragment peers: this node (its IPv4 source) first, then two others.
+    pub peers: Vec<IpAddr>,
+}
+
+/// The class of the universe's prefix groups.
+pub const CLASS: u16 = 1;
+
+/// Addresses of the prefix groups' clusters: `10.100.<n>.<host>` / `fd00:100:<n>::<host>`.
+pub fn group_addr(v6_: bool, n: u8, host: u16) -> IpAddr {
+    if v6_ {
+        v6(&format!("fd00:100:{n:x}::{host:x}"))
+    } else {
+        v4(10, 100, n, host as u8)
+    }
 }
 
 /// Clients (the sources of client traffic).
@@ -231,6 +255,89 @@ impl Universe {
                 size,
                 reals: mine,
                 always,
+                fragments: false,
+                failover: None,
+                group: None,
+            });
+        }
+        // Fragments: the UDP VIPs on a4 and a6, and b4's any-port UDP VIP.
+        for i in [1, 4, 9] {
+            vips[i].fragments = true;
+        }
+        // A VIP whose backend is often missing fails over to another cluster (v4 and v6).
+        for (i, (key, to, be)) in [
+            (
+                k(v4(10, 0, 0, 16), 80, Proto::Tcp),
+                v4(10, 20, 0, 88),
+                v4(10, 20, 16, 1),
+            ),
+            (
+                k(v6("fd00::16"), 80, Proto::Tcp),
+                v6("fd20::88"),
+                v6("fd20::16:1"),
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let id = vips.len() as u32;
+            reals.push(RealDef {
+                id: 100 + reals.len() as u32,
+                addr: be,
+                encap: Gre,
+                weight: 1,
+            });
+            vips.push(VipDef {
+                key,
+                id,
+                no_ct: false,
+                size: 7,
+                reals: vec![reals.len() - 1],
+                always: i == 0,
+                fragments: false,
+                failover: Some(to),
+                group: None,
+            });
+        }
+        // Group VIPs of class 1: this cluster's 10.100.1.1:53/udp (8-bit suffix, fragments),
+        // 10.100.1.0x21 any port/tcp (12-bit suffix), [fd00:100:1::1]:80/tcp (16-bit suffix).
+        for (key, bits, frags, be) in [
+            (
+                k(group_addr(false, 1, 1), 53, Proto::Udp),
+                8,
+                true,
+                v4(10, 20, 17, 1),
+            ),
+            (
+                k(group_addr(false, 1, 0x21), 0, Proto::Tcp),
+                12,
+                false,
+                v4(10, 40, 17, 2),
+            ),
+            (
+                k(group_addr(true, 1, 1), 80, Proto::Tcp),
+                16,
+                false,
+                v6("fd20::17:3"),
+            ),
+        ] {
+            let id = vips.len() as u32;
+            reals.push(RealDef {
+                id: 100 + reals.len() as u32,
+                addr: be,
+                encap: Gre,
+                weight: 1,
+            });
+            vips.push(VipDef {
+                key,
+                id,
+                no_ct: false,
+                size: 7,
+                reals: vec![reals.len() - 1],
+                always: true,
+                fragments: frags,
+                failover: None,
+                group: Some((CLASS, bits)),
             });
         }
         // Six TCP ports on one address: more VIPs than an address's inline entries hold.
@@ -249,6 +356,9 @@ impl Universe {
                 size: 7,
                 reals: vec![reals.len() - 1],
                 always: port <= 3,
+                fragments: false,
+                failover: None,
+                group: None,
             });
         }
         // One real id that moves between two VIPs (and addresses) from snapshot to snapshot.
@@ -262,7 +372,15 @@ impl Universe {
                 weight: 1,
             });
         }
-        Self { vips, reals }
+        Self {
+            vips,
+            reals,
+            classes: vec![
+                (v4(10, 100, 0, 0), 16, CLASS),
+                (v6("fd00:100::"), 32, CLASS),
+            ],
+            peers: vec![IpAddr::V4(SRC_V4), v4(10, 20, 0, 77), v6("fd20::77")],
+        }
     }
 
     /// VIP ids of every VIP (for the per-VIP counters).
@@ -288,6 +406,10 @@ pub struct Config {
     pub state: Vec<Option<RealState>>,
     /// Slots replaced by `STATOR_NO_REAL` (per VIP, a modulus: every n-th slot; 0 = none).
     pub holes: Vec<u32>,
+    /// Whether fragments are spread over the peers (else every fragment is decided here).
+    pub peers_on: bool,
+    /// Whether the prefix groups are configured (their VIPs are then also group VIPs).
+    pub groups_on: bool,
 }
 
 /// Whether a def of the mobile real id is the one present (the other must be absent).
@@ -316,11 +438,14 @@ impl Config {
                 src_v6: Some(src_v6()),
                 tcp_timeout_ns: 30 * SEC,
                 udp_timeout_ns: 10 * SEC,
+                trace_per_sec: 4,
                 ..NodeParams::default()
             },
             vip_present: vec![true; u.vips.len()],
             state,
             holes: vec![0; u.vips.len()],
+            peers_on: true,
+            groups_on: true,
         }
     }
 
@@ -384,6 +509,18 @@ impl Config {
         if g.random_range(0..100) < 10 {
             n.outer_ttl = [64, 1, 255][g.random_range(0..3)];
         }
+        if g.random_range(0..100) < 15 {
+            n.trace_per_sec = [0, 1, 4, 100][g.random_range(0..4)];
+        }
+        if g.random_range(0..100) < 10 {
+            n.frag_timeout_ns = [SEC, 2 * SEC][g.random_range(0..2)];
+        }
+        if g.random_range(0..100) < 10 {
+            self.peers_on = !self.peers_on;
+        }
+        if g.random_range(0..100) < 5 {
+            self.groups_on = !self.groups_on;
+        }
     }
 
     /// The snapshot of this configuration (`generation` recorded in it).
@@ -434,16 +571,31 @@ impl Config {
                     }
                 }
             }
-            snap.vips.insert(
-                v.key,
-                Vip {
-                    id: VipId(v.id),
-                    flags: VipFlags {
-                        no_conntrack: v.no_ct,
-                    },
-                    table: Arc::from(slots),
+            let mut vip = Vip::new(
+                VipId(v.id),
+                VipFlags {
+                    no_conntrack: v.no_ct,
+                    fragments: v.fragments,
                 },
+                Arc::from(slots),
             );
+            vip.failover = v.failover;
+            if self.groups_on {
+                vip.group = v.group.map(|(c, bits)| VipGroup {
+                    class: ClassId(c),
+                    bits,
+                });
+            }
+            snap.vips.insert(v.key, vip);
+        }
+        if self.groups_on {
+            for &(addr, len, class) in &u.classes {
+                snap.classes
+                    .insert(Prefix::new(addr, len).unwrap(), ClassId(class));
+            }
+        }
+        if self.peers_on {
+            snap.peers = peer_set(u.peers.clone(), Some(0), 13).expect("peer table");
         }
         snap
     }
