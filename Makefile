@@ -6,7 +6,7 @@ CARGO ?= cargo
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config gcc libc6-dev \
                 bird2 iproute2 util-linux mount ethtool tcpdump netsniff-ng wrk iperf3 hyperfine \
                 fonts-dejavu-core libfontconfig1-dev libfreetype-dev procps psmisc kmod \
-                nginx-light libnginx-mod-stream haproxy \
+                nginx-light libnginx-mod-stream haproxy valgrind \
                 chromium prometheus ca-certificates dpkg-dev
 
 .PHONY: all deps build check test bench demo fuzz fmt lint clean abi install deb

@@ -1,6 +1,7 @@
 //! `stator bench proxy`: `wrk` against Stator's HTTP listener, nginx and HAProxy, proxying to
 //! the same local backends, in the same run; then Tengine's experiment (20 vs 2,000 backends,
-//! VNSWRR vs SWRR). Figures and ratios, never pass/fail; every load is bounded (`wrk -d`).
+//! VNSWRR vs SWRR), each measured twice on the same proxy: cold (the run opens the upstream
+//! connections) and warm (pools full). Figures and ratios, never pass/fail; every load is bounded (`wrk -d`).
 //!
 //! Fairness: the three proxies get the same settings — 2 workers/threads, upstream keep-alive
 //! (32 idle connections), `SO_REUSEPORT` listeners, no access log, the same timeouts — and
@@ -97,12 +98,23 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
                 let port = free_port()?;
                 let mut p = start_stator(stator, &dir, port, &backends.addrs[..n], sched)?;
                 wait_port(port)?;
-                let r = wrk(port, secs, args.connections, false);
+                // Cold: the first run opens each worker's upstream connections (2,000
+                // backends: up to 2 × 2,000 connects before one is reused). Warm: the same
+                // proxy again, its pools full — the scheduler and the proxy path alone.
+                for phase in ["cold", "warm"] {
+                    let r = wrk(port, secs, args.connections, false);
+                    let mut r = match r {
+                        Ok(r) => r,
+                        Err(e) => {
+                            p.stop();
+                            return Err(e);
+                        }
+                    };
+                    r.proxy = format!("stator {sched}");
+                    r.case = format!("{n} backends, {phase}");
+                    scale.push(r);
+                }
                 p.stop();
-                let mut r = r?;
-                r.proxy = format!("stator {sched}");
-                r.case = format!("{n} backends");
-                scale.push(r);
             }
         }
     }
@@ -182,11 +194,19 @@ fn report(runs: &[Run], scale: &[Run], secs: u64, conns: u32, json: bool) {
         };
         for s in ["vnswrr", "swrr"] {
             let p = format!("stator {s}");
-            println!(
-                "  {s}: 2000 / 20 backends = {:.2}x req/s",
-                rate(&p, "2000 backends") / rate(&p, "20 backends")
-            );
+            for phase in ["cold", "warm"] {
+                println!(
+                    "  {s}, {phase}: 2000 / 20 backends = {:.2}x req/s",
+                    rate(&p, &format!("2000 backends, {phase}"))
+                        / rate(&p, &format!("20 backends, {phase}"))
+                );
+            }
         }
+        println!(
+            "  cold = the first {secs} s of a fresh proxy (connection setup to every backend \
+             included); warm = the next {secs} s, upstream pools full (the scheduler and the \
+             proxy path)"
+        );
     }
 }
 

@@ -31,17 +31,17 @@ fn bench_proxy_quick_reports_every_row() {
     }
     assert_eq!(v["ratios"].as_array().unwrap().len(), 2);
     let scale = v["scale"].as_array().unwrap();
-    for (proxy, case) in [
-        ("stator vnswrr", "20 backends"),
-        ("stator swrr", "20 backends"),
-        ("stator vnswrr", "2000 backends"),
-        ("stator swrr", "2000 backends"),
-    ] {
-        assert!(
-            scale
-                .iter()
-                .any(|r| r["proxy"] == proxy && r["case"] == case),
-            "no row {proxy} / {case}: {stdout}"
-        );
+    for proxy in ["stator vnswrr", "stator swrr"] {
+        for n in [20, 2000] {
+            for phase in ["cold", "warm"] {
+                let case = format!("{n} backends, {phase}");
+                assert!(
+                    scale
+                        .iter()
+                        .any(|r| r["proxy"] == proxy && r["case"] == case.as_str()),
+                    "no row {proxy} / {case}: {stdout}"
+                );
+            }
+        }
     }
 }
