@@ -313,8 +313,8 @@ pub fn tcp_identify(
     Ok((out.trim_end().to_string(), local))
 }
 
-/// `GET <path>` against a [`Server::http`]: returns the status code and the `X-Backend`
-/// header.
+/// `GET <path>` against a [`Server::http`] (directly, or through a proxy that may rewrite
+/// header names' case): returns the status code and the `X-Backend` header.
 pub fn http_get(
     src: Option<IpAddr>,
     dst: SocketAddr,
@@ -332,10 +332,12 @@ pub fn http_get(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| io::Error::other(format!("not an HTTP response: {out:?}")))?;
-    let backend = out
-        .lines()
-        .find_map(|l| l.strip_prefix("X-Backend: "))
-        .map(str::to_string);
+    // Header names are case-insensitive (RFC 9110 §5.1); the head ends at the first empty line.
+    let backend = out.lines().take_while(|l| !l.is_empty()).find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("x-backend")
+            .then(|| value.trim().to_string())
+    });
     Ok((status, backend))
 }
 

@@ -1,11 +1,14 @@
 //! Prometheus for real: a lab deployment (`stator_lab::deploy`, 3 nodes with BIRD, BFD and
-//! XDP, 4 backends) with Debian's `prometheus` in the router's namespace scraping every node's
-//! `/metrics` each second and evaluating `examples/stator-alerts.yml`. Under HTTP and UDP
-//! traffic from the client:
+//! XDP — the last node on the AF_XDP plane — 4 backends, an HTTP listener on each node) with Debian's `prometheus` in the router's
+//! namespace scraping every node's `/metrics` each second and evaluating
+//! `examples/stator-alerts.yml`. Under HTTP and UDP traffic from the client to the VIPs, and
+//! HTTP traffic through node 0's listener:
 //! - Prometheus's HTTP API gives per-node, per-backend packet rates (every node, every IPv4
-//!   backend, all above zero) and every target is up;
-//! - a node's `/metrics` passes `promtool check metrics`, and every `stator_*` metric the
-//!   alerts and the Grafana dashboard use has samples there;
+//!   backend, all above zero), node 0's listener's 2xx responses per second and requests per
+//!   backend (every IPv4 backend above zero), and every target is up;
+//! - the `/metrics` of node 0 (XDP, its listener carrying traffic) and node 2 (AF_XDP) pass
+//!   `promtool check metrics`, and every `stator_*` metric the alerts and the Grafana
+//!   dashboard use has samples on one of them;
 //! - every expression of the dashboard (its variables set to match everything) is accepted by
 //!   Prometheus, and every alerting rule is evaluated without error; no alert fires in a
 //!   healthy lab.
@@ -20,13 +23,13 @@ use common::peer_xdp;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use stator_lab::deploy::{DeploySpec, Deployment, HTTP_PORT, UDP_PORT};
+use stator_lab::deploy::{DeploySpec, Deployment, HTTP_PORT, LISTENER_PORT, UDP_PORT};
 use stator_lab::netns::is_root;
 use stator_lab::traffic::{http_batch, udp_batch};
 
@@ -93,6 +96,7 @@ fn grafana_to_promql(expr: &str) -> String {
     expr.replace("$__rate_interval", "5s")
         .replace("$node", ".*")
         .replace("$vip", ".*")
+        .replace("$listener", ".*")
 }
 
 fn query(d: &Deployment, promql: &str) -> Value {
@@ -154,6 +158,7 @@ fn prometheus_scrapes_every_node_and_the_examples_hold() {
     let mut spec = DeploySpec::new(&prefix, 61, &dir, Path::new(env!("CARGO_BIN_EXE_stator")));
     spec.prometheus = true;
     spec.bfd_nodes = vec![0, 1, 2];
+    spec.afxdp_nodes = 1;
     let t = Instant::now();
     let d = Deployment::up(&spec, &peer_xdp).unwrap_or_else(|e| panic!("lab up: {e}"));
     println!(
@@ -165,8 +170,9 @@ fn prometheus_scrapes_every_node_and_the_examples_hold() {
     let client = d.client().ns.clone();
     let srcs = d.client().addrs(false);
     let vip = Deployment::vip(false);
+    let listener = SocketAddr::new(IpAddr::V4(d.lab().lbs[0].v4[0]), LISTENER_PORT);
     let started = Instant::now();
-    let (mut http, mut udp) = (0, 0);
+    let (mut http, mut udp, mut proxied) = (0, 0, 0);
     while started.elapsed() < Duration::from_secs(8) {
         let h = http_batch(
             &client,
@@ -186,11 +192,21 @@ fn prometheus_scrapes_every_node_and_the_examples_hold() {
             Duration::from_secs(10),
         )
         .unwrap();
-        assert_eq!((h.failed, u.failed), (0, 0));
+        let p = http_batch(&client, &srcs, listener, 32, 4, Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            (h.failed, u.failed, p.failed),
+            (0, 0, 0),
+            "{:?}",
+            p.first_error
+        );
         http += h.answered();
         udp += u.answered();
+        proxied += p.answered();
     }
-    println!("traffic: {http} HTTP requests, {udp} UDP requests answered");
+    println!(
+        "traffic: {http} HTTP requests, {udp} UDP requests answered; {proxied} HTTP requests \
+         through n0's listener {listener}"
+    );
 
     // Every target up; per-node, per-backend rates.
     let (_, targets) = d.prometheus().unwrap().get("/api/v1/targets").unwrap();
@@ -234,17 +250,45 @@ fn prometheus_scrapes_every_node_and_the_examples_hold() {
     println!("forwarded packets/s per node: {per_node:?}");
     assert_eq!(per_node.len(), 3);
 
+    // The proxy tier: node 0's listener answered, and spread its requests over the backends.
+    let ok = rows(&query(
+        &d,
+        "sum by (node) (rate(stator_proxy_responses_total{listener=\"web4\", code=\"2xx\"}[5s]))",
+    ));
+    println!("listener web4, 2xx responses/s per node: {ok:?}");
+    let n0 = ok
+        .iter()
+        .find(|(m, _)| m["node"] == "n0")
+        .map_or(0.0, |(_, v)| *v);
+    assert!(n0 > 0.0, "{ok:?}");
+    let per_backend = rows(&query(
+        &d,
+        "sum by (backend) (rate(stator_proxy_backend_requests_total{node=\"n0\", listener=\"web4\"}[5s]))",
+    ));
+    println!("listener web4 of n0, requests/s per backend: {per_backend:?}");
+    for k in 0..4 {
+        let v = per_backend
+            .iter()
+            .find(|(m, _)| m["backend"] == format!("b{k}-v4").as_str())
+            .map_or(0.0, |(_, v)| *v);
+        assert!(v > 0.0, "b{k}-v4: {per_backend:?}");
+    }
+
     // A node's /metrics: promtool accepts it; every name the examples use has samples.
-    let metrics = d.api(0, "GET", "/metrics").unwrap();
-    assert_eq!(metrics.status, 200);
-    let (ok, out) = promtool_check_metrics(&metrics.body);
-    assert!(ok, "promtool check metrics:\n{out}");
-    let sampled: BTreeSet<String> = metrics
-        .body
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .map(|l| l.split(['{', ' ']).next().unwrap().to_owned())
-        .collect();
+    let mut sampled: BTreeSet<String> = BTreeSet::new();
+    for j in [0, 2] {
+        let metrics = d.api(j, "GET", "/metrics").unwrap();
+        assert_eq!(metrics.status, 200);
+        let (ok, out) = promtool_check_metrics(&metrics.body);
+        assert!(ok, "n{j}: promtool check metrics:\n{out}");
+        sampled.extend(
+            metrics
+                .body
+                .lines()
+                .filter(|l| !l.starts_with('#') && !l.is_empty())
+                .map(|l| l.split(['{', ' ']).next().unwrap().to_owned()),
+        );
+    }
     let dashboard = dashboard_exprs();
     let alerts = alert_exprs();
     let mut used = BTreeSet::new();
@@ -254,7 +298,7 @@ fn prometheus_scrapes_every_node_and_the_examples_hold() {
     let missing: Vec<&String> = used.iter().filter(|n| !sampled.contains(*n)).collect();
     assert!(
         missing.is_empty(),
-        "no samples in a lab node's /metrics: {missing:?}"
+        "no samples in n0's or n2's /metrics: {missing:?}"
     );
     println!(
         "{} metric names of the alerts and the dashboard all have samples",
@@ -281,6 +325,9 @@ fn prometheus_scrapes_every_node_and_the_examples_hold() {
             "BGP sessions",
             "Backend health",
             "Configuration generation",
+            "by listener",
+            "Listener backends usable",
+            "AF_XDP packets per second by thread",
         ]
         .iter()
         .any(|w| title.contains(w))

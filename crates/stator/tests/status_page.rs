@@ -1,9 +1,10 @@
 //! The status page in a real browser: `stator run` on a veth in a network namespace (XDP
 //! attached, two backends behind TCP health checks, UDP traffic through the forwarder) and
 //! Debian's headless `chromium` in the same namespace, driven over the DevTools protocol.
-//! The page must show the node, both VIPs and both backends up; when a backend's server
-//! goes away, the page must show it down (and the event) within two of its polls after the
-//! API does. Screenshots of the page at desktop and phone widths are saved to
+//! The page must show the node, both VIPs, both backends up, and the node's HTTP listener
+//! with both backends usable as its upstreams; when a backend's server goes away, the page
+//! must show it down (and the event, and the listener's upstream no longer usable) within two
+//! of its polls after the API does. Screenshots of the page at desktop and phone widths are saved to
 //! `target/status-page/` for a person to look at. Also: the tokenless page is refused to a
 //! client that is not on loopback. Needs root.
 //!
@@ -70,6 +71,12 @@ port = 53
 protocol = "udp"
 pools = ["web"]
 table_size = 251
+[[listener]]
+name = "web-proxy"
+address = "10.{NET}.0.1:8081"
+protocol = "http"
+pool = "web"
+workers = 1
 "#,
         pins = pins.display(),
     )
@@ -94,6 +101,10 @@ const DOM: &str = r##"JSON.stringify({
   events: [...document.querySelectorAll("#events li[data-kind]")]
     .map(l => l.dataset.kind + " " + l.querySelector(".msg").textContent),
   plane: document.getElementById("plane-health").textContent,
+  listeners_shown: !document.getElementById("listeners-section").hidden,
+  listeners: [...document.querySelectorAll("#listeners tr[data-listener]")].map(r => r.dataset.listener),
+  upstreams: Object.fromEntries([...document.querySelectorAll("#listeners tr[data-upstream]")]
+    .map(r => [r.dataset.upstream, r.dataset.state])),
 })"##;
 
 fn dom(browser: &mut cdp::Browser, tab: &cdp::Tab) -> Value {
@@ -248,6 +259,10 @@ fn the_status_page_in_chromium() {
     assert_eq!(first["vips"], serde_json::json!(["www", "dns"]));
     assert_eq!(first["backends"]["web-a"], "up");
     assert_eq!(first["backends"]["web-b"], "up");
+    assert_eq!(first["listeners_shown"], true, "{first}");
+    assert_eq!(first["listeners"], serde_json::json!(["web-proxy"]));
+    assert_eq!(first["upstreams"]["web-proxy/web-a"], "usable", "{first}");
+    assert_eq!(first["upstreams"]["web-proxy/web-b"], "usable", "{first}");
     assert!(
         first["plane"].as_str().unwrap().contains("healthy"),
         "{first}"
@@ -298,6 +313,16 @@ fn the_status_page_in_chromium() {
         "the page showed the change at poll {polls_at_page}, more than two polls after {polls_at_api}"
     );
     assert_eq!(after["backends"]["web-a"], "up");
+    // The listener follows the same health state: its upstream web-b is no longer usable.
+    let upstream_down = browser.wait_for(
+        &tab,
+        "the page to show the listener's upstream web-b not usable",
+        "document.querySelector('#listeners tr[data-upstream=\"web-proxy/web-b\"]').dataset.state === 'absent'",
+        Duration::from_secs(3 * POLL_SECONDS),
+    );
+    println!("the listener's upstream web-b shown absent {upstream_down:?} after the backend");
+    let after = dom(&mut browser, &tab);
+    assert_eq!(after["upstreams"]["web-proxy/web-a"], "usable", "{after}");
     assert!(
         after["events"]
             .as_array()

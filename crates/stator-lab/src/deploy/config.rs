@@ -1,11 +1,13 @@
-//! The configuration every node of a deployment runs: the same VIPs, pools and health checks
-//! everywhere; only `[node]`, the node's own BIRD files and (per [`DeploySpec::bfd_nodes`]) BFD
-//! differ. Its admin API listens on every address of the node's namespace, so that the lab's
+//! The configuration every node of a deployment runs: the same VIPs, pools, health checks and
+//! HTTP listener everywhere; only `[node]`, the listener's address (the node's own), the
+//! node's own BIRD files and (per [`DeploySpec::bfd_nodes`]) BFD differ. Its admin API listens on every address of the node's namespace, so that the lab's
 //! Prometheus (in the router's namespace) scrapes it at the node's address.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::{Deployment, ECHO_PORT, HTTP_PORT, NODE_AS, ROUTER_AS, UDP_PORT, cluster_vip};
+use super::{
+    Deployment, ECHO_PORT, HTTP_PORT, LISTENER_PORT, NODE_AS, ROUTER_AS, UDP_PORT, cluster_vip,
+};
 use crate::topo::Host;
 
 impl Deployment {
@@ -151,6 +153,13 @@ format = "json"
                 }
             }
         }
+        // The proxy tier: one HTTP listener on the node's own address (one worker: the lab
+        // shares two cores), using the same health states as the VIPs.
+        c.push_str(&format!(
+            "\n[[listener]]\nname = \"web4\"\naddress = \"{a4}:{LISTENER_PORT}\"\n\
+             protocol = \"http\"\npool = \"web4\"\nworkers = 1\n",
+            a4 = host.v4[0],
+        ));
         c
     }
 }

@@ -14,7 +14,9 @@
 //! Every node runs the same configuration (only `[node]`, the BGP files and BFD differ): the
 //! VIPs [`VIP_V4`] and [`VIP_V6`], each with HTTP on port [`HTTP_PORT`], a long-lived TCP echo
 //! on [`ECHO_PORT`] and a UDP echo on [`UDP_PORT`], over the backends with their weights
-//! (`pool web4` / `web6`, HTTP health checks on each backend's own address). Nodes announce
+//! (`pool web4` / `web6`, HTTP health checks on each backend's own address), and the proxy
+//! tier: an HTTP `[[listener]]` `web4` on the node's IPv4 address, port [`LISTENER_PORT`],
+//! in front of `pool web4` (a client reaches it through the router). Nodes announce
 //! the VIPs to the router with BGP hold time [`DeploySpec::hold_time`], so a node that dies is
 //! withdrawn in seconds — or, for the nodes in [`DeploySpec::bfd_nodes`], with BFD beside the
 //! session, in about 0.3 s. With [`DeploySpec::prometheus`], Prometheus runs in the router's
@@ -67,6 +69,9 @@ pub const HTTP_PORT: u16 = 80;
 pub const ECHO_PORT: u16 = 7;
 /// Port of the UDP echo service.
 pub const UDP_PORT: u16 = 7;
+/// Port of each node's HTTP `[[listener]]` `web4` (the proxy tier, on the node's own IPv4
+/// address, in front of `pool web4`): not a VIP port, so Maglev never sees its traffic.
+pub const LISTENER_PORT: u16 = 8080;
 /// The router's AS.
 pub const ROUTER_AS: u32 = 65000;
 /// The nodes' AS.

@@ -295,7 +295,7 @@
       for (const u of l.backends || []) {
         const ur = rate(`upstream:${l.name}/${u.id}`, now, num(u.requests, u.connections) || 0, 0);
         const ok = u.state === "up" || u.state === "usable";
-        rows.push(el("tr", { "data-upstream": `${l.name}/${u.id}` },
+        rows.push(el("tr", { "data-upstream": `${l.name}/${u.id}`, "data-state": u.state || "" },
           td(""), td(u.id + (u.port ? ` (${u.address}:${u.port})` : "")),
           td(badge(u.state || "?", ok ? "ok" : "bad")), td("weight " + fmtInt(u.weight)), td(""),
           td(fmtInt(u.active), "num"), td(""), td(fmtRate(ur.pps, ""), "num"), td("", "opt")));
