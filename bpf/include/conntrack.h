@@ -3,11 +3,12 @@
  * conntrack.h — backend selection: the connection table, its idle timeouts and the SYN-flood
  * guard (docs/forwarding.md §4, Maglev §3.3).
  *
- * The table maps the 5-tuple to a real id and a last-seen time. A hit whose real is still usable
- * (or draining) for the same VIP is reused; anything else asks Maglev again and, unless the
- * flood guard holds, records the answer. SYNs always follow the current Maglev table. Hits
- * write last_seen only when it is STATOR_CT_REFRESH_NS stale, so a busy flow costs no write per
- * packet.
+ * The table maps the 5-tuple to a real id, the flow hash and a last-seen time. A hit whose
+ * real is still usable (or draining) for the same VIP is reused; anything else asks Maglev again
+ * and, unless the flood guard holds, records the answer. SYNs always follow the current Maglev
+ * table. Hits write last_seen only when it is STATOR_CT_REFRESH_NS stale, so a busy flow costs
+ * no write per packet, and take the flow hash from the entry, so a hit never hashes the 5-tuple
+ * (for IPv6 that is jhash2 over 9 words; the outer flow label and GUE source port need it).
  */
 #ifndef STATOR_CONNTRACK_H
 #define STATOR_CONNTRACK_H
@@ -25,7 +26,12 @@ static __always_inline void stator_ct_insert(struct stator_pkt *pkt,
 					     const struct stator_node_cfg *cfg, __u32 real_id,
 					     __u64 now, struct stator_ct_entry *found)
 {
-	struct stator_ct_entry e = { .real_id = real_id, .last_seen_ns = now };
+	/* Maglev has hashed the flow by now: kept in the entry for the flow's hits. */
+	struct stator_ct_entry e = {
+		.real_id = real_id,
+		.hash = stator_pkt_hash(pkt),
+		.last_seen_ns = now,
+	};
 	__u32 limit = cfg->flood_new_per_sec;
 
 	if (limit) {
@@ -46,6 +52,7 @@ static __always_inline void stator_ct_insert(struct stator_pkt *pkt,
 	}
 	if (found) {
 		found->real_id = real_id;
+		found->hash = e.hash;
 		found->last_seen_ns = now;
 		stator_count(STATOR_CNT_CT_INSERT);
 	} else if (bpf_map_update_elem(&stator_ct, &pkt->flow, &e, BPF_ANY) == 0) {
@@ -102,6 +109,12 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 		/* unsigned, as §4 writes it: a last_seen in the future also refreshes */
 		if (now - last >= STATOR_CT_REFRESH_NS)
 			e->last_seen_ns = now;
+		/* The hash the insert stored (a function of the key alone, so a torn read of a
+		 * shared entry cannot mix flows); 0: an older build's entry, computed on use. */
+		if (e->hash) {
+			pkt->hash = e->hash;
+			pkt->hashed = 1;
+		}
 		*real = r;
 		return real_id;
 	}

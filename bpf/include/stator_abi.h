@@ -448,7 +448,9 @@ struct stator_flow_key {
  * exactly like a missing key. */
 struct stator_ct_entry {
 	__u32 real_id;
-	__u32 _pad0;
+	__u32 hash;         /* the key's flow hash (flow_hash.h), stored by the insert so a hit
+			     * does not recompute it; 0 = not stored (an entry written by an older
+			     * build): the program computes it */
 	__u64 last_seen_ns; /* refreshed on use when older than STATOR_CT_REFRESH_NS */
 };
 

@@ -366,6 +366,7 @@ int main(void)
 
 	SIZE(stator_ct_entry);
 	OFF(stator_ct_entry, real_id);
+	OFF(stator_ct_entry, hash);
 	OFF(stator_ct_entry, last_seen_ns);
 
 	SIZE(stator_nh);

@@ -373,6 +373,7 @@ pub const OFFSETOF_stator_flow_key_proto: usize = 36;
 pub const OFFSETOF_stator_flow_key_family: usize = 37;
 pub const SIZEOF_stator_ct_entry: usize = 16;
 pub const OFFSETOF_stator_ct_entry_real_id: usize = 0;
+pub const OFFSETOF_stator_ct_entry_hash: usize = 4;
 pub const OFFSETOF_stator_ct_entry_last_seen_ns: usize = 8;
 pub const SIZEOF_stator_nh: usize = 48;
 pub const OFFSETOF_stator_nh_stamp_ns: usize = 0;

@@ -432,13 +432,15 @@ assert_layout!(FlowKey, SIZEOF_stator_flow_key,
 pub struct CtEntry {
     /// The real this flow uses.
     pub real_id: u32,
-    /// Padding.
-    pub _pad0: u32,
+    /// The key's flow hash, stored by the insert so that a hit does not recompute it (the outer
+    /// flow label and GUE source port need it); 0 = not stored (an entry of an older build).
+    pub hash: u32,
     /// Last time the entry was refreshed.
     pub last_seen_ns: u64,
 }
 assert_layout!(CtEntry, SIZEOF_stator_ct_entry,
     real_id => OFFSETOF_stator_ct_entry_real_id,
+    hash => OFFSETOF_stator_ct_entry_hash,
     last_seen_ns => OFFSETOF_stator_ct_entry_last_seen_ns);
 
 /// `struct stator_nh` — a cached next hop (`stator_nh[real_id]`, per CPU).

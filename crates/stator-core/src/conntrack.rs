@@ -259,7 +259,7 @@ mod tests {
     fn entry(real_id: u32, t: u64) -> CtEntry {
         CtEntry {
             real_id,
-            _pad0: 0,
+            hash: 0,
             last_seen_ns: t,
         }
     }

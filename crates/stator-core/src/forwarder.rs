@@ -662,7 +662,7 @@ where
         if cx.st.guard.admit(cx.now, cx.snap.node.flood_new_per_sec) {
             let entry = CtEntry {
                 real_id,
-                _pad0: 0,
+                hash,
                 last_seen_ns: cx.now,
             };
             cx.table.insert_hashed(words, ct_hash, entry);

@@ -163,7 +163,7 @@ fn syn_follows_the_table_of_the_moment_and_overwrites() {
         key,
         CtEntry {
             real_id: other,
-            _pad0: 0,
+            hash: 0,
             last_seen_ns: T0,
         },
     );

@@ -77,6 +77,11 @@ fn hits_misses_and_syns_bypassing_the_table() {
         ));
         let e = w.fwd.maps().conntrack_lookup(&flow_key(&syn)).unwrap();
         assert_eq!(e[0].real_id, real.0, "CPU 0 holds the entry");
+        assert_eq!(
+            e[0].hash,
+            hash_of(&syn),
+            "the entry keeps the flow hash, so its hits need not recompute it"
+        );
         let udp = udp(client4(), 20_002, &vips::udp4());
         let (ureal, uout) = w.via_maglev(&udp, &vips::udp4());
         w.check(&case(
