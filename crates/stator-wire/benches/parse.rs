@@ -1,5 +1,5 @@
 //! The hot path of the forwarder: Ethernet frame to flow tuple. Plus the checksum over a full
-//! MTU and one encapsulation, for scale. Figures only; a benchmark never fails on a timing.
+//! MTU, for scale. Figures only; a benchmark never fails on a timing.
 //!
 //! Names: `wire/<function>/<case>`, e.g. `wire/parse_flow/tcp_ipv4`.
 
@@ -7,7 +7,6 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use stator_wire::encap::{Encap, GreTunnel, Ipv4Outer, OuterIp, Tunnel};
 use stator_wire::*;
 
 const SRC_MAC: EthernetAddress = EthernetAddress([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
@@ -223,30 +222,10 @@ fn checksum_benches(c: &mut Criterion) {
     group.finish();
 }
 
-fn encap_benches(c: &mut Criterion) {
-    let inner = frame_v4(None)[14..].to_vec();
-    let encap = Encap {
-        outer: OuterIp::V4(Ipv4Outer::new(
-            Ipv4Addr::new(10, 0, 0, 1),
-            Ipv4Addr::new(10, 0, 1, 7),
-        )),
-        tunnel: Tunnel::Gre(GreTunnel::default()),
-    };
-    let mut packet = vec![0u8; encap.header_len()];
-    packet.extend_from_slice(&inner);
-    let mut group = c.benchmark_group("wire/encap");
-    group.throughput(Throughput::Elements(1));
-    group.bench_function("gre_ipv4", |b| {
-        b.iter(|| black_box(&encap).emit(black_box(&mut packet[..])))
-    });
-    group.finish();
-}
-
 criterion_group!(
     benches,
     parse_flow_benches,
     baseline_benches,
-    checksum_benches,
-    encap_benches
+    checksum_benches
 );
 criterion_main!(benches);

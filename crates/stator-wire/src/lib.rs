@@ -1,8 +1,8 @@
 //! # stator-wire: packets as bytes
 //!
-//! This is the bottom layer of Stator. Everything above it, the sans-IO forwarder
-//! (`stator-core`), the AF_XDP data plane, the tests that compare the Rust forwarder with the
-//! XDP program, reads and writes packets through this crate. It knows the wire formats a Maglev
+//! This is the bottom layer of Stator. The sans-IO forwarder (`stator-core`, for checksums),
+//! the AF_XDP data plane (flow steering) and the CLI's packet tools read and write packets
+//! through this crate. It knows the wire formats a Maglev
 //! style load balancer meets (Ethernet with one 802.1Q tag, IPv4 with options and fragments, IPv6
 //! with extension headers, TCP, UDP, ICMP and ICMPv6, GRE, GUE, IP-in-IP), the Internet checksum,
 //! and nothing else: no sockets, no clock, no threads, no allocation. It is `#![no_std]` without
@@ -32,16 +32,15 @@
 //!
 //! ## The contract
 //! - **No panic on any byte string through the checked interface.** `new_checked`, `check_len`,
-//!   every `Repr::parse`, [`flow::parse_flow`] and the helpers of [`icmp`], [`ipv6ext`], [`gue`]
-//!   and [`encap`] return an [`Error`] for bad input and never panic, whatever the bytes.
+//!   every `Repr::parse`, [`flow::parse_flow`] and the helpers of [`icmp`], [`ipv6ext`] and
+//!   [`gue`] return an [`Error`] for bad input and never panic, whatever the bytes.
 //! - **Once `check_len` has succeeded, no accessor panics** and none reads out of bounds.
 //!   Setters that change a length field (`set_header_len`, `set_total_len`, ...) void that
 //!   check: call it again before reading. On a view made with `new_unchecked` and never checked,
 //!   accessors may panic: that is what "unchecked" means.
 //! - **`emit` is exact and deterministic**: the same representation always gives the same bytes,
 //!   every field documented, reserved bits zero. A failed `emit` (a value the format cannot
-//!   encode, a buffer too short) returns an error before writing anything. The encapsulation
-//!   choices a C/XDP twin must match are listed in [`encap`].
+//!   encode, a buffer too short) returns an error before writing anything.
 //! - **Lengths on the wire win over buffer lengths.** Buffers may carry trailing bytes (Ethernet
 //!   padding): payload accessors end where the IP, UDP or ICMP length says, never at the end of
 //!   the buffer, except where the protocol has no length field (TCP, ICMP, GRE, GUE: there the
@@ -49,6 +48,13 @@
 //! - `#![forbid(unsafe_code)]`; no `unwrap` or `expect` outside tests; every error a packet can
 //!   cause is a value of [`Error`], which is `Copy`, so the data path turns it into a drop reason
 //!   and a counter without allocating.
+//!
+//! ## What it does not do
+//! Build a tunnel. The forwarder's encapsulation is defined once in docs/forwarding.md §5 and
+//! written in C (`bpf/include/encap.h`) and in stator-core, which the differential tests hold
+//! to the same bytes; an encapsulation builder here (it was `encap`) ran in no data path and
+//! had drifted from that definition, so it was removed. The views here still take any
+//! encapsulated frame apart (GRE, GUE, IP-in-IP).
 //!
 //! ## What it must never do
 //! Allocate, block, read a clock, log, or depend on anything above it. It must not guess: an
@@ -65,7 +71,6 @@
 extern crate std;
 
 pub mod checksum;
-pub mod encap;
 mod error;
 pub mod ethernet;
 pub mod flow;

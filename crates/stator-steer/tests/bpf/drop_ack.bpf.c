@@ -35,4 +35,5 @@ int drop_ack(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-char _license[] SEC("license") = "Dual BSD/GPL";
+/* The GPL half of the SPDX line, as bpf/include/license.h says for every program. */
+char _license[] SEC("license") = "GPL v2";

@@ -540,5 +540,4 @@ pub fn all(data: &[u8]) {
     let _ = black_box(checksum::sum(data));
     let _ = black_box(InvokingPacket::parse_ipv4(data));
     let _ = black_box(InvokingPacket::parse_ipv6(data));
-    let _ = black_box(encap::inner_traffic_class(data));
 }
