@@ -492,7 +492,7 @@ mod tests {
         let e = encode(&valid(snap()), 1, 100).unwrap();
         assert_eq!(e.vtab.len(), STATOR_VTAB_SLOTS as usize);
         let used = e.vtab.iter().filter(|v| v.family != 0).count();
-        assert_eq!(used, 2);
+        assert_eq!(used, 3, "two VIP addresses and the node's own (redirects)");
         let a = find(&e.vtab, e.cfg.vtab_seed, v4(100)).expect("10.0.0.100 in stator_vtab");
         assert_eq!(
             a.flags,
