@@ -1,0 +1,232 @@
+//! The proxy tier's families (`stator_proxy_*`): per listener, per upstream backend, and the
+//! UDP listeners' datagrams, sessions and drops (docs/operations.md, docs/proxy.md).
+
+use super::{Ctx, Exposition, Kind, b, format_value};
+
+pub(super) fn proxy_metrics(e: &mut Exposition, ctx: &Ctx) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let listeners = ctx.proxy.lock().listeners();
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(Relaxed) as f64;
+    e.family(
+        "stator_proxy_reload_failures_total",
+        Kind::Counter,
+        "Reloads whose listeners could not all be applied (a port in use).",
+    )
+    .sample(&[], ctx.proxy.reload_failures.load(Relaxed) as f64);
+    if listeners.is_empty() {
+        return;
+    }
+    crate::api::udp_metrics::udp_metrics(e, &listeners);
+    e.family(
+        "stator_proxy_workers",
+        Kind::Gauge,
+        "Worker threads of a listener.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], l.workers as f64);
+    }
+    e.family(
+        "stator_proxy_connections_total",
+        Kind::Counter,
+        "Client connections accepted by a listener.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], n(&l.stats.connections));
+    }
+    e.family(
+        "stator_proxy_connections_active",
+        Kind::Gauge,
+        "Client connections open on a listener.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], n(&l.stats.active));
+    }
+    e.family(
+        "stator_proxy_requests_total",
+        Kind::Counter,
+        "HTTP requests received by a listener.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], n(&l.stats.requests));
+    }
+    e.family(
+        "stator_proxy_responses_total",
+        Kind::Counter,
+        "HTTP responses sent by a listener, by status class.",
+    );
+    for l in &listeners {
+        for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
+            e.sample(
+                &[("listener", &l.spec.name), ("code", class)],
+                n(&l.stats.responses[i]),
+            );
+        }
+    }
+    e.family(
+        "stator_proxy_bytes_total",
+        Kind::Counter,
+        "Bytes between clients and a listener, by direction (in = from clients).",
+    );
+    for l in &listeners {
+        e.sample(
+            &[("listener", &l.spec.name), ("direction", "in")],
+            n(&l.stats.bytes_in),
+        );
+        e.sample(
+            &[("listener", &l.spec.name), ("direction", "out")],
+            n(&l.stats.bytes_out),
+        );
+    }
+    e.family(
+        "stator_proxy_client_errors_total",
+        Kind::Counter,
+        "Client-side failures of a listener, by kind.",
+    );
+    for l in &listeners {
+        for k in stator_proxy::ClientErrorKind::ALL {
+            e.sample(
+                &[("listener", &l.spec.name), ("kind", k.label())],
+                l.stats.client_errors(k) as f64,
+            );
+        }
+    }
+    e.family(
+        "stator_proxy_retries_total",
+        Kind::Counter,
+        "Further upstreams tried after a connect failure.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], n(&l.stats.retries));
+    }
+    e.family(
+        "stator_proxy_session_hits_total",
+        Kind::Counter,
+        "Requests or connections sent to the backend a client's session named.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], n(&l.stats.session_hits));
+    }
+    e.family(
+        "stator_proxy_session_evictions_total",
+        Kind::Counter,
+        "Session-table entries evicted because a worker's table was full.",
+    );
+    for l in &listeners {
+        e.sample(&[("listener", &l.spec.name)], n(&l.stats.session_evictions));
+    }
+    e.family(
+        "stator_proxy_request_duration_seconds",
+        Kind::Histogram,
+        "HTTP requests (to the end of the response) or TCP connections, by listener.",
+    );
+    for l in &listeners {
+        let (buckets, sum) = l.stats.duration.snapshot();
+        for (i, count) in buckets.iter().enumerate() {
+            let le = stator_proxy::DURATION_BUCKETS
+                .get(i)
+                .map_or_else(|| "+Inf".to_owned(), |b| format_value(*b));
+            e.sample_suffixed(
+                "_bucket",
+                &[("listener", &l.spec.name), ("le", &le)],
+                *count as f64,
+            );
+        }
+        e.sample_suffixed("_sum", &[("listener", &l.spec.name)], sum);
+        e.sample_suffixed(
+            "_count",
+            &[("listener", &l.spec.name)],
+            buckets.last().copied().unwrap_or(0) as f64,
+        );
+    }
+    let ups: Vec<(&str, &stator_proxy::UpstreamView)> = listeners
+        .iter()
+        .flat_map(|l| l.upstreams.iter().map(move |u| (l.spec.name.as_str(), u)))
+        .collect();
+    e.family(
+        "stator_proxy_backend_usable",
+        Kind::Gauge,
+        "1 while the listener picks the backend for new work.",
+    );
+    for (l, u) in &ups {
+        let usable = u.state == stator_proxy::UpstreamState::Usable;
+        e.sample(&[("listener", l), ("backend", &u.spec.name)], b(usable));
+    }
+    for (name, kind, help, field) in [
+        (
+            "stator_proxy_backend_connections_total",
+            Kind::Counter,
+            "Connections the listener opened to a backend.",
+            0,
+        ),
+        (
+            "stator_proxy_backend_connections_active",
+            Kind::Gauge,
+            "Connections to a backend open now (kept-alive idle ones included).",
+            1,
+        ),
+        (
+            "stator_proxy_backend_active",
+            Kind::Gauge,
+            "Requests (HTTP) or client connections (TCP) a backend is serving now.",
+            2,
+        ),
+        (
+            "stator_proxy_backend_requests_total",
+            Kind::Counter,
+            "Requests (HTTP) or client connections (TCP) sent to a backend.",
+            3,
+        ),
+        (
+            "stator_proxy_backend_reused_total",
+            Kind::Counter,
+            "Requests sent to a backend over a kept-alive connection.",
+            4,
+        ),
+    ] {
+        e.family(name, kind, help);
+        for (l, u) in &ups {
+            let s = &u.stats;
+            let v = match field {
+                0 => n(&s.connects),
+                1 => f64::from(s.open.load(Relaxed)),
+                2 => f64::from(s.active.load(Relaxed)),
+                3 => n(&s.requests),
+                _ => n(&s.reused),
+            };
+            e.sample(&[("listener", l), ("backend", &u.spec.name)], v);
+        }
+    }
+    e.family(
+        "stator_proxy_backend_bytes_total",
+        Kind::Counter,
+        "Bytes between the listener and a backend, by direction (in = from the backend).",
+    );
+    for (l, u) in &ups {
+        let labels = |d| {
+            [
+                ("listener", *l),
+                ("backend", u.spec.name.as_str()),
+                ("direction", d),
+            ]
+        };
+        e.sample(&labels("in"), n(&u.stats.bytes_in));
+        e.sample(&labels("out"), n(&u.stats.bytes_out));
+    }
+    e.family(
+        "stator_proxy_backend_errors_total",
+        Kind::Counter,
+        "Failures of a backend seen by the listener, by kind.",
+    );
+    for (l, u) in &ups {
+        for k in stator_proxy::ErrorKind::ALL {
+            e.sample(
+                &[
+                    ("listener", l),
+                    ("backend", &u.spec.name),
+                    ("kind", k.label()),
+                ],
+                u.stats.errors(k) as f64,
+            );
+        }
+    }
+}
