@@ -23,6 +23,7 @@ mod diff;
 
 use std::collections::BTreeMap;
 
+use stator_abi::{Counter, DropReason};
 use stator_core::CtMode;
 use stator_xdp::{ConntrackMode, Forwarder};
 
@@ -113,49 +114,51 @@ fn assert_coverage(r: &Report) {
     }
     // `adjust` and `bad_config` cannot happen with a valid commit and the test run's headroom.
     for d in [
-        "malformed_l3",
-        "malformed_l4",
-        "fragment",
-        "ipv6_ext_limit",
-        "no_backend",
-        "no_source",
-        "fib",
-        "no_neigh",
-        "tx_port",
-        "icmp",
-        "mtu",
-        "redirect",
+        DropReason::MalformedL3,
+        DropReason::MalformedL4,
+        DropReason::Fragment,
+        DropReason::Ipv6ExtLimit,
+        DropReason::NoBackend,
+        DropReason::NoSource,
+        DropReason::Fib,
+        DropReason::NoNeigh,
+        DropReason::TxPort,
+        DropReason::Icmp,
+        DropReason::Mtu,
+        DropReason::Redirect,
     ] {
         assert!(
-            r.drops.get(d).copied().unwrap_or(0) > 0,
-            "no frame dropped {d}"
+            r.drops.get(d.label()).copied().unwrap_or(0) > 0,
+            "no frame dropped {}",
+            d.label()
         );
     }
     for c in [
-        "ct_hit",
-        "ct_miss",
-        "ct_reselect",
-        "ct_insert",
-        "ct_expired",
-        "ct_guard",
-        "icmp_error_fwd",
-        "icmp_echo_reply",
-        "non_vip",
-        "non_ip",
-        "frag_redirect",
-        "frag_record",
-        "frag_hit",
-        "act_hold",
-        "failover",
-        "redirect_rx",
-        "redirect_again",
-        "group_match",
-        "trace_report",
-        "trace_limited",
+        Counter::CtHit,
+        Counter::CtMiss,
+        Counter::CtReselect,
+        Counter::CtInsert,
+        Counter::CtExpired,
+        Counter::CtGuard,
+        Counter::IcmpErrorFwd,
+        Counter::IcmpEchoReply,
+        Counter::NonVip,
+        Counter::NonIp,
+        Counter::FragRedirect,
+        Counter::FragRecord,
+        Counter::FragHit,
+        Counter::ActHold,
+        Counter::Failover,
+        Counter::RedirectRx,
+        Counter::RedirectAgain,
+        Counter::GroupMatch,
+        Counter::TraceReport,
+        Counter::TraceLimited,
     ] {
         assert!(
-            r.events.get(c).copied().unwrap_or(0) > 0,
-            "counter {c} never moved"
+            r.events.get(c.label()).copied().unwrap_or(0) > 0,
+            "counter {} never moved",
+            c.label()
         );
     }
 }

@@ -89,7 +89,7 @@ fn table(w: &World) -> Vec<Case> {
             p.frame(),
             TX,
             Out::Bytes(out),
-            &[("act_tx", 1)],
+            &[(Stat::C(Counter::ActTx), 1)],
         ));
     }
 
@@ -152,7 +152,7 @@ fn table(w: &World) -> Vec<Case> {
             p.frame(),
             DROP,
             Out::Same,
-            &dropped("ipv6_ext_limit"),
+            &dropped(DropReason::Ipv6ExtLimit),
         ));
     }
 
@@ -237,7 +237,7 @@ fn table(w: &World) -> Vec<Case> {
             },
             DROP,
             Out::Same,
-            &dropped("malformed_l3"),
+            &dropped(DropReason::MalformedL3),
         ));
         let mut f = tcp(c4, next(), &vips::tcp4(), SYN).frame();
         f[12..14].copy_from_slice(&[0x88, 0xa8]);
@@ -280,7 +280,13 @@ fn table(w: &World) -> Vec<Case> {
         let base = tcp(c4, next(), &vips::tcp4(), SYN).frame();
         let mut f = base.clone();
         f[14] = 0x44;
-        cases.push(case("IHL 4", f, DROP, Out::Same, &dropped("malformed_l3")));
+        cases.push(case(
+            "IHL 4",
+            f,
+            DROP,
+            Out::Same,
+            &dropped(DropReason::MalformedL3),
+        ));
         let mut f = base.clone();
         f[14] = 0x55;
         cases.push(case(
@@ -288,7 +294,7 @@ fn table(w: &World) -> Vec<Case> {
             f,
             DROP,
             Out::Same,
-            &dropped("malformed_l3"),
+            &dropped(DropReason::MalformedL3),
         ));
         let mut f = base.clone();
         f[14] = 0x4f; // IHL 15 = 60 bytes > total length 40
@@ -297,7 +303,7 @@ fn table(w: &World) -> Vec<Case> {
             f,
             DROP,
             Out::Same,
-            &dropped("malformed_l3"),
+            &dropped(DropReason::MalformedL3),
         ));
         let mut f = base.clone();
         f[16..18].copy_from_slice(&41u16.to_be_bytes());
@@ -306,7 +312,7 @@ fn table(w: &World) -> Vec<Case> {
             f,
             DROP,
             Out::Same,
-            &dropped("malformed_l3"),
+            &dropped(DropReason::MalformedL3),
         ));
         let mut f = base.clone();
         f[16..18].copy_from_slice(&16u16.to_be_bytes());
@@ -315,7 +321,7 @@ fn table(w: &World) -> Vec<Case> {
             f,
             DROP,
             Out::Same,
-            &dropped("malformed_l3"),
+            &dropped(DropReason::MalformedL3),
         ));
         let mut f = base.clone();
         f.truncate(30);
@@ -324,7 +330,7 @@ fn table(w: &World) -> Vec<Case> {
             f,
             DROP,
             Out::Same,
-            &dropped("malformed_l3"),
+            &dropped(DropReason::MalformedL3),
         ));
         let mut f = Packet::tcp(c4, 1, v4(10, 0, 0, 200), 80, SYN).frame();
         f.truncate(33);
@@ -333,7 +339,7 @@ fn table(w: &World) -> Vec<Case> {
             f,
             DROP,
             Out::Same,
-            &dropped("malformed_l3"),
+            &dropped(DropReason::MalformedL3),
         ));
         let b6 = tcp(c6, next(), &vips::tcp6(), SYN).frame();
         let mut f = b6.clone();
@@ -343,7 +349,7 @@ fn table(w: &World) -> Vec<Case> {
             f,
             DROP,
             Out::Same,
-            &dropped("malformed_l3"),
+            &dropped(DropReason::MalformedL3),
         ));
         let mut f = b6.clone();
         f[18..20].copy_from_slice(&[0, 0]);
@@ -352,7 +358,7 @@ fn table(w: &World) -> Vec<Case> {
             f,
             DROP,
             Out::Same,
-            &dropped("malformed_l3"),
+            &dropped(DropReason::MalformedL3),
         ));
         let mut f = b6.clone();
         f[18..20].copy_from_slice(&21u16.to_be_bytes());
@@ -361,7 +367,7 @@ fn table(w: &World) -> Vec<Case> {
             f,
             DROP,
             Out::Same,
-            &dropped("malformed_l3"),
+            &dropped(DropReason::MalformedL3),
         ));
     }
 
@@ -374,7 +380,7 @@ fn table(w: &World) -> Vec<Case> {
             p.frame(),
             DROP,
             Out::Same,
-            &dropped("fragment"),
+            &dropped(DropReason::Fragment),
         ));
         let mut p = tcp(c4, next(), &vips::tcp4(), SYN);
         p.frag_offset = 185;
@@ -383,7 +389,7 @@ fn table(w: &World) -> Vec<Case> {
             p.frame(),
             DROP,
             Out::Same,
-            &dropped("fragment"),
+            &dropped(DropReason::Fragment),
         ));
         let mut p = tcp(c6, next(), &vips::tcp6(), SYN);
         p.ext = vec![Ext::Fragment {
@@ -396,7 +402,7 @@ fn table(w: &World) -> Vec<Case> {
             p.frame(),
             DROP,
             Out::Same,
-            &dropped("fragment"),
+            &dropped(DropReason::Fragment),
         ));
         let mut p = tcp(c6, next(), &vips::tcp6(), SYN);
         p.ext = vec![
@@ -412,7 +418,7 @@ fn table(w: &World) -> Vec<Case> {
             p.frame(),
             DROP,
             Out::Same,
-            &dropped("fragment"),
+            &dropped(DropReason::Fragment),
         ));
     }
 
@@ -425,10 +431,10 @@ fn table(w: &World) -> Vec<Case> {
             DROP,
             Out::Same,
             &[
-                ("act_drop", 1),
-                ("no_neigh", 1),
-                ("ct_miss", 1),
-                ("ct_insert", 1),
+                (Stat::C(Counter::ActDrop), 1),
+                (Stat::D(DropReason::NoNeigh), 1),
+                (Stat::C(Counter::CtMiss), 1),
+                (Stat::C(Counter::CtInsert), 1),
             ],
         ));
         let p = tcp(c4, next(), &vips::noroute4(), SYN);
@@ -438,10 +444,10 @@ fn table(w: &World) -> Vec<Case> {
             DROP,
             Out::Same,
             &[
-                ("act_drop", 1),
-                ("fib", 1),
-                ("ct_miss", 1),
-                ("ct_insert", 1),
+                (Stat::C(Counter::ActDrop), 1),
+                (Stat::D(DropReason::Fib), 1),
+                (Stat::C(Counter::CtMiss), 1),
+                (Stat::C(Counter::CtInsert), 1),
             ],
         ));
         let p = tcp(c4, next(), &vips::mtu4(), SYN).with_payload(&[0u8; 160]);
@@ -451,10 +457,10 @@ fn table(w: &World) -> Vec<Case> {
             DROP,
             Out::Same,
             &[
-                ("act_drop", 1),
-                ("mtu", 1),
-                ("ct_miss", 1),
-                ("ct_insert", 1),
+                (Stat::C(Counter::ActDrop), 1),
+                (Stat::D(DropReason::Mtu), 1),
+                (Stat::C(Counter::CtMiss), 1),
+                (Stat::C(Counter::CtInsert), 1),
             ],
         ));
         let p = tcp(c4, next(), &vips::mtu4(), SYN).with_payload(&[0u8; 100]);
@@ -465,7 +471,11 @@ fn table(w: &World) -> Vec<Case> {
             p.frame(),
             DROP,
             Out::Same,
-            &[("act_drop", 1), ("no_backend", 1), ("ct_miss", 1)],
+            &[
+                (Stat::C(Counter::ActDrop), 1),
+                (Stat::D(DropReason::NoBackend), 1),
+                (Stat::C(Counter::CtMiss), 1),
+            ],
         ));
         let p = tcp(c4, next(), &vips::redirect4(), SYN);
         let (_, out) = w.via_maglev(&p, &vips::redirect4());
@@ -475,10 +485,10 @@ fn table(w: &World) -> Vec<Case> {
             DROP,
             Out::Bytes(out),
             &[
-                ("act_drop", 1),
-                ("tx_port", 1),
-                ("ct_miss", 1),
-                ("ct_insert", 1),
+                (Stat::C(Counter::ActDrop), 1),
+                (Stat::D(DropReason::TxPort), 1),
+                (Stat::C(Counter::CtMiss), 1),
+                (Stat::C(Counter::CtInsert), 1),
             ],
         ));
     }
@@ -513,7 +523,11 @@ fn redirect_through_the_devmap() {
                 p.frame(),
                 REDIRECT,
                 Out::Bytes(out),
-                &[("act_redirect", 1), ("ct_miss", 1), ("ct_insert", 1)],
+                &[
+                    (Stat::C(Counter::ActRedirect), 1),
+                    (Stat::C(Counter::CtMiss), 1),
+                    (Stat::C(Counter::CtInsert), 1),
+                ],
             ));
         }
     });
@@ -556,8 +570,15 @@ fn icmp_messages() {
         let c4 = client4();
         let c6 = client6();
         let mut cases = Vec::new();
-        const ERR_MISS: &[(&str, u64)] = &[("act_tx", 1), ("ct_miss", 1), ("icmp_error_fwd", 1)];
-        const ECHO: &[(&str, u64)] = &[("act_tx", 1), ("icmp_echo_reply", 1)];
+        const ERR_MISS: &[(Stat, u64)] = &[
+            (Stat::C(Counter::ActTx), 1),
+            (Stat::C(Counter::CtMiss), 1),
+            (Stat::C(Counter::IcmpErrorFwd), 1),
+        ];
+        const ECHO: &[(Stat, u64)] = &[
+            (Stat::C(Counter::ActTx), 1),
+            (Stat::C(Counter::IcmpEchoReply), 1),
+        ];
 
         // echo requests are answered (the default)
         let mut req = Packet::icmp(
@@ -643,7 +664,7 @@ fn icmp_messages() {
             icmp_error(&quoted, 3, 4).frame(),
             DROP,
             Out::Same,
-            &dropped("icmp"),
+            &dropped(DropReason::Icmp),
         ));
         let quoted = Packet::icmp(v4(10, 0, 0, 10), c4, 0, 0, [0; 4], vec![]);
         cases.push(case(
@@ -651,7 +672,7 @@ fn icmp_messages() {
             icmp_error(&quoted, 3, 4).frame(),
             DROP,
             Out::Same,
-            &dropped("icmp"),
+            &dropped(DropReason::Icmp),
         ));
         let quoted = Packet::tcp(v6("fd00::10"), 80, c6, 1, ACK);
         let mut q = quoted.ip_bytes();
@@ -662,7 +683,7 @@ fn icmp_messages() {
             msg.frame(),
             DROP,
             Out::Same,
-            &dropped("malformed_l4"),
+            &dropped(DropReason::MalformedL4),
         ));
         let quoted = Packet::tcp(v4(10, 0, 0, 10), 80, c4, 1, ACK);
         cases.push(case(
@@ -670,7 +691,7 @@ fn icmp_messages() {
             icmp_error(&quoted, 3, 1).frame(),
             DROP,
             Out::Same,
-            &dropped("icmp"),
+            &dropped(DropReason::Icmp),
         ));
         let ts = Packet::icmp(c4, v4(10, 0, 0, 10), 13, 0, [0; 4], vec![0; 12]);
         cases.push(case(
@@ -678,7 +699,7 @@ fn icmp_messages() {
             ts.frame(),
             DROP,
             Out::Same,
-            &dropped("icmp"),
+            &dropped(DropReason::Icmp),
         ));
         let du6 = Packet::icmp(c6, v6("fd00::10"), 1, 4, [0; 4], vec![]);
         cases.push(case(
@@ -686,7 +707,7 @@ fn icmp_messages() {
             du6.frame(),
             DROP,
             Out::Same,
-            &dropped("icmp"),
+            &dropped(DropReason::Icmp),
         ));
         for ty in 133..=137u8 {
             let nd = Packet::icmp(c6, v6("fd00::10"), ty, 0, [0; 4], vec![0; 16]);
@@ -792,7 +813,7 @@ fn truncated_headers_at_every_length() {
                         f,
                         DROP,
                         Out::Same,
-                        &dropped("malformed_l3"),
+                        &dropped(DropReason::MalformedL3),
                     )
                 } else {
                     case(format!("{name} cut at {cut}"), f, PASS, Out::Same, NON_VIP)
@@ -815,9 +836,9 @@ fn truncated_headers_at_every_length() {
                 let q = cut_l4(p, k);
                 // IPv6 payload length 0 means a jumbogram: an L3 error (§2)
                 let reason = if k == 0 && p.dst.is_ipv6() {
-                    "malformed_l3"
+                    DropReason::MalformedL3
                 } else {
-                    "malformed_l4"
+                    DropReason::MalformedL4
                 };
                 w.check(&case(
                     format!("{name} header cut at {k}"),
@@ -868,9 +889,9 @@ fn truncated_headers_at_every_length() {
         ] {
             for k in 0..8 {
                 let reason = if k == 0 && p.dst.is_ipv6() {
-                    "malformed_l3"
+                    DropReason::MalformedL3
                 } else {
-                    "malformed_l4"
+                    DropReason::MalformedL4
                 };
                 w.check(&case(
                     format!("{name} header cut at {k}"),
@@ -899,7 +920,7 @@ fn truncated_headers_at_every_length() {
                     q.frame(),
                     DROP,
                     Out::Same,
-                    &dropped("malformed_l4"),
+                    &dropped(DropReason::MalformedL4),
                 ));
                 n += 1;
             }
@@ -920,7 +941,7 @@ fn truncated_headers_at_every_length() {
                 q.frame(),
                 DROP,
                 Out::Same,
-                &dropped("malformed_l3"),
+                &dropped(DropReason::MalformedL3),
             ));
             n += 1;
         }
@@ -936,7 +957,7 @@ fn truncated_headers_at_every_length() {
                 f,
                 DROP,
                 Out::Same,
-                &dropped("malformed_l3"),
+                &dropped(DropReason::MalformedL3),
             ));
             n += 1;
         }
@@ -947,10 +968,10 @@ fn truncated_headers_at_every_length() {
             let mut q = p.clone();
             q.padding = pad;
             let (_, out) = w.via_maglev(&q, &vips::udp4());
-            let counters: &[(&str, u64)] = if pad == 0 {
+            let counters: &[(Stat, u64)] = if pad == 0 {
                 MISS_TX
             } else {
-                &[("act_tx", 1), ("ct_hit", 1)]
+                &[(Stat::C(Counter::ActTx), 1), (Stat::C(Counter::CtHit), 1)]
             };
             w.check(&case(
                 format!("padding cut to {pad}"),

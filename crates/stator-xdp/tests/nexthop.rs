@@ -51,10 +51,10 @@ fn the_next_hop_cache_reuses_answers_but_never_failures() {
         };
         let vip = vips::udp4(); // one backend, 10.20.0.3 via 10.10.0.2
         let no_neigh = [
-            ("act_drop", 1),
-            ("no_neigh", 1),
-            ("ct_miss", 1),
-            ("ct_insert", 1),
+            (Stat::C(Counter::ActDrop), 1),
+            (Stat::D(DropReason::NoNeigh), 1),
+            (Stat::C(Counter::CtMiss), 1),
+            (Stat::C(Counter::CtInsert), 1),
         ];
 
         let p = udp(client4(), 41_001, &vip);
@@ -101,10 +101,10 @@ fn the_next_hop_cache_reuses_answers_but_never_failures() {
             DROP,
             Out::Same,
             &[
-                ("act_drop", 1),
-                ("mtu", 1),
-                ("ct_miss", 1),
-                ("ct_insert", 1),
+                (Stat::C(Counter::ActDrop), 1),
+                (Stat::D(DropReason::Mtu), 1),
+                (Stat::C(Counter::CtMiss), 1),
+                (Stat::C(Counter::CtInsert), 1),
             ],
         ));
 

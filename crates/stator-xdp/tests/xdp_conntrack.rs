@@ -17,7 +17,7 @@ use common::expect::maglev;
 use common::pin_to_cpu;
 use fixtures::*;
 
-const HIT_TX: &[(&str, u64)] = &[("act_tx", 1), ("ct_hit", 1)];
+const HIT_TX: &[(Stat, u64)] = &[(Stat::C(Counter::ActTx), 1), (Stat::C(Counter::CtHit), 1)];
 const SEC: u64 = 1_000_000_000;
 
 /// A TCP packet from client4 to the tcp4 VIP whose Maglev choice in `snap` is `real`.
@@ -181,7 +181,11 @@ fn reselect_after_a_backend_drains_and_goes_away() {
             ack_a.frame(),
             TX,
             to_real(w, &ack_a, b),
-            &[("act_tx", 1), ("ct_reselect", 1), ("ct_insert", 1)],
+            &[
+                (Stat::C(Counter::ActTx), 1),
+                (Stat::C(Counter::CtReselect), 1),
+                (Stat::C(Counter::CtInsert), 1),
+            ],
         ));
         w.check(&case(
             "then a hit on B",
@@ -221,7 +225,11 @@ fn reselect_after_a_backend_drains_and_goes_away() {
             late.frame(),
             TX,
             to_real(w, &late, b),
-            &[("act_tx", 1), ("ct_reselect", 1), ("ct_insert", 1)],
+            &[
+                (Stat::C(Counter::ActTx), 1),
+                (Stat::C(Counter::CtReselect), 1),
+                (Stat::C(Counter::CtInsert), 1),
+            ],
         ));
     });
 }
@@ -301,7 +309,11 @@ fn idle_timeouts_follow_the_test_clock() {
             ack.frame(),
             TX,
             to_real(w, &ack, real),
-            &[("act_tx", 1), ("ct_expired", 1), ("ct_insert", 1)],
+            &[
+                (Stat::C(Counter::ActTx), 1),
+                (Stat::C(Counter::CtExpired), 1),
+                (Stat::C(Counter::CtInsert), 1),
+            ],
         ));
         assert_eq!(seen(w), last + tcp_to + 1, "re-inserted now");
 
@@ -316,7 +328,11 @@ fn idle_timeouts_follow_the_test_clock() {
             u.frame(),
             TX,
             to_real(w, &u, ureal),
-            &[("act_tx", 1), ("ct_expired", 1), ("ct_insert", 1)],
+            &[
+                (Stat::C(Counter::ActTx), 1),
+                (Stat::C(Counter::CtExpired), 1),
+                (Stat::C(Counter::CtInsert), 1),
+            ],
         ));
         assert!(udp_to < tcp_to);
         w.fwd.set_test_clock(None);
@@ -332,7 +348,11 @@ fn flood_guard_follows_the_test_clock() {
         w.fwd.commit(&common::valid(&s)).unwrap();
         let t0 = 7_000 * SEC;
         w.fwd.set_test_clock(Some(t0));
-        const GUARD: &[(&str, u64)] = &[("act_tx", 1), ("ct_miss", 1), ("ct_guard", 1)];
+        const GUARD: &[(Stat, u64)] = &[
+            (Stat::C(Counter::ActTx), 1),
+            (Stat::C(Counter::CtMiss), 1),
+            (Stat::C(Counter::CtGuard), 1),
+        ];
         let syns: Vec<Packet> = (0..4)
             .map(|i| tcp(client4(), 25_000 + i, &vips::tcp4(), SYN))
             .collect();
@@ -539,10 +559,10 @@ fn node_parameters_shape_the_outer_header() {
             DROP,
             Out::Same,
             &[
-                ("act_drop", 1),
-                ("no_source", 1),
-                ("ct_miss", 1),
-                ("ct_insert", 1),
+                (Stat::C(Counter::ActDrop), 1),
+                (Stat::D(DropReason::NoSource), 1),
+                (Stat::C(Counter::CtMiss), 1),
+                (Stat::C(Counter::CtInsert), 1),
             ],
         ));
         let p = tcp(client4(), 28_004, &vips::to6(), SYN);
@@ -552,10 +572,10 @@ fn node_parameters_shape_the_outer_header() {
             DROP,
             Out::Same,
             &[
-                ("act_drop", 1),
-                ("no_source", 1),
-                ("ct_miss", 1),
-                ("ct_insert", 1),
+                (Stat::C(Counter::ActDrop), 1),
+                (Stat::D(DropReason::NoSource), 1),
+                (Stat::C(Counter::CtMiss), 1),
+                (Stat::C(Counter::CtInsert), 1),
             ],
         ));
         let p = tcp(client6(), 28_005, &vips::to4(), SYN);
@@ -572,7 +592,13 @@ fn self_test_answers_from_the_active_generation_without_counting_traffic() {
         assert_eq!(st.config_generation, 1);
         assert!(st.vaddr_checked);
         let delta = w.fwd.maps().counters().unwrap().since(&before);
-        assert_eq!(delta.nonzero(), vec![("act_pass", 1), ("self_test", 1)]);
+        assert_eq!(
+            delta.nonzero(),
+            labels(&[
+                (Stat::C(Counter::ActPass), 1),
+                (Stat::C(Counter::SelfTest), 1)
+            ])
+        );
 
         let mut s = w.snap.clone();
         s.generation = 9;

@@ -118,10 +118,10 @@ fn fragments_redirects_groups_and_reports_in_xdp() {
             TX,
             Out::Bytes(out),
             &[
-                ("act_tx", 1),
-                ("ct_miss", 1),
-                ("ct_insert", 1),
-                ("frag_record", 1),
+                (Stat::C(Counter::ActTx), 1),
+                (Stat::C(Counter::CtMiss), 1),
+                (Stat::C(Counter::CtInsert), 1),
+                (Stat::C(Counter::FragRecord), 1),
             ],
         ));
         let rec = w
@@ -138,7 +138,7 @@ fn fragments_redirects_groups_and_reports_in_xdp() {
             l.frame(),
             TX,
             Out::Bytes(out),
-            &[("act_tx", 1), ("frag_hit", 1)],
+            &[(Stat::C(Counter::ActTx), 1), (Stat::C(Counter::FragHit), 1)],
         ));
 
         // an early fragment goes to stator_hold, as received
@@ -148,7 +148,7 @@ fn fragments_redirects_groups_and_reports_in_xdp() {
             early.clone(),
             DROP,
             Out::Same,
-            &[("act_hold", 1)],
+            &[(Stat::C(Counter::ActHold), 1)],
         ));
         let (hdr, frame) = holds.next_frame().expect("a held frame");
         assert_eq!(hdr.key, frag_key(client4(), 0x4343));
@@ -168,7 +168,7 @@ fn fragments_redirects_groups_and_reports_in_xdp() {
             later(0x4444).frame(),
             DROP,
             Out::Same,
-            &[("act_hold", 1)],
+            &[(Stat::C(Counter::ActHold), 1)],
         ));
         let deadline = Instant::now() + Duration::from_secs(5);
         while holder.stats().holding == 0 && Instant::now() < deadline {
@@ -215,10 +215,10 @@ fn fragments_redirects_groups_and_reports_in_xdp() {
                 TX,
                 Out::Bytes(out.clone()),
                 &[
-                    ("act_tx", 1),
-                    ("redirect_rx", 1),
-                    ("ct_miss", 1),
-                    ("ct_insert", 1),
+                    (Stat::C(Counter::ActTx), 1),
+                    (Stat::C(Counter::RedirectRx), 1),
+                    (Stat::C(Counter::CtMiss), 1),
+                    (Stat::C(Counter::CtInsert), 1),
                 ],
             ));
         }
@@ -245,7 +245,11 @@ fn fragments_redirects_groups_and_reports_in_xdp() {
             syn.frame(),
             TX,
             Out::Bytes(out),
-            &[("act_tx", 1), ("ct_miss", 1), ("failover", 1)],
+            &[
+                (Stat::C(Counter::ActTx), 1),
+                (Stat::C(Counter::CtMiss), 1),
+                (Stat::C(Counter::Failover), 1),
+            ],
         ));
 
         // §3.1: 10.100.5.1 is not configured anywhere; its suffix is the group VIP's
@@ -265,10 +269,10 @@ fn fragments_redirects_groups_and_reports_in_xdp() {
             TX,
             Out::Bytes(out),
             &[
-                ("act_tx", 1),
-                ("ct_miss", 1),
-                ("ct_insert", 1),
-                ("group_match", 1),
+                (Stat::C(Counter::ActTx), 1),
+                (Stat::C(Counter::CtMiss), 1),
+                (Stat::C(Counter::CtInsert), 1),
+                (Stat::C(Counter::GroupMatch), 1),
             ],
         ));
         let other = Packet::tcp(client4(), 7005, v4(10, 100, 5, 2), 80, tcp_flags::SYN);
@@ -297,10 +301,10 @@ fn fragments_redirects_groups_and_reports_in_xdp() {
             TX,
             Out::Bytes(out),
             &[
-                ("act_tx", 1),
-                ("ct_miss", 1),
-                ("ct_insert", 1),
-                ("trace_report", 1),
+                (Stat::C(Counter::ActTx), 1),
+                (Stat::C(Counter::CtMiss), 1),
+                (Stat::C(Counter::CtInsert), 1),
+                (Stat::C(Counter::TraceReport), 1),
             ],
         ));
         let e = traces.next_event().expect("a report");

@@ -25,7 +25,7 @@
 //! `--seconds`; pps = frames the sink counted / wall time. The best of `--rounds` is kept.
 //! Benchmarks never fail on a timing.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,7 @@ use serde_json::json;
 use stator_abi::{Counter, Encap};
 use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot};
 use stator_lab::netns::{self, Netns};
+use stator_testkit::Packet;
 use stator_xdp::testrun::run_xdp_live;
 use stator_xdp::veth_bench::VethBench;
 use stator_xdp::{ConntrackMode, Forwarder, XdpOptions};
@@ -135,48 +136,13 @@ fn frame(dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<u8> {
 }
 
 /// A 60-byte TCP segment with `flags` from the client to the VIP (checksums correct for the
-/// first flow).
+/// first flow), built by stator-testkit like every test frame.
 pub(crate) fn tcp_frame(dst_mac: [u8; 6], src_mac: [u8; 6], flags: u8) -> Vec<u8> {
-    let mut f = Vec::with_capacity(60);
-    f.extend_from_slice(&dst_mac);
-    f.extend_from_slice(&src_mac);
-    f.extend_from_slice(&[0x08, 0x00]);
-    let payload = [0x5au8; 6];
-    let mut ip = vec![0x45, 0];
-    ip.extend_from_slice(&((20 + 20 + payload.len()) as u16).to_be_bytes());
-    ip.extend_from_slice(&[0x12, 0x34, 0x40, 0, 64, 6, 0, 0]);
-    ip.extend_from_slice(&CLIENT.octets());
-    ip.extend_from_slice(&VIP.octets());
-    let c = checksum(&ip);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    let mut tcp = Vec::new();
-    tcp.extend_from_slice(&1024u16.to_be_bytes());
-    tcp.extend_from_slice(&80u16.to_be_bytes());
-    tcp.extend_from_slice(&[
-        0, 0, 0x03, 0xe8, 0, 0, 0x07, 0xd0, 0x50, flags, 0xfa, 0xf0, 0, 0, 0, 0,
-    ]);
-    tcp.extend_from_slice(&payload);
-    let mut pseudo = Vec::new();
-    pseudo.extend_from_slice(&CLIENT.octets());
-    pseudo.extend_from_slice(&VIP.octets());
-    pseudo.extend_from_slice(&[0, 6, 0, tcp.len() as u8]);
-    pseudo.extend_from_slice(&tcp);
-    let c = checksum(&pseudo);
-    tcp[16..18].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&tcp);
-    f
-}
-
-fn checksum(b: &[u8]) -> u16 {
-    let mut s: u32 = b
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
+    let mut p =
+        Packet::tcp(IpAddr::V4(CLIENT), 1024, IpAddr::V4(VIP), 80, flags).with_payload(&[0x5a; 6]);
+    p.dst_mac = dst_mac;
+    p.src_mac = src_mac;
+    p.frame()
 }
 
 pub(crate) fn snapshot() -> Result<ValidSnapshot> {

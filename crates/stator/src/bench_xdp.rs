@@ -18,6 +18,8 @@ use serde_json::json;
 use stator_abi::{Counter, Encap};
 use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot};
 use stator_lab::netns::{self, Netns};
+use stator_testkit::Packet;
+use stator_testkit::tcp_flags::{ACK, SYN};
 use stator_xdp::bench::{Baselines, BenchWrapper, ProgramFd};
 use stator_xdp::testrun::{TestRunOpts, run_xdp};
 use stator_xdp::{ConntrackMode, Counters, Forwarder, XdpOptions};
@@ -154,74 +156,6 @@ impl Mix {
     }
 }
 
-const LB_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
-const CLIENT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
-const TCP: u8 = 6;
-const UDP: u8 = 17;
-const ACK: u8 = 0x10;
-const SYN: u8 = 0x02;
-
-fn csum(b: &[u8]) -> u16 {
-    let mut s: u32 = b
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
-
-/// An Ethernet frame carrying `l4` (a TCP or UDP header + payload) over IPv4 or IPv6.
-fn frame(src: IpAddr, dst: IpAddr, proto: u8, l4: &[u8]) -> Vec<u8> {
-    let mut f = Vec::with_capacity(128);
-    f.extend_from_slice(&LB_MAC);
-    f.extend_from_slice(&CLIENT_MAC);
-    match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            f.extend_from_slice(&[0x08, 0x00]);
-            let mut h = vec![0x45, 0];
-            h.extend_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
-            h.extend_from_slice(&[0x12, 0x34, 0x40, 0, 64, proto, 0, 0]);
-            h.extend_from_slice(&s.octets());
-            h.extend_from_slice(&d.octets());
-            let c = csum(&h);
-            h[10..12].copy_from_slice(&c.to_be_bytes());
-            f.extend_from_slice(&h);
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-            f.extend_from_slice(&(l4.len() as u16).to_be_bytes());
-            f.extend_from_slice(&[proto, 64]);
-            f.extend_from_slice(&s.octets());
-            f.extend_from_slice(&d.octets());
-        }
-        _ => unreachable!("one family per frame"),
-    }
-    f.extend_from_slice(l4);
-    f
-}
-
-fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
-    let mut t = Vec::with_capacity(20);
-    t.extend_from_slice(&sport.to_be_bytes());
-    t.extend_from_slice(&dport.to_be_bytes());
-    t.extend_from_slice(&[
-        0, 0, 0x03, 0xe8, 0, 0, 0x07, 0xd0, 0x50, flags, 0xfa, 0xf0, 0, 0, 0, 0,
-    ]);
-    t
-}
-
-fn udp(sport: u16, dport: u16, payload: usize) -> Vec<u8> {
-    let mut u = Vec::with_capacity(8 + payload);
-    u.extend_from_slice(&sport.to_be_bytes());
-    u.extend_from_slice(&dport.to_be_bytes());
-    u.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
-    u.extend_from_slice(&[0, 0]);
-    u.extend(std::iter::repeat_n(0x5a, payload));
-    u
-}
-
 fn vip4() -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 0, 0, 10))
 }
@@ -238,7 +172,7 @@ fn classes() -> Vec<Class> {
     vec![
         Class {
             name: "tcp4_hit",
-            frame: frame(c4, vip4(), TCP, &tcp(40000, 80, ACK)),
+            frame: Packet::tcp(c4, 40000, vip4(), 80, ACK).frame(),
             flow_off: off4,
             guard: false,
             goal: 35.0,
@@ -246,7 +180,7 @@ fn classes() -> Vec<Class> {
         },
         Class {
             name: "tcp6_hit",
-            frame: frame(c6, vip6(), TCP, &tcp(40000, 80, ACK)),
+            frame: Packet::tcp(c6, 40000, vip6(), 80, ACK).frame(),
             flow_off: off6,
             guard: false,
             goal: 40.0,
@@ -254,7 +188,9 @@ fn classes() -> Vec<Class> {
         },
         Class {
             name: "udp4_hit",
-            frame: frame(c4, vip4(), UDP, &udp(40000, 53, 18)),
+            frame: Packet::udp(c4, 40000, vip4(), 53)
+                .with_payload(&[0x5a; 18])
+                .frame(),
             flow_off: off4,
             guard: false,
             goal: 35.0,
@@ -262,7 +198,7 @@ fn classes() -> Vec<Class> {
         },
         Class {
             name: "tcp4_syn_insert",
-            frame: frame(c4, vip4(), TCP, &tcp(40000, 80, SYN)),
+            frame: Packet::tcp(c4, 40000, vip4(), 80, SYN).frame(),
             flow_off: off4,
             guard: false,
             goal: 85.0,
@@ -270,7 +206,7 @@ fn classes() -> Vec<Class> {
         },
         Class {
             name: "tcp4_syn_guard",
-            frame: frame(c4, vip4(), TCP, &tcp(40000, 80, SYN)),
+            frame: Packet::tcp(c4, 40000, vip4(), 80, SYN).frame(),
             flow_off: off4,
             guard: true,
             goal: 40.0,
@@ -278,7 +214,7 @@ fn classes() -> Vec<Class> {
         },
         Class {
             name: "nonvip_pass",
-            frame: frame(c4, other, TCP, &tcp(40000, 80, ACK)),
+            frame: Packet::tcp(c4, 40000, other, 80, ACK).frame(),
             flow_off: off4,
             guard: false,
             goal: 10.0,
