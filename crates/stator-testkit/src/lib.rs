@@ -6,9 +6,14 @@
 //! Ethernet padding. It assembles bytes by hand and deliberately does **not** use `stator-wire`,
 //! so a bug in the parsers cannot hide itself by also being in the oracle.
 //!
-//! Checksums are correct unless a test corrupts them on purpose. Test-only: never a dependency of
-//! a shipped crate.
+//! Checksums are correct unless a test corrupts them on purpose. [`expect`] holds the other
+//! half of the oracle: the encapsulated frame the forwarder must emit, assembled from
+//! docs/forwarding.md §5, shared by stator-core's and stator-xdp's tests. Used by tests and by
+//! the benchmarks' traffic (`stator bench xdp`, `stator bench veth`) — one set of frame
+//! builders — never by a forwarding path.
 #![forbid(unsafe_code)]
+
+pub mod expect;
 
 use std::net::IpAddr;
 

@@ -8,7 +8,7 @@ use stator_core::{
     Action, BackendSpec, CompiledSnapshot, Encap, Forwarder, ForwarderConfig, NextHop, NodeParams,
     Proto, Snapshot, SnapshotBuilder, StaticFib, VecPacketBuf, Verdict,
 };
-use stator_testkit::inet_checksum;
+use stator_testkit::expect::{self, Tunnel};
 
 pub const SRC4: Ipv4Addr = Ipv4Addr::new(10, 9, 9, 9);
 pub const SRC6: Ipv6Addr = Ipv6Addr::new(0xfd00, 9, 0, 0, 0, 0, 0, 9);
@@ -117,62 +117,26 @@ pub struct Outer {
     pub gue_port: u16,
 }
 
-/// The frame the forwarder must send for `inner` (the IP packet) and `padding` trailing bytes.
+/// The frame the forwarder must send for `inner` (the IP packet) and `padding` trailing bytes
+/// (stator-testkit's oracle, shared with stator-xdp's fixtures).
 pub fn expected_frame(o: &Outer, inner: &[u8], padding: usize) -> Vec<u8> {
-    let inner_v6 = inner[0] >> 4 == 6;
-    let (encap_hdr, proto): (Vec<u8>, u8) = match o.encap {
-        Encap::Gre => (
-            vec![
-                0,
-                0,
-                if inner_v6 { 0x86 } else { 0x08 },
-                if inner_v6 { 0xdd } else { 0x00 },
-            ],
-            47,
-        ),
-        Encap::Ipip => (vec![], if inner_v6 { 41 } else { 4 }),
-        Encap::Gue => {
-            let sport = 0xc000 | (o.hash & 0x3fff) as u16;
-            let len = (12 + inner.len()) as u16;
-            let mut h = Vec::new();
-            h.extend_from_slice(&sport.to_be_bytes());
-            h.extend_from_slice(&o.gue_port.to_be_bytes());
-            h.extend_from_slice(&len.to_be_bytes());
-            h.extend_from_slice(&[0, 0, 0, if inner_v6 { 41 } else { 4 }, 0, 0]);
-            (h, 17)
-        }
+    let tunnel = match o.encap {
+        Encap::Gre => Tunnel::Gre,
+        Encap::Ipip => Tunnel::Ipip,
+        Encap::Gue => Tunnel::Gue { port: o.gue_port },
     };
-    let mut f = Vec::new();
-    f.extend_from_slice(&HOP_DMAC);
-    f.extend_from_slice(&HOP_SMAC);
-    match (o.src, o.dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            f.extend_from_slice(&[0x08, 0x00]);
-            let total = (20 + encap_hdr.len() + inner.len()) as u16;
-            let mut h = vec![0x45, o.tos];
-            h.extend_from_slice(&total.to_be_bytes());
-            h.extend_from_slice(&[0, 0, if o.df { 0x40 } else { 0 }, 0, o.ttl, proto, 0, 0]);
-            h.extend_from_slice(&s.octets());
-            h.extend_from_slice(&d.octets());
-            let c = inet_checksum(&h);
-            h[10..12].copy_from_slice(&c.to_be_bytes());
-            f.extend_from_slice(&h);
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            f.extend_from_slice(&[0x86, 0xdd]);
-            let word = (6u32 << 28) | (u32::from(o.tos) << 20) | (o.hash & 0xfffff);
-            f.extend_from_slice(&word.to_be_bytes());
-            f.extend_from_slice(&((encap_hdr.len() + inner.len()) as u16).to_be_bytes());
-            f.extend_from_slice(&[proto, o.ttl]);
-            f.extend_from_slice(&s.octets());
-            f.extend_from_slice(&d.octets());
-        }
-        _ => panic!("outer families differ"),
-    }
-    f.extend_from_slice(&encap_hdr);
-    f.extend_from_slice(inner);
-    f.extend(std::iter::repeat_n(0, padding));
-    f
+    let outer = expect::Outer {
+        dmac: HOP_DMAC,
+        smac: HOP_SMAC,
+        src: o.src,
+        dst: o.dst,
+        ttl: o.ttl,
+        tunnel,
+        hash: o.hash,
+        tos: Some(o.tos),
+        df: Some(o.df),
+    };
+    expect::encapsulated(&outer, inner, padding)
 }
 
 /// The outer header a packet to `real` gets under the fixtures' node parameters.

@@ -1,13 +1,13 @@
 //! Expected forwarder outputs, assembled byte by byte from the contract in
-//! docs/forwarding.md §5 and §6 — independently of the C program and of stator-wire. Checksums
-//! come from stator-testkit's RFC 1071 implementation; the flow hash from stator-hash (the
+//! docs/forwarding.md §5 and §6 — independently of the C program and of stator-wire: the frame
+//! from stator-testkit's oracle (`stator_testkit::expect`), the flow hash from stator-hash (the
 //! reference the C header is tested against).
 
 use std::net::IpAddr;
 
 use stator_abi::Encap;
 use stator_core::{RealId, Snapshot, VipKey};
-use stator_testkit::inet_checksum;
+use stator_testkit::expect::{self, Tunnel};
 
 /// The flow hash of a 5-tuple (addresses of one family).
 pub fn flow_hash(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, proto: u8) -> u32 {
@@ -41,66 +41,24 @@ pub struct Outer {
     pub gue_port: u16,
 }
 
-/// The encapsulated frame for `inner` (an IP packet) followed by `padding` zero bytes.
+/// The encapsulated frame for `inner` (an IP packet) followed by `padding` zero bytes: TOS and
+/// DF from the inner packet (stator-testkit's oracle, shared with stator-core's tests).
 pub fn encap(o: &Outer, inner: &[u8], padding: usize) -> Vec<u8> {
-    let inner_v6 = inner[0] >> 4 == 6;
-    let tos = if inner_v6 {
-        (inner[0] << 4) | (inner[1] >> 4)
-    } else {
-        inner[1]
+    let tunnel = match o.encap {
+        Encap::Gre => Tunnel::Gre,
+        Encap::Ipip => Tunnel::Ipip,
+        Encap::Gue => Tunnel::Gue { port: o.gue_port },
     };
-    let df = inner_v6 || inner[6] & 0x40 != 0;
-    let (e, proto): (Vec<u8>, u8) = match o.encap {
-        Encap::Gre => {
-            let mut e = vec![0, 0];
-            e.extend_from_slice(if inner_v6 {
-                &[0x86, 0xdd]
-            } else {
-                &[0x08, 0x00]
-            });
-            (e, 47)
-        }
-        Encap::Ipip => (Vec::new(), if inner_v6 { 41 } else { 4 }),
-        Encap::Gue => {
-            let mut e = Vec::new();
-            e.extend_from_slice(&(0xC000u16 | (o.hash & 0x3fff) as u16).to_be_bytes());
-            e.extend_from_slice(&o.gue_port.to_be_bytes());
-            e.extend_from_slice(&((8 + 4 + inner.len()) as u16).to_be_bytes());
-            e.extend_from_slice(&[0, 0]);
-            e.extend_from_slice(&[0, if inner_v6 { 41 } else { 4 }, 0, 0]);
-            (e, 17)
-        }
+    let outer = expect::Outer {
+        dmac: o.dmac,
+        smac: o.smac,
+        src: o.src,
+        dst: o.dst,
+        ttl: o.ttl,
+        tunnel,
+        hash: o.hash,
+        tos: None,
+        df: None,
     };
-    let mut f = Vec::new();
-    f.extend_from_slice(&o.dmac);
-    f.extend_from_slice(&o.smac);
-    match (o.src, o.dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            f.extend_from_slice(&[0x08, 0x00]);
-            let mut h = vec![0x45, tos];
-            h.extend_from_slice(&((20 + e.len() + inner.len()) as u16).to_be_bytes());
-            h.extend_from_slice(&[0, 0]);
-            h.extend_from_slice(if df { &[0x40, 0] } else { &[0, 0] });
-            h.extend_from_slice(&[o.ttl, proto, 0, 0]);
-            h.extend_from_slice(&s.octets());
-            h.extend_from_slice(&d.octets());
-            let c = inet_checksum(&h);
-            h[10..12].copy_from_slice(&c.to_be_bytes());
-            f.extend_from_slice(&h);
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            f.extend_from_slice(&[0x86, 0xdd]);
-            let word = (6u32 << 28) | (u32::from(tos) << 20) | (o.hash & 0xfffff);
-            f.extend_from_slice(&word.to_be_bytes());
-            f.extend_from_slice(&((e.len() + inner.len()) as u16).to_be_bytes());
-            f.extend_from_slice(&[proto, o.ttl]);
-            f.extend_from_slice(&s.octets());
-            f.extend_from_slice(&d.octets());
-        }
-        _ => panic!("outer source and destination families differ"),
-    }
-    f.extend_from_slice(&e);
-    f.extend_from_slice(inner);
-    f.extend(std::iter::repeat_n(0u8, padding));
-    f
+    expect::encapsulated(&outer, inner, padding)
 }
