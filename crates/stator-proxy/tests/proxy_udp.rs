@@ -74,6 +74,9 @@ fn every_reply_reaches_the_client_that_asked() {
             "one client address and port, one session, one backend"
         );
     }
+    // The worker counts a reply after its send returns, which may be after the client has
+    // read it: wait for the count, then check it exactly.
+    eventually(WAIT, || stats.udp.datagrams_out.load(Relaxed) >= 64 * 20);
     assert_eq!(stats.udp.datagrams_in.load(Relaxed), 64 * 20);
     assert_eq!(stats.udp.datagrams_out.load(Relaxed), 64 * 20);
     assert_eq!(stats.connections.load(Relaxed), 64, "a session per client");

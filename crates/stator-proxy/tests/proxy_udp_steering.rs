@@ -216,6 +216,10 @@ fn ten_thousand_pairs_from_64_clients_reach_their_asker_and_one_backend_per_clie
         "steering = source: every port of a client on one backend: {:?}",
         steered.backends
     );
+    // A reply is counted after its send returns, possibly after the client read it.
+    udp_common::eventually(Duration::from_secs(5), || {
+        stats.udp.datagrams_out.load(Relaxed) >= pairs as u64
+    });
     assert_eq!(stats.udp.datagrams_in.load(Relaxed), pairs as u64);
     assert_eq!(stats.udp.datagrams_out.load(Relaxed), pairs as u64);
     assert_eq!(
