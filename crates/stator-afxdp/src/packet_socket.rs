@@ -32,6 +32,8 @@ pub struct PacketSocketStats {
     /// Nanoseconds deciding frames (`process`, from a clock read per batch; the system calls
     /// excluded).
     pub busy_ns: AtomicU64,
+    /// Set once the sockets are open and bound: frames sent from then on are seen.
+    pub ready: AtomicBool,
 }
 
 /// An `AF_PACKET` raw socket bound to one interface (of the calling thread's namespace).
@@ -204,6 +206,7 @@ pub fn run(
     let mut ports = vec![ingress];
     ports.extend_from_slice(egress);
     let fib = KernelFib::new(fib_prog, fib_cache_ns, ports);
+    stats.ready.store(true, Ordering::Release);
     let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; BUF]).collect();
     let mut lens = Vec::with_capacity(BATCH);
     let mut out: Vec<Vec<(*const u8, usize)>> = vec![Vec::new(); tx.len()];

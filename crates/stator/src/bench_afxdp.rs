@@ -291,6 +291,20 @@ impl Rig {
                     )?;
                     Ok(())
                 })?;
+                // the thread loads a program and opens its sockets: traffic sent before it
+                // is bound would never reach it (CI once measured 0 frames that way)
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while !stats.ready.load(Ordering::Acquire) {
+                    if thread.is_finished() || Instant::now() > deadline {
+                        stop.store(true, Ordering::SeqCst);
+                        let r = thread
+                            .join()
+                            .map_err(|_| anyhow::anyhow!("AF_PACKET thread panicked"))?;
+                        r?;
+                        bail!("the AF_PACKET forwarder was not ready within 20 s");
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
                 Ok(Running::AfPacket {
                     stop,
                     thread,
