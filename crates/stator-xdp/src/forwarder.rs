@@ -88,6 +88,14 @@ impl Forwarder {
         Self::load_object(opts, object, PROGRAM_NAME, &[])
     }
 
+    /// Loads another compiled `stator_fwd` object (a build of `bpf/stator_fwd.bpf.c` for the
+    /// same ABI) as [`Forwarder::load`] does: for benchmarks that compare two builds of the
+    /// program in one sitting (`stator bench xdp --object`). Pinned maps of another layout are
+    /// refused the same way.
+    pub fn load_from(opts: &XdpOptions, object: &[u8]) -> Result<Self> {
+        Self::load_object(opts, object, PROGRAM_NAME, &[])
+    }
+
     /// Loads XDP program `program` of `object` (and its `extra` programs) over the
     /// forwarder's pinned maps, as [`Forwarder::load`] describes.
     pub(crate) fn load_object(
