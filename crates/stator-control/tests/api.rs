@@ -59,7 +59,7 @@ fn the_admin_api_over_a_real_socket() {
         .map(|(s, h)| (backend(h), 8080, s.addr))
         .collect();
     let state = sim::state(1 << 16);
-    let rt = sim::runtime();
+    let rt = common::runtime();
     let node = rt
         .block_on(sim::start(&cfg, &state, sim::routes(&pairs)))
         .unwrap();

@@ -65,7 +65,7 @@ fn a_thousand_idle_connections_do_not_delay_the_api() {
     )
     .unwrap();
 
-    let rt = sim::runtime();
+    let rt = common::runtime();
     let state = sim::state(1 << 16);
     let node = rt
         .block_on(sim::start(&config(""), &state, Default::default()))
@@ -135,7 +135,7 @@ fn a_thousand_idle_connections_do_not_delay_the_api() {
 
 #[test]
 fn at_the_limit_the_oldest_idle_connection_makes_room() {
-    let rt = sim::runtime();
+    let rt = common::runtime();
     let state = sim::state(1 << 16);
     let node = rt
         .block_on(sim::start(

@@ -10,7 +10,8 @@ mod common;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use common::netns::{Lab, runtime};
+use common::netns::Lab;
+use common::runtime;
 use stator_config::HealthPlan;
 use stator_control::health::Runner;
 use tokio::sync::mpsc;

@@ -15,10 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::prom;
-use serde_json::Value;
-use stator_control::client::ApiClient;
-use stator_control::{Node, NodeOptions};
+use common::{free_tcp_port, listener, prom, runtime, start_node};
 
 /// A loopback HTTP server answering every request with its name, until stopped.
 struct Named {
@@ -142,14 +139,6 @@ impl Drop for Sickly {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn get(addr: SocketAddr) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -191,36 +180,13 @@ fn config(a: SocketAddr, b: SocketAddr, web: u16, extra: Option<u16>) -> String 
     t
 }
 
-fn listener<'a>(v: &'a Value, name: &str) -> &'a Value {
-    v["listeners"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["name"] == name)
-        .unwrap_or_else(|| panic!("no listener {name} in {v}"))
-}
-
 #[test]
 fn a_proxy_only_node_serves_reports_heals_and_reloads() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let (a, b) = (Named::start("a"), Named::start("b"));
-    let web = free_port();
+    let web = free_tcp_port();
     let text = config(a.addr, b.addr, web, None);
-    let node = rt
-        .block_on(Node::start(
-            text,
-            "t.toml".into(),
-            NodeOptions {
-                listen: Some("127.0.0.1:0".parse().unwrap()),
-                ..NodeOptions::default()
-            },
-        ))
-        .unwrap();
-    let api = ApiClient::new(&node.api_addr().to_string(), None).unwrap();
+    let (node, api) = start_node(&rt, text);
     let web_addr: SocketAddr = format!("127.0.0.1:{web}").parse().unwrap();
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..20 {
@@ -298,7 +264,7 @@ fn a_proxy_only_node_serves_reports_heals_and_reloads() {
     }
 
     // A reload adds a TCP listener; the HTTP one keeps its socket and counters.
-    let raw = free_port();
+    let raw = free_tcp_port();
     let report = rt
         .block_on(node.apply(
             config(a.addr, b_addr, web, Some(raw)),
@@ -330,24 +296,10 @@ fn a_proxy_only_node_serves_reports_heals_and_reloads() {
 
 #[test]
 fn a_reload_whose_listener_cannot_bind_is_refused_and_the_old_config_keeps_serving() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let (a, b) = (Named::start("a"), Named::start("b"));
-    let web = free_port();
-    let node = rt
-        .block_on(Node::start(
-            config(a.addr, b.addr, web, None),
-            "t.toml".into(),
-            NodeOptions {
-                listen: Some("127.0.0.1:0".parse().unwrap()),
-                ..NodeOptions::default()
-            },
-        ))
-        .unwrap();
-    let api = ApiClient::new(&node.api_addr().to_string(), None).unwrap();
+    let web = free_tcp_port();
+    let (node, api) = start_node(&rt, config(a.addr, b.addr, web, None));
     let web_addr: SocketAddr = format!("127.0.0.1:{web}").parse().unwrap();
     assert_eq!(get(web_addr).0, 200);
 
@@ -417,28 +369,14 @@ fn a_reload_whose_listener_cannot_bind_is_refused_and_the_old_config_keeps_servi
 
 #[test]
 fn health_takes_a_sick_backend_out_and_no_request_reaches_it_after() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let (a, b) = (Sickly::start("a"), Sickly::start("b"));
-    let web = free_port();
+    let web = free_tcp_port();
     let text = config(a.addr, b.addr, web, None).replace(
         "[pool.health]\n",
         "[pool.health]\nmethod = \"http\"\npath = \"/health\"\n",
     );
-    let node = rt
-        .block_on(Node::start(
-            text,
-            "t.toml".into(),
-            NodeOptions {
-                listen: Some("127.0.0.1:0".parse().unwrap()),
-                ..NodeOptions::default()
-            },
-        ))
-        .unwrap();
-    let api = ApiClient::new(&node.api_addr().to_string(), None).unwrap();
+    let (node, api) = start_node(&rt, text);
     let web_addr: SocketAddr = format!("127.0.0.1:{web}").parse().unwrap();
     let state_of_b =
         || listener(&api.get_json("/v1/listeners").unwrap(), "web")["backends"][1]["state"].clone();

@@ -101,7 +101,7 @@ fn ids_survive_reloads_and_a_restart() {
     let a = config(&[(1, &[2, 3]), (2, &[3, 4])], keep, "");
     let b = config(&[(3, &[2]), (2, &[3, 4, 5]), (1, &[3])], keep, "");
     let state = sim::state(1 << 16);
-    let rt = sim::runtime();
+    let rt = common::runtime();
     let node = rt.block_on(sim::start(&a, &state, routes.clone())).unwrap();
     let first = state.snapshot();
     let ids_a = real_ids(&first);
@@ -177,7 +177,7 @@ fn a_failing_backend_leaves_every_table_it_is_in() {
     let (mut servers, routes) = servers(&[2, 3, 4]);
     let cfg = config(&[(1, &[2, 3]), (2, &[3, 4])], "", "");
     let state = sim::state(1 << 16);
-    let rt = sim::runtime();
+    let rt = common::runtime();
     let node = rt.block_on(sim::start(&cfg, &state, routes)).unwrap();
     let three = backend(3);
     let before = state.snapshot();
@@ -424,7 +424,7 @@ fn a_refused_commit_keeps_the_old_generation() {
     let two = config(&[(1, &[2]), (2, &[2])], "", "");
     let three = config(&[(1, &[2]), (2, &[2]), (3, &[2])], "", "");
     let state = sim::state(600);
-    let rt = sim::runtime();
+    let rt = common::runtime();
     let node = rt.block_on(sim::start(&two, &state, routes)).unwrap();
     let before = state.snapshot();
     let view_before = node.view();
@@ -502,7 +502,7 @@ fn a_health_change_rebuilds_only_the_tables_it_touches() {
         );
     }
     let state = sim::state(1 << 20);
-    let rt = sim::runtime();
+    let rt = common::runtime();
     let started = Instant::now();
     let node = rt.block_on(sim::start(&t, &state, routes)).unwrap();
     let s = node.startup();

@@ -11,10 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::prom;
-use serde_json::Value;
-use stator_control::client::ApiClient;
-use stator_control::{Node, NodeOptions};
+use common::{free_udp_port, listener, prom, runtime, start_node};
 
 /// A loopback UDP echo answering `"<name>|<payload>"`, until dropped.
 struct Echo {
@@ -54,14 +51,6 @@ impl Drop for Echo {
     }
 }
 
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn config(a: SocketAddr, b: SocketAddr, port: u16, responses: Option<u32>) -> String {
     let mut t = format!(
         "[node]\nname = \"u1\"\n[dataplane]\nmode = \"none\"\n\
@@ -80,15 +69,6 @@ fn config(a: SocketAddr, b: SocketAddr, port: u16, responses: Option<u32>) -> St
     t
 }
 
-fn listener<'a>(v: &'a Value, name: &str) -> &'a Value {
-    v["listeners"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["name"] == name)
-        .unwrap_or_else(|| panic!("no listener {name} in {v}"))
-}
-
 /// One request from a new client address: the reply's backend name.
 fn ask(client_ip: &str, to: SocketAddr, msg: &str) -> Option<String> {
     let c = UdpSocket::bind(format!("{client_ip}:0")).unwrap();
@@ -103,24 +83,10 @@ fn ask(client_ip: &str, to: SocketAddr, msg: &str) -> Option<String> {
 
 #[test]
 fn a_node_serves_reports_heals_and_reloads_a_udp_listener() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let (a, b) = (Echo::start("a"), Echo::start("b"));
     let port = free_udp_port();
-    let node = rt
-        .block_on(Node::start(
-            config(a.addr, b.addr, port, None),
-            "t.toml".into(),
-            NodeOptions {
-                listen: Some("127.0.0.1:0".parse().unwrap()),
-                ..NodeOptions::default()
-            },
-        ))
-        .unwrap();
-    let api = ApiClient::new(&node.api_addr().to_string(), None).unwrap();
+    let (node, api) = start_node(&rt, config(a.addr, b.addr, port, None));
     let to: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     // the health checks make both usable first
     let deadline = Instant::now() + Duration::from_secs(5);

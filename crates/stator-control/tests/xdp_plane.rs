@@ -84,7 +84,7 @@ fn commit_read_back_a_refused_commit_and_a_restart_over_the_pins() {
     let three = config(&pins, &[(1, &[3, 4]), (2, &[2]), (3, &[2])], keep);
     // The maps hold 600 slots per generation: two tables of 251 fit, three do not.
     let opts = xdp_options(&pins.path, 600);
-    let rt = sim::runtime();
+    let rt = common::runtime();
     let plane = XdpPlane::load(&opts).unwrap();
     let node = rt
         .block_on(sim::start_with(&a, Box::new(plane), routes.clone()))
@@ -152,7 +152,7 @@ fn the_api_counters_and_tracer_read_the_programs_maps() {
     let (_servers, routes) = servers(&[2, 3]);
     let cfg = config(&pins, &[(10, &[2, 3])], "");
     let opts = xdp_options(&pins.path, 1 << 16);
-    let rt = sim::runtime();
+    let rt = common::runtime();
     let plane = XdpPlane::load(&opts).unwrap();
     let node = rt
         .block_on(sim::start_with(&cfg, Box::new(plane), routes))

@@ -39,7 +39,7 @@ use stator_xdp::testrun::run_xdp_live;
 use stator_xdp::veth_bench::VethBench;
 use stator_xdp::{ConntrackMode, Forwarder, XdpOptions};
 
-use crate::bench_xdp::{cpu_model, pin_to_cpu};
+use crate::bench_xdp::{cpu_model, pin_to_cpu, write_report};
 
 /// Options of `stator bench veth`.
 #[derive(Debug, Clone, clap::Args)]
@@ -491,13 +491,7 @@ pub fn run(args: BenchVethArgs) -> Result<()> {
         })).collect::<Vec<_>>(),
         "elapsed_s": started.elapsed().as_secs_f64(),
     });
-    if let Some(dir) = args.out.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    std::fs::write(&args.out, serde_json::to_string_pretty(&report)? + "\n")
-        .with_context(|| format!("writing {}", args.out.display()))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    if write_report(&args.out, args.json, &report)? {
         return Ok(());
     }
     println!(

@@ -617,18 +617,30 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         })).collect::<Vec<_>>(),
         "elapsed_s": started.elapsed().as_secs_f64(),
     });
-    if let Some(dir) = args.out.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    std::fs::write(&args.out, serde_json::to_string_pretty(&report)? + "\n")
-        .with_context(|| format!("writing {}", args.out.display()))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    if write_report(&args.out, args.json, &report)? {
         return Ok(());
     }
     print_table(&report, &baselines, &rows, tx, tx_a, plan);
     println!("\nreport written to {}", args.out.display());
     Ok(())
+}
+
+/// Writes a benchmark's JSON report to `out` (creating its directory) and, when `json`, prints
+/// it too; true when printed (the caller then prints no table).
+pub(crate) fn write_report(
+    out: &std::path::Path,
+    json: bool,
+    report: &serde_json::Value,
+) -> Result<bool> {
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(report)? + "\n";
+    std::fs::write(out, &text).with_context(|| format!("writing {}", out.display()))?;
+    if json {
+        print!("{text}");
+    }
+    Ok(json)
 }
 
 pub(crate) fn cpu_model() -> String {

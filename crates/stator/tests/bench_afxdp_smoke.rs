@@ -4,24 +4,11 @@
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
-use std::process::Command;
+mod common;
 
 #[test]
 fn bench_afxdp_quick_produces_every_row() {
-    assert!(
-        stator_xdp::is_root(),
-        "this test loads XDP programs, binds AF_XDP sockets and creates namespaces: run as root"
-    );
-    let out = std::env::temp_dir().join(format!("stator-bench-afxdp-{}.json", std::process::id()));
-    let status = Command::new(env!("CARGO_BIN_EXE_stator"))
-        .args(["bench", "afxdp", "--quick", "--flows", "2000", "--out"])
-        .arg(&out)
-        .status()
-        .expect("run stator bench afxdp --quick");
-    assert!(status.success(), "stator bench afxdp --quick failed");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&out).expect("the JSON report")).unwrap();
-    let _ = std::fs::remove_file(&out);
+    let report = common::bench_report(&["afxdp", "--quick", "--flows", "2000"]);
     let rows = report["results"].as_array().expect("results");
     let mut seen = Vec::new();
     for r in rows {

@@ -4,32 +4,11 @@
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
-use std::process::Command;
+mod common;
 
 #[test]
 fn bench_udp_quick_reports_every_step() {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
-    assert!(
-        root,
-        "this test loads BPF programs and creates network namespaces: run as root"
-    );
-    let out = std::env::temp_dir().join(format!("stator-bench-udp-{}.json", std::process::id()));
-    let status = Command::new(env!("CARGO_BIN_EXE_stator"))
-        .args(["bench", "udp", "--quick", "--out"])
-        .arg(&out)
-        .status()
-        .expect("run stator bench udp --quick");
-    assert!(status.success(), "stator bench udp --quick failed");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&out).expect("the JSON report")).unwrap();
-    let _ = std::fs::remove_file(&out);
+    let report = common::bench_report(&["udp", "--quick"]);
     let steps = report["steps"].as_array().expect("steps");
     let numbers: Vec<u64> = steps.iter().map(|s| s["step"].as_u64().unwrap()).collect();
     assert_eq!(numbers, [1, 2, 3, 4, 5, 6], "every step of the ladder");

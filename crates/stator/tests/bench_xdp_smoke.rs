@@ -3,32 +3,11 @@
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
-use std::process::Command;
+mod common;
 
 #[test]
 fn bench_xdp_quick_produces_numbers() {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
-    assert!(
-        root,
-        "this test loads BPF programs and creates a network namespace: run as root"
-    );
-    let out = std::env::temp_dir().join(format!("stator-bench-xdp-{}.json", std::process::id()));
-    let status = Command::new(env!("CARGO_BIN_EXE_stator"))
-        .args(["bench", "xdp", "--quick", "--out"])
-        .arg(&out)
-        .status()
-        .expect("run stator bench xdp --quick");
-    assert!(status.success(), "stator bench xdp --quick failed");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&out).expect("the JSON report")).unwrap();
-    let _ = std::fs::remove_file(&out);
+    let report = common::bench_report(&["xdp", "--quick"]);
     let classes = report["classes"].as_array().expect("classes");
     assert!(classes.len() >= 12, "{} classes", classes.len());
     for c in classes

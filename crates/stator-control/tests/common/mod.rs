@@ -17,6 +17,63 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use stator_control::client::ApiClient;
+
+/// A multi-thread runtime (two workers) for tests on real time; its threads are created by the
+/// calling thread, so they share its network namespace.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A node started from `toml` as `stator run` would (its own plane, whatever the config's
+/// `dataplane.mode` says), its API on an ephemeral loopback port, and a client of that API.
+pub fn start_node(rt: &tokio::runtime::Runtime, toml: String) -> (stator_control::Node, ApiClient) {
+    let node = rt
+        .block_on(stator_control::Node::start(
+            toml,
+            "t.toml".into(),
+            stator_control::NodeOptions {
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                ..stator_control::NodeOptions::default()
+            },
+        ))
+        .unwrap();
+    let api = ApiClient::new(&node.api_addr().to_string(), None).unwrap();
+    (node, api)
+}
+
+/// The listener named `name` in a `GET /v1/listeners` answer.
+pub fn listener<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == name)
+        .unwrap_or_else(|| panic!("no listener {name} in {v}"))
+}
+
+/// A loopback TCP port nothing listens on (it was free a moment ago).
+pub fn free_tcp_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A loopback UDP port nothing is bound to (it was free a moment ago).
+pub fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Polls `f` every 10 ms until it is true; panics with `what` after `timeout`. Returns the
 /// time it took.
 pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) -> Duration {

@@ -63,16 +63,6 @@ impl Drop for Lab {
     }
 }
 
-/// A multi-thread runtime whose threads are created by the calling thread (so they share its
-/// network namespace).
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// A pin directory on a bpffs of its own (under the temp directory, never the host's
 /// `/sys/fs/bpf`), purged and unmounted when dropped.
 #[derive(Debug)]

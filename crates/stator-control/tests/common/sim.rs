@@ -85,15 +85,6 @@ pub async fn start_with(
     .await
 }
 
-/// A multi-thread runtime for tests on real time.
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// A FIB in which every IPv4 destination is one hop away through interface 2.
 pub fn fib() -> StaticFib {
     let hop = NextHop {

@@ -42,16 +42,17 @@ fn unique(tag: &str) -> String {
     )
 }
 
-/// A pin directory unique to one test; detaches and purges everything on drop.
-#[derive(Debug)]
-pub struct PinDir(pub PathBuf);
+/// A pin directory unique to one test, on a bpffs of its own under the temp directory (never
+/// the host's `/sys/fs/bpf`, which a developer's machine may not have and CI must not see);
+/// detaches and purges everything, then unmounts, on drop.
+pub struct PinDir(pub PathBuf, Option<stator_lab::stator::BpfFs>);
 
 impl PinDir {
     pub fn new(tag: &str) -> Self {
-        Self(PathBuf::from(format!(
-            "/sys/fs/bpf/stator-test-{}",
-            unique(tag)
-        )))
+        require_root();
+        let mount = std::env::temp_dir().join(format!("stator-test-{}", unique(tag)));
+        let fs = stator_lab::stator::BpfFs::mount(&mount).expect("a private bpffs for the pins");
+        Self(mount.join("pins"), Some(fs))
     }
 
     pub fn path(&self) -> &Path {
@@ -74,6 +75,7 @@ impl Drop for PinDir {
     fn drop(&mut self) {
         let _ = stator_xdp::detach_all(&self.0);
         let _ = stator_xdp::purge(&self.0);
+        drop(self.1.take());
     }
 }
 

@@ -1,4 +1,5 @@
-//! What the lab's end-to-end test files share.
+//! What the lab's end-to-end test files and the benchmark smoke tests share.
+#![allow(dead_code)] // each test file uses a different part
 
 use std::path::Path;
 
@@ -14,4 +15,31 @@ pub fn peer_xdp(router: &Netns, port: &str, pin: &Path) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// Runs `stator bench <args> --out <a temporary file>` and returns its JSON report, after
+/// asserting that the command succeeded. The benchmarks load BPF programs and create network
+/// namespaces: the test fails when not run as root.
+pub fn bench_report(args: &[&str]) -> serde_json::Value {
+    assert!(
+        stator_xdp::is_root(),
+        "stator bench {} loads BPF programs and creates network namespaces: run as root",
+        args.join(" ")
+    );
+    let out = std::env::temp_dir().join(format!(
+        "stator-bench-{}-{}.json",
+        args[0],
+        std::process::id()
+    ));
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_stator"))
+        .arg("bench")
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .status()
+        .expect("run stator bench");
+    assert!(status.success(), "stator bench {} failed", args.join(" "));
+    let text = std::fs::read_to_string(&out).expect("the JSON report");
+    let _ = std::fs::remove_file(&out);
+    serde_json::from_str(&text).expect("a JSON report")
 }
