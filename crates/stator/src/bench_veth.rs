@@ -70,6 +70,10 @@ pub struct BenchVethArgs {
     batch: u32,
 }
 
+/// Issue 14: the forwarder with the next-hop cache (the default) at least this share of plain
+/// XDP forwarding's packet rate, with 1 and with 10,000 flows.
+const GOAL_NHCACHE_OVER_ROUTE: f64 = 0.90;
+
 /// The program on the LB node's `in0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Variant {
@@ -483,7 +487,7 @@ pub fn run(args: BenchVethArgs) -> Result<()> {
             "batch": args.batch,
             "loadavg_at_start": loadavg.trim(),
         },
-        "goal": {"stator_over_route": 0.85},
+        "goal": {"stator_nhcache_over_route": GOAL_NHCACHE_OVER_ROUTE},
         "results": rows,
         "all_measurements": all.iter().map(|p| json!({
             "variant": p.variant.name(), "flows": p.flows, "pps": p.pps(), "sent": p.sent,
@@ -518,10 +522,17 @@ pub fn run(args: BenchVethArgs) -> Result<()> {
         );
     }
     for &flows in &flow_counts {
-        let ratio = pps(Variant::Stator, flows) / pps(Variant::Route, flows);
+        let route = pps(Variant::Route, flows);
+        let cached = pps(Variant::StatorCache, flows) / route;
         println!(
-            "\nstator ÷ route, {flows} flow(s): {ratio:.3} (goal ≥ 0.85: {})",
-            if ratio >= 0.85 { "met" } else { "missed" }
+            "\nstator+nhcache ÷ route, {flows} flow(s): {cached:.3} (goal ≥ \
+             {GOAL_NHCACHE_OVER_ROUTE:.2}: {}); FIB lookup per packet: {:.3}",
+            if cached >= GOAL_NHCACHE_OVER_ROUTE {
+                "met"
+            } else {
+                "missed"
+            },
+            pps(Variant::Stator, flows) / route
         );
     }
     println!("\nreport written to {}", args.out.display());
