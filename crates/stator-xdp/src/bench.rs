@@ -6,8 +6,9 @@
 //!   buffer; the wrapper restores the original frame (stripping what the measured program
 //!   prepended), optionally varies the flow, and tail-calls the program under measurement.
 //!
-//! Baselines ([`Baselines`]: XDP_PASS, MAC swap + XDP_TX) run the same ways, so differences
-//! are what the forwarder adds.
+//! Baselines ([`Baselines`]: XDP_PASS, MAC swap + XDP_TX, and MAC swap + XDP_TX after growing
+//! the head as encapsulation does) run the same ways, so differences are what the forwarder
+//! adds.
 
 use aya::Ebpf;
 use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues, ProgramArray};
@@ -28,12 +29,12 @@ pub struct Baselines {
 }
 
 impl Baselines {
-    /// Loads `stator_pass` and `stator_swap_tx`.
+    /// Loads `stator_pass`, `stator_swap_tx` and `stator_grow_tx`.
     pub fn load() -> Result<Self> {
         let ebpf = load_unpinned(
             objects::PASS,
             "stator_pass",
-            &["stator_pass", "stator_swap_tx"],
+            &["stator_pass", "stator_swap_tx", "stator_grow_tx"],
         )?;
         Ok(Self { ebpf })
     }
@@ -46,6 +47,12 @@ impl Baselines {
     /// Swaps the Ethernet addresses and returns XDP_TX.
     pub fn swap_tx(&self) -> &ProgramFd {
         program_fd(&self.ebpf, "stator_swap_tx").expect("loaded in Baselines::load")
+    }
+
+    /// Grows the head by 24 bytes (an outer IPv4 + GRE header's room), writes the Ethernet
+    /// header there with the addresses swapped, and returns XDP_TX: the floor of encapsulation.
+    pub fn grow_tx(&self) -> &ProgramFd {
+        program_fd(&self.ebpf, "stator_grow_tx").expect("loaded in Baselines::load")
     }
 }
 

@@ -422,6 +422,9 @@ fn measure(args: &BenchXdpArgs, plan: Plan, ifindex: u32) -> Result<(Vec<Row>, V
         for (name, prog) in [
             ("baseline_xdp_pass", base.pass()),
             ("baseline_swap_tx", base.swap_tx()),
+            // not a reference for the goals: what growing the head costs by itself (and
+            // the wrapper's strip of the growth, which every encapsulating row pays too)
+            ("baseline_grow_tx", base.grow_tx()),
         ] {
             let (f, off) = (&probe.frame, probe.flow_off);
             warm_up(&mut wrap, prog, f, 1, off, ifindex)?;
