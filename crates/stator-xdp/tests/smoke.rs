@@ -25,6 +25,41 @@ fn baselines_run_under_test_run() {
     assert_eq!(&out.data[..12], &[2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1]);
 }
 
+#[test]
+fn grow_baseline_prepends_an_ethernet_header_in_24_bytes_of_room() {
+    assert!(
+        nix_is_root(),
+        "this test needs root (CAP_BPF, CAP_NET_ADMIN) to load BPF programs; run as root"
+    );
+    let mut bpf = Ebpf::load(stator_xdp::objects::PASS).expect("load stator_pass.o");
+    let prog: &mut Xdp = bpf
+        .program_mut("stator_grow_tx")
+        .unwrap()
+        .try_into()
+        .unwrap();
+    prog.load().unwrap();
+    let mut frame = vec![0u8; 64];
+    frame[..6].copy_from_slice(&[1, 1, 1, 1, 1, 1]);
+    frame[6..12].copy_from_slice(&[2, 2, 2, 2, 2, 2]);
+    frame[12..14].copy_from_slice(&[0x08, 0x00]);
+    frame[14..]
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = i as u8);
+    let out = run_xdp(prog.fd().unwrap(), &frame, TestRunOpts::default()).unwrap();
+    assert_eq!(out.action, 3, "XDP_TX");
+    assert_eq!(out.data.len(), frame.len() + 24);
+    assert_eq!(
+        &out.data[..14],
+        &[2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0x08, 0x00]
+    );
+    assert_eq!(
+        &out.data[24..],
+        &frame[..],
+        "the original frame follows the room"
+    );
+}
+
 fn nix_is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
