@@ -31,15 +31,15 @@ fi
 
 case "$tier" in
   check)
-    $CARGO test --workspace --release --no-fail-fast --lib --bins "${pure[@]}" "$@"
-    $CARGO test --workspace --release --doc "$@"
+    $CARGO test --workspace --profile tests --no-fail-fast --lib --bins "${pure[@]}" "$@"
+    $CARGO test --workspace --profile tests --doc "$@"
     ;;
   root)
     if [ "$(id -u)" -ne 0 ]; then
       echo "test-tier: the root tier loads BPF programs and creates namespaces: run it as root" >&2
       exit 2
     fi
-    $CARGO test --workspace --release --no-fail-fast "${root[@]}" "$@"
+    $CARGO test --workspace --profile tests --no-fail-fast "${root[@]}" "$@"
     ;;
   *)
     echo "usage: scripts/test-tier.sh check|root [cargo args]" >&2

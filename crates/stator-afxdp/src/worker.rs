@@ -351,6 +351,9 @@ impl Worker {
         for f in expired {
             self.emit(f, RECYCLE);
         }
+        // count the releases before deciding them again: a reader that adds up decisions and
+        // subtracts releases never sees a second decision without its release
+        self.publish_hold();
         let mut passed = 0;
         for h in released {
             passed += self.decide(fwd, snap, now, h.frame, h.sock);

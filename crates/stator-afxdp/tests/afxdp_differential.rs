@@ -94,6 +94,27 @@ impl Plane {
         }
     }
 
+    /// Held fragments given back to be decided again so far. Both planes count a release
+    /// before its second decision, so `decided()` read first minus this read after never
+    /// counts a frame twice.
+    fn released(&self) -> u64 {
+        match self {
+            Plane::Xdp(_, h) => h.stats().queue.released,
+            Plane::Afxdp(p) => p
+                .reader()
+                .ok()
+                .and_then(|r| r.hold_stats())
+                .map_or(0, |h| h.queue.released),
+        }
+    }
+
+    /// Frames decided once so far: decisions minus second decisions of released fragments
+    /// (a lower bound while releases are under way, never more than the truth).
+    fn first_decisions(&self) -> u64 {
+        let decided = self.decided();
+        decided.saturating_sub(self.released())
+    }
+
     /// Packets decided so far (every packet ends in one action counter; a held fragment in
     /// `act_hold`, and once more when it is released).
     fn decided(&self) -> u64 {
@@ -174,6 +195,8 @@ struct Outcome {
     unsendable: usize,
     commits: usize,
     decided: u64,
+    /// Barriers that gave up waiting after a second without progress.
+    stalls: usize,
     kinds: BTreeMap<&'static str, usize>,
 }
 
@@ -201,16 +224,22 @@ fn drive(ns: &Netns, mut plane: Plane, u: &Universe, seed: u64, frames: usize) -
         unsendable: 0,
         commits: 0,
         decided: 0,
+        stalls: 0,
         kinds: BTreeMap::new(),
     };
-    let base = plane.decided();
+    let base = plane.first_decisions();
+    let base_decided = plane.decided();
     let mut in_flight = 0usize;
+    let stalls = std::cell::Cell::new(0usize);
     let settle = |plane: &Plane, sent: usize| {
-        // every frame sent so far decided (or nothing moves for 100 ms: a frame veth dropped)
-        let mut last = (plane.decided(), Instant::now());
+        // every frame sent so far decided once (a released fragment's second decision is not
+        // counted: it would let a commit overtake a frame still in flight), or nothing moves
+        // for a second: a frame veth dropped (counted and printed; a commit may then overtake
+        // a frame, so a difference after a stall names the stall)
+        let mut last = (plane.first_decisions(), Instant::now());
         loop {
-            let now = plane.decided();
-            if now - base >= sent as u64 {
+            let now = plane.first_decisions();
+            if now.saturating_sub(base) >= sent as u64 {
                 // XDP's holder polls `stator_frag` every millisecond while it holds frames: let
                 // it release what the frames just sent made ready before anything else changes
                 // (the packet threads release in the batch that brings the first fragment)
@@ -221,7 +250,8 @@ fn drive(ns: &Netns, mut plane: Plane, u: &Universe, seed: u64, frames: usize) -
             }
             if now != last.0 {
                 last = (now, Instant::now());
-            } else if last.1.elapsed() > Duration::from_millis(100) {
+            } else if last.1.elapsed() > Duration::from_secs(1) {
+                stalls.set(stalls.get() + 1);
                 return;
             }
             std::thread::sleep(Duration::from_micros(200));
@@ -281,7 +311,8 @@ fn drive(ns: &Netns, mut plane: Plane, u: &Universe, seed: u64, frames: usize) -
         }
     }
     settle(&plane, o.sent);
-    o.decided = plane.decided() - base;
+    o.decided = plane.decided() - base_decided;
+    o.stalls = stalls.get();
     for (dev, s) in &socks {
         for f in s.drain(Duration::from_millis(300), Duration::from_secs(30)) {
             if forwarder_output(&f, &vips) {
@@ -420,7 +451,7 @@ fn afxdp_and_xdp_send_the_same_bytes_for_the_same_frames() {
     println!(
         "seed {seed:#x}: {} frames sent ({} could not be sent on a veth: runts, over the MTU), \
          {} commits; decided: XDP {}, AF_XDP {}; forwarder output: XDP {} frames, AF_XDP {}; \
-         {:.1} s",
+         {:.1} s; barriers that gave up after a second without progress: XDP {}, AF_XDP {}",
         x.sent,
         x.unsendable,
         x.commits,
@@ -428,7 +459,9 @@ fn afxdp_and_xdp_send_the_same_bytes_for_the_same_frames() {
         a.decided,
         total(&x),
         total(&a),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        x.stalls,
+        a.stalls
     );
     let mut by_egress: BTreeMap<&str, usize> = BTreeMap::new();
     for ((dev, _), n) in &x.out {

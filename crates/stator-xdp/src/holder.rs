@@ -90,6 +90,18 @@ impl Drop for Holder {
     }
 }
 
+/// Copies the queue's counts to the shared statistics.
+fn publish(stats: &Mutex<HolderStats>, queue: &HoldQueue, rerun_errors: u64, ring: &HoldRing) {
+    if let Ok(mut s) = stats.lock() {
+        *s = HolderStats {
+            queue: queue.stats(),
+            holding: queue.len(),
+            rerun_errors,
+            malformed: ring.malformed(),
+        };
+    }
+}
+
 fn run(
     maps: Maps,
     mut ring: HoldRing,
@@ -113,20 +125,17 @@ fn run(
                     .flatten()
                     .is_some_and(|e| now >= e.created_ns && now - e.created_ns <= timeout)
             });
+            // count the releases before running them again: a reader that adds up the
+            // program's decisions and subtracts the releases never sees a re-run decision
+            // without its release (the AF_XDP differential test's barrier relies on it)
+            publish(stats, &queue, rerun_errors, &ring);
             for h in released {
                 if run_xdp_live(&program, &h.frame, 1, 1, h.ingress_ifindex).is_err() {
                     rerun_errors += 1;
                 }
             }
         }
-        if let Ok(mut s) = stats.lock() {
-            *s = HolderStats {
-                queue: queue.stats(),
-                holding: queue.len(),
-                rerun_errors,
-                malformed: ring.malformed(),
-            };
-        }
+        publish(stats, &queue, rerun_errors, &ring);
         let idle = if queue.is_empty() { 10 } else { 1 };
         std::thread::sleep(Duration::from_millis(idle));
     }
