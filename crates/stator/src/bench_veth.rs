@@ -34,6 +34,7 @@ use serde_json::json;
 use stator_abi::{Counter, Encap};
 use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot};
 use stator_lab::netns::{self, Netns};
+use stator_lab::stator::BpfFs;
 use stator_testkit::Packet;
 use stator_xdp::testrun::run_xdp_live;
 use stator_xdp::veth_bench::VethBench;
@@ -175,18 +176,23 @@ pub(crate) struct Lab {
     prefix: String,
     pub(crate) lb_pin: PathBuf,
     pub(crate) sink_pin: PathBuf,
+    /// A private bpffs under the temp directory holding both pin paths, unmounted when the lab
+    /// is dropped (the host's /sys/fs/bpf is never mounted or used).
+    _bpffs: BpfFs,
 }
 
 impl Lab {
     pub(crate) fn new() -> Result<Self> {
         let prefix = format!("sbv{}-", std::process::id());
         netns::cleanup(&prefix)?;
+        let bpffs = BpfFs::mount(&std::env::temp_dir().join(format!("{prefix}bpffs")))?;
         let lab = Self {
             gen_ns: Netns::create(&format!("{prefix}g"))?,
             lb: Netns::create(&format!("{prefix}l"))?,
             sink: Netns::create(&format!("{prefix}s"))?,
-            lb_pin: PathBuf::from(format!("/sys/fs/bpf/{prefix}lb")),
-            sink_pin: PathBuf::from(format!("/sys/fs/bpf/{prefix}sink")),
+            lb_pin: bpffs.path().join("lb"),
+            sink_pin: bpffs.path().join("sink"),
+            _bpffs: bpffs,
             prefix,
         };
         netns::veth(&lab.gen_ns, "eth0", &lab.lb, "in0")?;

@@ -18,6 +18,7 @@ use serde_json::json;
 use stator_abi::{Counter, Encap};
 use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot};
 use stator_lab::netns::{self, Netns};
+use stator_lab::stator::BpfFs;
 use stator_testkit::Packet;
 use stator_testkit::tcp_flags::{ACK, SYN};
 use stator_xdp::bench::{Baselines, BenchWrapper, ProgramFd};
@@ -387,7 +388,12 @@ fn repeat_run(
 
 fn measure(args: &BenchXdpArgs, plan: Plan, ifindex: u32) -> Result<(Vec<Row>, Vec<Row>)> {
     pin_to_cpu(0);
-    let pin = PathBuf::from(format!("/sys/fs/bpf/stator-bench-{}", std::process::id()));
+    // a private bpffs under the temp directory, unmounted on return: the host's /sys/fs/bpf is
+    // never mounted or used
+    let bpffs = BpfFs::mount(
+        &std::env::temp_dir().join(format!("stator-bench-xdp-{}", std::process::id())),
+    )?;
+    let pin = bpffs.path().join("fwd");
     // A fresh forwarder (empty connection table) per class: LRU maps evict before they are
     // full, and a cyclic walk over more flows than fit would miss on every packet. The table
     // holds twice the flows, as an operator should size it.
