@@ -21,8 +21,9 @@ use stator_testkit::{Packet, tcp_flags};
 use stator_xdp::testrun::{TestRunOpts, run_xdp};
 use stator_xdp::{ConntrackMode, Forwarder};
 
-use common::expect::{Outer, encap, flow_hash, maglev};
+use common::expect::{flow_hash, maglev, tunnel};
 use common::{GW_MAC, Lab, PinDir, SRC_V4, pin_to_cpu, require_root, v4};
+use stator_testkit::expect::{Outer, encapsulated};
 
 const FLOWS: u16 = 64;
 
@@ -79,16 +80,17 @@ fn expected(snap: &Snapshot, p: &Packet, lbin_mac: [u8; 6]) -> Vec<u8> {
     };
     let h = flow_hash(p.src, p.dst, sport, dport, 6);
     let real = snap.reals[&maglev(snap, &vip(), h)];
-    encap(
+    encapsulated(
         &Outer {
             dmac: GW_MAC,
             smac: lbin_mac,
             src: IpAddr::V4(SRC_V4),
             dst: real.addr,
             ttl: snap.node.outer_ttl,
-            encap: real.encap,
+            tunnel: tunnel(real.encap, snap.node.gue_port),
             hash: h,
-            gue_port: snap.node.gue_port,
+            tos: None,
+            df: None,
         },
         &p.ip_bytes(),
         0,

@@ -18,9 +18,10 @@ use stator_core::{BackendSpec, FragKey, HoldLimits, Proto, Snapshot, SnapshotBui
 use stator_testkit::{L4, Packet, tcp_flags};
 use stator_xdp::{ConntrackMode, HoldRing, Holder, TraceRing};
 
-use common::expect::{self, Outer};
+use common::expect;
 use common::{GW_MAC, SRC_V4, v4};
 use fixtures::*;
+use stator_testkit::expect::{Outer, encapsulated};
 
 /// The fixture snapshot plus: fragments on udp4, a failover address on empty4, and a group
 /// VIP 10.100.1.1:80/tcp (class 1 = 10.100.0.0/16, an 8-bit suffix) over 10.20.0.9.
@@ -225,16 +226,17 @@ fn fragments_redirects_groups_and_reports_in_xdp() {
 
         // §10.1: a VIP without backend fails over, GRE with recursion control 1
         let syn = tcp(client4(), 7004, &vips::empty4(), tcp_flags::SYN);
-        let mut out = expect::encap(
+        let mut out = encapsulated(
             &Outer {
                 dmac: GW_MAC,
                 smac: w.macs.lbin,
                 src: IpAddr::V4(SRC_V4),
                 dst: v4(10, 20, 0, 88),
                 ttl: w.snap.node.outer_ttl,
-                encap: Encap::Gre,
+                tunnel: expect::tunnel(Encap::Gre, w.snap.node.gue_port),
                 hash: hash_of(&syn),
-                gue_port: w.snap.node.gue_port,
+                tos: None,
+                df: None,
             },
             &syn.ip_bytes(),
             0,

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use stator_abi::Encap;
 use stator_core::{RealId, Snapshot, VipKey};
-use stator_testkit::expect::{self, Tunnel};
+use stator_testkit::expect::Tunnel;
 
 /// The flow hash of a 5-tuple (addresses of one family).
 pub fn flow_hash(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, proto: u8) -> u32 {
@@ -28,37 +28,11 @@ pub fn maglev(snap: &Snapshot, vip: &VipKey, hash: u32) -> RealId {
     RealId(table[(hash % table.len() as u32) as usize])
 }
 
-/// Everything §5 needs besides the inner packet.
-#[derive(Debug, Clone, Copy)]
-pub struct Outer {
-    pub dmac: [u8; 6],
-    pub smac: [u8; 6],
-    pub src: IpAddr,
-    pub dst: IpAddr,
-    pub ttl: u8,
-    pub encap: Encap,
-    pub hash: u32,
-    pub gue_port: u16,
-}
-
-/// The encapsulated frame for `inner` (an IP packet) followed by `padding` zero bytes: TOS and
-/// DF from the inner packet (stator-testkit's oracle, shared with stator-core's tests).
-pub fn encap(o: &Outer, inner: &[u8], padding: usize) -> Vec<u8> {
-    let tunnel = match o.encap {
+/// The tunnel of a backend with `encap`, GUE to the node's `gue_port`.
+pub fn tunnel(encap: Encap, gue_port: u16) -> Tunnel {
+    match encap {
         Encap::Gre => Tunnel::Gre,
         Encap::Ipip => Tunnel::Ipip,
-        Encap::Gue => Tunnel::Gue { port: o.gue_port },
-    };
-    let outer = expect::Outer {
-        dmac: o.dmac,
-        smac: o.smac,
-        src: o.src,
-        dst: o.dst,
-        ttl: o.ttl,
-        tunnel,
-        hash: o.hash,
-        tos: None,
-        df: None,
-    };
-    expect::encapsulated(&outer, inner, padding)
+        Encap::Gue => Tunnel::Gue { port: gue_port },
+    }
 }
