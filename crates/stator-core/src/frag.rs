@@ -14,9 +14,9 @@ use stator_abi::{
 use crate::compiled::{IPPROTO_TCP, IPPROTO_UDP};
 use crate::fib::NextHops;
 use crate::flow::Tuple;
-use crate::forwarder::{Cx, End, PktCx, forward, redirect, select_and_forward};
 use crate::packet::PacketBuf;
 use crate::parse::{Frag, Ip, L4, Stop, parse_l4};
+use crate::pipeline::{Cx, End, PktCx, forward, redirect, select_and_forward};
 use crate::select::match_vip;
 use crate::snapshot::{RealId, VipId};
 use crate::tracer::{Decision, mark_of};

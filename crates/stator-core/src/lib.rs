@@ -114,6 +114,7 @@ mod hold;
 mod icmp;
 mod packet;
 mod parse;
+mod pipeline;
 mod select;
 pub mod snapshot;
 mod tracer;

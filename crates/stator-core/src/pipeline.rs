@@ -1,0 +1,486 @@
+//! One frame's path through the forwarder (docs/forwarding.md §§1–6, §9's dispatch and §10's
+//! failover and redirects): the per-packet context [`Cx`] and the steps
+//! [`Forwarder::process`](crate::Forwarder::process) drives, from the parse to the transmit.
+
+use stator_abi::{
+    Counter, CtEntry, DropReason, Encap, FlowKey, FragEntry, FragKey, STATOR_GRE_REDIRECT,
+    STATOR_NO_REAL, STATOR_NO_VIP, STATOR_REAL_F_USABLE, TraceEvent, TraceKind, TraceMark,
+};
+
+use crate::compiled::{Addr, CReal, CVip, CompiledSnapshot};
+use crate::conntrack::ConnTable;
+use crate::encap::encapsulate;
+use crate::fib::NextHops;
+use crate::flow::Tuple;
+use crate::forwarder::CpuState;
+use crate::frag::FragTable;
+use crate::icmp::{IcmpKind, classify, echo_reply, quoted_flow};
+use crate::packet::PacketBuf;
+use crate::parse::{
+    ETH_P_IP, ETH_P_IPV6, IPPROTO_GRE, Ip, L4, Stop, parse_eth, parse_l3, parse_l4,
+};
+use crate::select::{Ask, match_vip, plan};
+use crate::snapshot::{RealId, VipId};
+use crate::tracer::{Decision, ReportWindow, event, mark_of};
+use crate::verdict::{Insert, Selection, Verdict};
+
+/// What the last [`Forwarder::process`](crate::Forwarder::process) produced besides its verdict: what the XDP program
+/// writes to its ring buffers.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Side {
+    pub(crate) trace: Option<TraceEvent>,
+    pub(crate) hold: Option<FragKey>,
+}
+
+/// How processing ended, before it is turned into an action and counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    Stop(Stop),
+    Tx,
+    Redirect(u32),
+    /// A fragment handed to the holder (§9): `XDP_DROP` after a copy, counted `act_hold`.
+    Hold,
+}
+
+impl From<Stop> for End {
+    fn from(s: Stop) -> Self {
+        End::Stop(s)
+    }
+}
+
+impl From<DropReason> for End {
+    fn from(r: DropReason) -> Self {
+        End::Stop(Stop::Drop(r))
+    }
+}
+
+/// One packet's inputs and the state it may change.
+pub(crate) struct Cx<'a, N: ?Sized> {
+    pub(crate) snap: &'a CompiledSnapshot,
+    pub(crate) now: u64,
+    pub(crate) ingress: u32,
+    pub(crate) fib: &'a N,
+    pub(crate) st: &'a mut CpuState,
+    pub(crate) table: &'a mut ConnTable,
+    pub(crate) frags: &'a mut FragTable,
+    pub(crate) window: &'a mut ReportWindow,
+    pub(crate) side: &'a mut Side,
+    /// The frame's length as received.
+    pub(crate) len: usize,
+}
+
+impl<N: ?Sized> Cx<'_, N> {
+    /// Writes `stator_frag[key]` (§9 step 4), counting `frag_record` for a decision.
+    pub(crate) fn record(
+        &mut self,
+        key: FragKey,
+        real_id: u32,
+        vip_id: u32,
+        reason: u32,
+        hash: u32,
+    ) {
+        self.frags.insert(
+            key,
+            FragEntry {
+                real_id,
+                vip_id,
+                created_ns: self.now,
+                reason,
+                hash,
+            },
+        );
+        if reason == 0 {
+            self.st.counters.inc(Counter::FragRecord);
+        }
+    }
+
+    /// §11.2: a report, unless the node's window is full.
+    pub(crate) fn report(
+        &mut self,
+        mark: &TraceMark,
+        redirected: bool,
+        flow: FlowKey,
+        d: &Decision,
+    ) {
+        if self.window.admit(self.now, self.snap.node.trace_per_sec) {
+            self.side.trace = Some(event(mark, redirected, flow, self.now, d));
+            self.st.counters.inc(Counter::TraceReport);
+        } else {
+            self.st.counters.inc(Counter::TraceLimited);
+        }
+    }
+
+    /// §9 step 5: hand the frame to the holder.
+    pub(crate) fn hold(&mut self, key: FragKey) -> End {
+        self.side.hold = Some(key);
+        End::Hold
+    }
+}
+
+/// What is known about the packet besides its headers: whether it is the inner packet of a
+/// redirect (§10.2), its trace mark (§11.1), and, for a first fragment, its datagram (§9).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PktCx {
+    pub redirected: bool,
+    pub mark: Option<TraceMark>,
+    pub first_frag: Option<FragKey>,
+}
+
+/// A stop the inner packet of a redirect may not end in: a PASS would hand the kernel a GRE
+/// packet it cannot use (§10.2).
+#[inline]
+fn inner_stop(end: End, redirected: bool) -> End {
+    match end {
+        End::Stop(Stop::NonIp | Stop::NonVip) if redirected => DropReason::Redirect.into(),
+        e => e,
+    }
+}
+
+/// §§1–3, the dispatch to §4–§6 and §9, and §10.2's second pass over a redirect's inner packet.
+#[inline]
+pub(crate) fn run<N, B>(cx: &mut Cx<'_, N>, frame: &mut B, v: &mut Verdict) -> End
+where
+    N: NextHops + ?Sized,
+    B: PacketBuf + ?Sized,
+{
+    let (mut ethertype, mut l3) = match parse_eth(frame.data()) {
+        Ok(x) => x,
+        Err(s) => return s.into(),
+    };
+    let mut pcx = PktCx::default();
+    loop {
+        let ip = match parse_l3(frame.data(), l3, ethertype, cx.snap) {
+            Ok(ip) => ip,
+            Err(s) => return inner_stop(s.into(), pcx.redirected),
+        };
+        if let Some(f) = ip.frag {
+            let end = crate::frag::fragment(cx, frame, v, &ip, f, pcx);
+            return inner_stop(end, pcx.redirected);
+        }
+        if ip.proto == IPPROTO_GRE {
+            match redirect_inner(frame.data(), &ip) {
+                None => return inner_stop(Stop::NonVip.into(), pcx.redirected),
+                Some(_) if pcx.redirected => return DropReason::Redirect.into(),
+                Some((et, inner)) => {
+                    cx.st.counters.inc(Counter::RedirectRx);
+                    ethertype = et;
+                    l3 = inner;
+                    pcx.redirected = true;
+                    continue;
+                }
+            }
+        }
+        let end = l4_decision(cx, frame, v, &ip, pcx);
+        return inner_stop(end, pcx.redirected);
+    }
+}
+
+/// §10.2: a Stator redirect's GRE header (`01 00` + an IP protocol type) at `l4`; the inner
+/// packet's ethertype and offset.
+#[inline]
+pub(crate) fn redirect_inner(data: &[u8], ip: &Ip) -> Option<(u16, usize)> {
+    let g = data.get(ip.l4..ip.ip_end)?.first_chunk::<4>()?;
+    let proto = u16::from_be_bytes([g[2], g[3]]);
+    let word = u16::from_be_bytes([g[0], g[1]]);
+    (word == STATOR_GRE_REDIRECT as u16 && (proto == ETH_P_IP || proto == ETH_P_IPV6))
+        .then_some((proto, ip.l4 + 4))
+}
+
+/// §3 and §6 for an unfragmented packet: TCP/UDP to selection, ICMP to its rules.
+#[inline]
+fn l4_decision<N, B>(
+    cx: &mut Cx<'_, N>,
+    frame: &mut B,
+    v: &mut Verdict,
+    ip: &Ip,
+    mut pcx: PktCx,
+) -> End
+where
+    N: NextHops + ?Sized,
+    B: PacketBuf + ?Sized,
+{
+    let data = frame.data();
+    match parse_l4(data, ip) {
+        Err(s) => s.into(),
+        Ok(L4::Ports { sport, dport, syn }) => {
+            let Some(m) = match_vip(cx.snap, ip.vaddr, ip.family, ip.dst, dport, ip.proto) else {
+                return Stop::NonVip.into();
+            };
+            if m.group {
+                cx.st.counters.inc(Counter::GroupMatch);
+            }
+            pcx.mark = mark_of(data, ip, ip.proto);
+            let tuple = Tuple {
+                src: ip.src,
+                dst: ip.dst,
+                sport,
+                dport,
+                proto: ip.proto,
+                family: ip.family,
+            };
+            select_and_forward(cx, frame, v, ip, m.vip, &tuple, syn, false, pcx)
+        }
+        Ok(L4::Icmp { ty, code }) => match classify(ip.family, ty, code) {
+            IcmpKind::TooBig => {
+                let q = match quoted_flow(data, ip) {
+                    Ok(q) => q,
+                    Err(r) => return r.into(),
+                };
+                // The reversed quoted flow's destination is the VIP (inner.src, inner.sport).
+                let Some(m) = match_vip(cx.snap, ip.vaddr, ip.family, q.dst, q.dport, q.proto)
+                else {
+                    return DropReason::Icmp.into();
+                };
+                if m.group {
+                    cx.st.counters.inc(Counter::GroupMatch);
+                }
+                select_and_forward(cx, frame, v, ip, m.vip, &q, false, true, pcx)
+            }
+            // Only errors are served inside a redirect (§6).
+            _ if pcx.redirected => DropReason::Redirect.into(),
+            IcmpKind::Echo if cx.snap.node.icmp_echo => {
+                echo_reply(frame.data_mut(), ip);
+                cx.st.counters.inc(Counter::IcmpEchoReply);
+                End::Tx
+            }
+            IcmpKind::Echo | IcmpKind::NeighbourDiscovery => Stop::NonVip.into(),
+            IcmpKind::Other => DropReason::Icmp.into(),
+        },
+    }
+}
+
+/// The selection cause's trace code, the slot, and the chosen real of a plan, for a report.
+fn forward_decision(vip: &CVip, sel: &Selection, real: Option<u32>, fragment: bool) -> Decision {
+    Decision {
+        cause: Some(sel.cause),
+        slot: sel.slot,
+        real_id: real,
+        vip_id: Some(vip.id),
+        fragment,
+        ..Decision::new(TraceKind::Forward)
+    }
+}
+
+/// §3's VIP accounting, §4 (or §6's error variant), the "no backend" rules (failover, §10.1),
+/// the first-fragment record (§9 step 4), the report (§11.2), then §5.
+#[allow(clippy::too_many_arguments)] // the steps' inputs; grouping them would only rename them
+#[inline]
+pub(crate) fn select_and_forward<N, B>(
+    cx: &mut Cx<'_, N>,
+    frame: &mut B,
+    v: &mut Verdict,
+    ip: &Ip,
+    vip: &CVip,
+    tuple: &Tuple,
+    syn: bool,
+    icmp_error: bool,
+    pcx: PktCx,
+) -> End
+where
+    N: NextHops + ?Sized,
+    B: PacketBuf + ?Sized,
+{
+    cx.st.counters.count_vip(vip.id, cx.len);
+    let hash = tuple.flow_hash();
+    v.vip = Some(VipId(vip.id));
+    v.flow = Some(tuple.key());
+    v.hash = Some(hash);
+    let words = tuple.words();
+    // NO_CT never touches the table, so it need not hash for it either.
+    let ct_hash = if vip.no_ct { 0 } else { cx.table.hash(&words) };
+    let p = plan(
+        cx.snap,
+        vip,
+        cx.table,
+        &Ask {
+            words,
+            proto: tuple.proto,
+            ct_hash,
+            hash,
+            now: cx.now,
+            syn,
+            icmp_error,
+        },
+    );
+    if let Some(c) = p.cause.counter() {
+        cx.st.counters.inc(c);
+    }
+    if let Some((i, _)) = p.found {
+        cx.table.touch(i, p.refresh.then_some(cx.now));
+    }
+    let mut selection = Selection {
+        cause: p.cause,
+        slot: p.slot,
+        insert: Insert::NotAttempted,
+    };
+    let (real_id, real) = match p.real {
+        Ok(r) => r,
+        Err(reason) => {
+            v.selection = Some(selection);
+            return no_backend(cx, frame, ip, vip, tuple, hash, reason, pcx);
+        }
+    };
+    v.real = Some(RealId(real_id));
+    if p.insert {
+        if cx.st.guard.admit(cx.now, cx.snap.node.flood_new_per_sec) {
+            let entry = CtEntry {
+                real_id,
+                hash,
+                last_seen_ns: cx.now,
+            };
+            cx.table.insert_hashed(words, ct_hash, entry);
+            cx.st.counters.inc(Counter::CtInsert);
+            selection.insert = Insert::Inserted;
+        } else {
+            cx.st.counters.inc(Counter::CtGuard);
+            selection.insert = Insert::GuardHeld;
+        }
+    }
+    v.selection = Some(selection);
+    if icmp_error {
+        cx.st.counters.inc(Counter::IcmpErrorFwd);
+    }
+    if let Some(key) = pcx.first_frag {
+        cx.record(key, real_id, vip.id, 0, hash);
+    }
+    if let Some(mark) = &pcx.mark {
+        let d = forward_decision(vip, &selection, Some(real_id), pcx.first_frag.is_some());
+        cx.report(mark, pcx.redirected, tuple.key(), &d);
+    }
+    forward(cx, frame, ip, real_id, real, hash)
+}
+
+/// §4 "No backend" (and `bad_config`): failover once, else the drop; a first fragment records
+/// the refusal instead (fragments never fail over).
+#[allow(clippy::too_many_arguments)]
+#[cold]
+fn no_backend<N, B>(
+    cx: &mut Cx<'_, N>,
+    frame: &mut B,
+    ip: &Ip,
+    vip: &CVip,
+    tuple: &Tuple,
+    hash: u32,
+    reason: DropReason,
+    pcx: PktCx,
+) -> End
+where
+    N: NextHops + ?Sized,
+    B: PacketBuf + ?Sized,
+{
+    if let Some(key) = pcx.first_frag {
+        cx.record(key, STATOR_NO_REAL, vip.id, reason as u32, 0);
+    }
+    let failover = match vip.failover {
+        Some(target) if reason == DropReason::NoBackend && pcx.first_frag.is_none() => {
+            if pcx.redirected {
+                cx.st.counters.inc(Counter::RedirectAgain);
+                None
+            } else {
+                Some(target)
+            }
+        }
+        _ => None,
+    };
+    if let Some(mark) = &pcx.mark {
+        let d = match failover {
+            Some(target) => Decision {
+                vip_id: Some(vip.id),
+                target: Some(target),
+                ..Decision::new(TraceKind::Failover)
+            },
+            None => Decision {
+                vip_id: Some(vip.id),
+                reason: reason as u8,
+                fragment: pcx.first_frag.is_some(),
+                ..Decision::new(TraceKind::Drop)
+            },
+        };
+        cx.report(mark, pcx.redirected, tuple.key(), &d);
+    }
+    match failover {
+        Some(target) => redirect(cx, frame, ip, target, hash, Counter::Failover),
+        None => reason.into(),
+    }
+}
+
+/// §5: encapsulate, count the real, and choose TX, REDIRECT or the `tx_port` drop.
+#[inline]
+pub(crate) fn forward<N, B>(
+    cx: &mut Cx<'_, N>,
+    frame: &mut B,
+    ip: &Ip,
+    real_id: u32,
+    real: &CReal,
+    hash: u32,
+) -> End
+where
+    N: NextHops + ?Sized,
+    B: PacketBuf + ?Sized,
+{
+    let egress = match encapsulate(
+        &cx.snap.node,
+        real,
+        ip,
+        hash,
+        cx.ingress,
+        cx.fib,
+        frame,
+        false,
+    ) {
+        Ok(egress) => egress,
+        Err(r) => return r.into(),
+    };
+    cx.st.counters.count_real(real_id, cx.len);
+    transmit(cx, egress)
+}
+
+/// Step 7 of §5.
+#[inline]
+fn transmit<N: NextHops + ?Sized>(cx: &Cx<'_, N>, egress: u32) -> End {
+    if egress == cx.ingress {
+        End::Tx
+    } else if cx.fib.is_tx_port(egress) {
+        End::Redirect(egress)
+    } else {
+        DropReason::TxPort.into()
+    }
+}
+
+/// §10.1: GRE (recursion control 1) to another Stator node, counted in `counter` once
+/// encapsulated.
+#[cold]
+pub(crate) fn redirect<N, B>(
+    cx: &mut Cx<'_, N>,
+    frame: &mut B,
+    ip: &Ip,
+    target: Addr,
+    hash: u32,
+    counter: Counter,
+) -> End
+where
+    N: NextHops + ?Sized,
+    B: PacketBuf + ?Sized,
+{
+    let to = CReal {
+        addr: target,
+        vip_id: STATOR_NO_VIP,
+        flags: STATOR_REAL_F_USABLE as u16,
+        encap: Encap::Gre,
+    };
+    let egress = match encapsulate(
+        &cx.snap.node,
+        &to,
+        ip,
+        hash,
+        cx.ingress,
+        cx.fib,
+        frame,
+        true,
+    ) {
+        Ok(egress) => egress,
+        Err(r) => return r.into(),
+    };
+    cx.st.counters.inc(counter);
+    transmit(cx, egress)
+}
