@@ -8,7 +8,9 @@ use stator_core::{
     Action, BackendSpec, CompiledSnapshot, Encap, Forwarder, ForwarderConfig, NextHop, NodeParams,
     Proto, Snapshot, SnapshotBuilder, StaticFib, VecPacketBuf, Verdict,
 };
+use stator_hash::{flow_hash_v4, flow_hash_v6};
 use stator_testkit::expect::{self, Tunnel};
+use stator_testkit::{Packet, tcp_flags};
 
 pub const SRC4: Ipv4Addr = Ipv4Addr::new(10, 9, 9, 9);
 pub const SRC6: Ipv6Addr = Ipv6Addr::new(0xfd00, 9, 0, 0, 0, 0, 0, 9);
@@ -159,4 +161,24 @@ pub fn outer_to(real: IpAddr, encap: Encap, tos: u8, df: bool, hash: u32) -> Out
 /// Asserts the action and the counters' basic bookkeeping.
 pub fn assert_action(v: &Verdict, action: Action) {
     assert_eq!(v.action, action, "verdict {v:?}");
+}
+
+/// A TCP SYN from the client to VIP4:80.
+pub fn syn4(sport: u16) -> Packet {
+    Packet::tcp(v4(CLIENT4), sport, v4(VIP4), 80, tcp_flags::SYN)
+}
+
+/// A TCP ACK from the client to VIP4:80.
+pub fn ack4(sport: u16) -> Packet {
+    Packet::tcp(v4(CLIENT4), sport, v4(VIP4), 80, tcp_flags::ACK)
+}
+
+/// The flow hash of client → VIP4.
+pub fn hash4(sport: u16, dport: u16, proto: u8) -> u32 {
+    flow_hash_v4(CLIENT4.octets(), VIP4.octets(), sport, dport, proto)
+}
+
+/// The flow hash of client → VIP6.
+pub fn hash6(sport: u16, dport: u16, proto: u8) -> u32 {
+    flow_hash_v6(CLIENT6.octets(), VIP6.octets(), sport, dport, proto)
 }
