@@ -22,6 +22,7 @@
 pub mod error;
 pub mod pin;
 pub mod proxy;
+mod rivals;
 pub mod sched;
 pub mod udp;
 

@@ -9,26 +9,20 @@
 //! backends are Stator's own: a small HTTP/1.1 responder (tokio, one thread, pinned to CPU 1)
 //! answering every request with 13 bytes, kept alive.
 
-use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::error::BenchError;
+use crate::rivals::{
+    Proc, failed, free_port, io, nginx_globals, nginx_prefix, pinned, spawn_nginx, spawn_stator,
+    stator_pool_config, tempdir, which,
+};
 
 type Result<T> = std::result::Result<T, BenchError>;
-
-pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
-    let what = what.into();
-    move |source| BenchError::Io { what, source }
-}
-
-pub(crate) fn failed(what: impl Into<String>) -> BenchError {
-    BenchError::Failed { what: what.into() }
-}
 
 /// Options of `stator bench proxy`.
 #[derive(Debug, clap::Args)]
@@ -210,46 +204,6 @@ fn report(runs: &[Run], scale: &[Run], secs: u64, conns: u32, json: bool) {
     }
 }
 
-/// A child process (named for messages) killed and reaped on drop.
-pub(crate) struct Proc(
-    pub(crate) Child,
-    #[allow(dead_code)] pub(crate) &'static str,
-);
-
-impl Proc {
-    pub(crate) fn stop(&mut self) {
-        // SIGTERM first so the proxies close their sockets; then make sure.
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-pub(crate) fn pinned(cpu: &str, program: &Path) -> Command {
-    let mut c = Command::new("taskset");
-    c.arg("-c").arg(cpu).arg(program);
-    c.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    c
-}
-
 fn start_stator(
     stator: &Path,
     dir: &Path,
@@ -257,60 +211,30 @@ fn start_stator(
     backends: &[SocketAddr],
     scheduler: &str,
 ) -> Result<Proc> {
-    let mut t = format!(
-        "[node]\nname = \"bench\"\n[dataplane]\nmode = \"none\"\n[api]\nlisten = \"127.0.0.1:{}\"\n\
-         [log]\nlevel = \"warn\"\n[[pool]]\nname = \"b\"\n[pool.health]\nmethod = \"none\"\n",
-        free_port()?
-    );
-    for a in backends {
-        t += &format!(
-            "[[pool.backend]]\naddress = \"{}\"\nport = {}\n",
-            a.ip(),
-            a.port()
-        );
-    }
+    let mut t = stator_pool_config(backends)?;
     t += &format!(
         "[[listener]]\nname = \"bench\"\naddress = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
          pool = \"b\"\nworkers = 2\nscheduler = \"{scheduler}\"\n[listener.timeouts]\n\
          connect = \"5s\"\nheader_read = \"60s\"\nidle = \"60s\"\nresponse = \"60s\"\n\
          [listener.http]\nkeepalive_pool = 32\nforwarded_for = false\n"
     );
-    let path = dir.join(format!("stator-{port}.toml"));
-    std::fs::write(&path, t).map_err(io("writing the stator configuration"))?;
-    let child = pinned("0", stator)
-        .arg("run")
-        .arg("-c")
-        .arg(&path)
-        .spawn()
-        .map_err(io("starting stator run"))?;
-    Ok(Proc(child, "stator"))
+    spawn_stator(stator, &dir.join(format!("stator-{port}.toml")), &t)
 }
 
 fn start_nginx(dir: &Path, port: u16, backends: &[SocketAddr]) -> Result<Proc> {
     let servers: String = backends.iter().map(|a| format!("server {a};\n")).collect();
-    let prefix = dir.join(format!("nginx-{port}"));
-    std::fs::create_dir_all(&prefix).map_err(io("creating nginx's prefix"))?;
+    let prefix = nginx_prefix(dir, &format!("nginx-{port}"))?;
     let conf = format!(
-        "daemon off;\nmaster_process on;\nworker_processes 2;\npid {p}/nginx.pid;\n\
-         error_log {p}/error.log crit;\nevents {{ worker_connections 8192; }}\n\
-         http {{\n access_log off;\n keepalive_timeout 60s;\n client_header_timeout 60s;\n\
+        "{globals}http {{\n access_log off;\n keepalive_timeout 60s;\n client_header_timeout 60s;\n\
          proxy_connect_timeout 5s;\n proxy_read_timeout 60s;\n\
          client_body_temp_path {p}/body;\n proxy_temp_path {p}/proxy;\n\
          upstream b {{\n{servers} keepalive 32;\n }}\n\
          server {{\n  listen 127.0.0.1:{port} reuseport;\n\
           location / {{ proxy_pass http://b; proxy_http_version 1.1; proxy_set_header Connection \"\"; }}\n }}\n}}\n",
+        globals = nginx_globals(&prefix),
         p = prefix.display()
     );
-    let path = prefix.join("nginx.conf");
-    std::fs::write(&path, conf).map_err(io("writing nginx.conf"))?;
-    let child = pinned("0", Path::new("nginx"))
-        .arg("-p")
-        .arg(&prefix)
-        .arg("-c")
-        .arg(&path)
-        .spawn()
-        .map_err(io("starting nginx"))?;
-    Ok(Proc(child, "nginx"))
+    spawn_nginx(&prefix, &conf)
 }
 
 fn start_haproxy(dir: &Path, port: u16, backends: &[SocketAddr]) -> Result<Proc> {
@@ -494,11 +418,6 @@ async fn serve_backend(mut c: tokio::net::TcpStream) {
     }
 }
 
-pub(crate) fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(io("finding a free port"))?;
-    Ok(l.local_addr().map_err(io("finding a free port"))?.port())
-}
-
 fn wait_port(port: u16) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
@@ -512,25 +431,4 @@ fn wait_port(port: u16) -> Result<()> {
     Err(failed(format!(
         "nothing listens on 127.0.0.1:{port} after 10 s"
     )))
-}
-
-pub(crate) fn which(tool: &str) -> Option<PathBuf> {
-    let out = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .ok()?;
-    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (!path.is_empty()).then(|| PathBuf::from(path))
-}
-
-pub(crate) fn tempdir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("stator-bench-proxy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(io("creating a temporary directory"))?;
-    let mut f = std::fs::File::create(dir.join("README")).map_err(io("writing README"))?;
-    writeln!(
-        f,
-        "stator bench proxy: configurations of one run; removed at its end"
-    )
-    .map_err(io("writing README"))?;
-    Ok(dir)
 }

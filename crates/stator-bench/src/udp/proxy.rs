@@ -30,7 +30,10 @@ use tokio::io::Interest;
 
 use super::UdpArgs;
 use crate::BenchError;
-use crate::proxy::{Proc, failed, free_port, io, pinned, tempdir, which};
+use crate::rivals::{
+    Proc, failed, free_port, io, nginx_globals, nginx_prefix, spawn_nginx, spawn_stator,
+    stator_pool_config, tempdir, which,
+};
 
 type Result<T> = std::result::Result<T, BenchError>;
 
@@ -178,25 +181,12 @@ fn free_udp_port() -> Result<u16> {
 }
 
 fn start_stator(stator: &Path, dir: &Path, port: u16, backend: SocketAddr) -> Result<Proc> {
-    let t = format!(
-        "[node]\nname = \"bench\"\n[dataplane]\nmode = \"none\"\n[api]\nlisten = \"127.0.0.1:{}\"\n\
-         [log]\nlevel = \"warn\"\n[[pool]]\nname = \"b\"\n[pool.health]\nmethod = \"none\"\n\
-         [[pool.backend]]\naddress = \"{}\"\nport = {}\n\
-         [[listener]]\nname = \"bench\"\naddress = \"127.0.0.1:{port}\"\nprotocol = \"udp\"\n\
-         pool = \"b\"\nworkers = 2\n[listener.timeouts]\nidle = \"60s\"\n",
-        free_port()?,
-        backend.ip(),
-        backend.port()
+    let mut t = stator_pool_config(&[backend])?;
+    t += &format!(
+        "[[listener]]\nname = \"bench\"\naddress = \"127.0.0.1:{port}\"\nprotocol = \"udp\"\n\
+         pool = \"b\"\nworkers = 2\n[listener.timeouts]\nidle = \"60s\"\n"
     );
-    let path = dir.join(format!("stator-udp-{port}.toml"));
-    std::fs::write(&path, t).map_err(io("writing the stator configuration"))?;
-    let child = pinned("0", stator)
-        .arg("run")
-        .arg("-c")
-        .arg(&path)
-        .spawn()
-        .map_err(io("starting stator run"))?;
-    Ok(Proc(child, "stator"))
+    spawn_stator(stator, &dir.join(format!("stator-udp-{port}.toml")), &t)
 }
 
 fn start_nginx(
@@ -206,31 +196,19 @@ fn start_nginx(
     module: &Path,
     echo: bool,
 ) -> Result<Proc> {
-    let prefix = dir.join(format!("nginx-udp-{port}"));
-    std::fs::create_dir_all(&prefix).map_err(io("creating nginx's prefix"))?;
+    let prefix = nginx_prefix(dir, &format!("nginx-udp-{port}"))?;
     // one-way: nginx's proxy_responses 0 (no reply expected); request/response: the default
     // (sessions live until proxy_timeout), as Stator without `responses`
     let responses = if echo { "" } else { "  proxy_responses 0;\n" };
     let conf = format!(
-        "load_module {m};\ndaemon off;\nmaster_process on;\nworker_processes 2;\n\
-         pid {p}/nginx.pid;\nerror_log {p}/error.log crit;\n\
-         events {{ worker_connections 8192; }}\n\
+        "load_module {m};\n{globals}\
          stream {{\n upstream b {{ server {backend}; }}\n\
           server {{\n  listen 127.0.0.1:{port} udp reuseport;\n  proxy_pass b;\n\
           proxy_timeout 60s;\n{responses} }}\n}}\n",
         m = module.display(),
-        p = prefix.display()
+        globals = nginx_globals(&prefix),
     );
-    let path = prefix.join("nginx.conf");
-    std::fs::write(&path, conf).map_err(io("writing nginx.conf"))?;
-    let child = pinned("0", Path::new("nginx"))
-        .arg("-p")
-        .arg(&prefix)
-        .arg("-c")
-        .arg(&path)
-        .spawn()
-        .map_err(io("starting nginx"))?;
-    Ok(Proc(child, "nginx"))
+    spawn_nginx(&prefix, &conf)
 }
 
 /// Sends a probe every 50 ms until the backend counts it (the proxy is up), for at most 10 s;
