@@ -3,7 +3,7 @@
 //! forwarded (every encapsulation and family, VLANs, redirects, FIB failures, counters). Frames
 //! passed or dropped before selection are in `cases_drops.rs`, ICMP in `cases_icmp.rs`. Expected
 //! frames are assembled independently of the core: stator-testkit for inner packets,
-//! `common::expected_frame` (written from §5) or literal bytes for outer headers.
+//! `stator_testkit::expect::encapsulated` (written from §5) or literal bytes for outer headers.
 
 mod common;
 
@@ -14,6 +14,7 @@ use stator_core::{
     Action, BackendSpec, Cause, Counter, DropReason, Encap, FibError, Insert, PacketBuf, Proto,
     RealId, SnapshotBuilder, StaticFib, VecPacketBuf, VipFlags, VipId, VipKey,
 };
+use stator_testkit::expect::encapsulated;
 use stator_testkit::{Packet, arp_frame, tcp_flags};
 
 /// The one fully literal golden: a TCP SYN to 10.0.0.10:80, GRE to 10.1.0.1 from 10.9.9.9.
@@ -73,7 +74,7 @@ fn tcp_and_udp_over_v4_and_v6() {
         assert_eq!(v.hash, Some(hash));
         let inner = p.ip_bytes();
         let df = p.dst.is_ipv6() || p.df;
-        let want = expected_frame(&outer_to(real, Encap::Gre, 0, df, hash), &inner, 0);
+        let want = encapsulated(&outer_to(real, Encap::Gre, 0, df, hash), &inner, 0);
         assert_eq!(out, want, "{p:?}");
         let c = fwd.counters(0);
         assert_eq!(c.vip(VipId(id)).bytes, p.frame().len() as u64);
@@ -115,8 +116,7 @@ fn every_encapsulation_and_family_mix() {
                 let mut fwd = forwarder();
                 let (v, out) = run(&mut fwd, &snap, &fib_tx(), T0, &p.frame());
                 assert_eq!(v.action, Action::Tx, "{encap:?} {real} {vip}");
-                let want =
-                    expected_frame(&outer_to(real, encap, 0xb9, true, hash), &p.ip_bytes(), 0);
+                let want = encapsulated(&outer_to(real, encap, 0xb9, true, hash), &p.ip_bytes(), 0);
                 assert_eq!(out, want, "{encap:?} {real} {vip}");
             }
         }
@@ -134,7 +134,7 @@ fn ipv4_options_df_and_tos() {
     p.ipv4_options = vec![0x07, 0x07, 0x04, 0, 0, 0, 0]; // record route, 7 bytes
     let (v, out) = run(&mut forwarder(), &snap, &fib_tx(), T0, &p.frame());
     assert_eq!(v.action, Action::Tx);
-    let want = expected_frame(
+    let want = encapsulated(
         &outer_to(be4(1), Encap::Gre, 0x28, false, hash4(7, 80, 6)),
         &p.ip_bytes(),
         0,
@@ -154,7 +154,7 @@ fn vlan_consumed_and_padding_kept() {
     assert_eq!(frame.len(), 18 + 28 + 10);
     let (v, out) = run(&mut forwarder(), &snap, &fib_tx(), T0, &frame);
     assert_eq!(v.action, Action::Tx);
-    let want = expected_frame(
+    let want = encapsulated(
         &outer_to(be4(2), Encap::Gre, 0, true, hash4(9, 53, 17)),
         &p.ip_bytes(),
         10,

@@ -12,6 +12,7 @@ use stator_core::{
     Action, BackendSpec, CompiledSnapshot, Counter, DropReason, Encap, Proto, SnapshotBuilder,
     ValidSnapshot, VipKey,
 };
+use stator_testkit::expect::encapsulated;
 use stator_testkit::{Ext, Packet, arp_frame, tcp_flags};
 
 /// Frames that must leave unmodified, with their action and counter.
@@ -360,7 +361,7 @@ fn fragments() {
     p.ext = vec![frag(0, false)];
     let (v, out) = run(&mut forwarder(), &snap, &fib_tx(), T0, &p.frame());
     assert_eq!(v.action, Action::Tx);
-    let want = expected_frame(
+    let want = encapsulated(
         &outer_to(be6(2), Encap::Gre, 0, true, hash6(1, 53, 17)),
         &p.ip_bytes(),
         0,

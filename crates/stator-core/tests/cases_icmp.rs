@@ -10,6 +10,7 @@ use common::*;
 use stator_core::{
     Action, BackendSpec, Cause, Counter, DropReason, Encap, Insert, Proto, SnapshotBuilder, VipId,
 };
+use stator_testkit::expect::encapsulated;
 use stator_testkit::{Ext, Packet, tcp_flags};
 
 #[test]
@@ -132,7 +133,7 @@ fn frag_needed_and_packet_too_big_reach_the_flows_backend() {
     assert_eq!(v.hash, first.hash);
     assert_eq!(v.selection.unwrap().cause, Cause::CtHit);
     let real = snap.real_addr(v.real.unwrap()).unwrap();
-    let want = expected_frame(
+    let want = encapsulated(
         &outer_to(real, Encap::Gre, 0, true, first.hash.unwrap()),
         &icmp.ip_bytes(),
         0,
@@ -175,7 +176,7 @@ fn frag_needed_and_packet_too_big_reach_the_flows_backend() {
         (Action::Tx, first.real, first.flow)
     );
     let real = snap.real_addr(v.real.unwrap()).unwrap();
-    let want = expected_frame(
+    let want = encapsulated(
         &outer_to(real, Encap::Gre, 0, true, first.hash.unwrap()),
         &ptb.ip_bytes(),
         0,

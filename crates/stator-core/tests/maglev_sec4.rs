@@ -2,7 +2,7 @@
 //! case or more per new branch — fragments (opt-in, owner redirect, record, hold, expiry),
 //! redirects received (GRE recursion control) and sent (failover), prefix/suffix matching, and
 //! the tracer's reports and rate limit. Expected frames come from stator-testkit and
-//! `common::expected_frame`, written independently of the core.
+//! `stator_testkit::expect::encapsulated`, written independently of the core.
 
 mod common;
 
@@ -14,6 +14,7 @@ use stator_core::{
     SnapshotBuilder, TraceKind, ValidSnapshot, Verdict, VipFlags, VipId, VipKey,
 };
 use stator_hash::{flow_hash_v4, flow_hash_v6};
+use stator_testkit::expect::encapsulated;
 use stator_testkit::{Ext, L4, Packet, tcp_flags};
 
 /// Another Stator node (a fragment peer, or a failover target).
@@ -90,7 +91,7 @@ fn fkey4(id: u16) -> FragKey {
 }
 
 fn gue_out(p: &Packet, hash: u32, df: bool) -> Vec<u8> {
-    expected_frame(&outer_to(be4(1), Encap::Gue, 0, df, hash), &p.ip_bytes(), 0)
+    encapsulated(&outer_to(be4(1), Encap::Gue, 0, df, hash), &p.ip_bytes(), 0)
 }
 
 #[test]
@@ -293,7 +294,7 @@ fn ipv6_fragments() {
     let (v, out) = run(&mut fwd, &snap, &fib_tx(), T0, &first.frame());
     assert_eq!(v.action, Action::Tx);
     let hash = flow_hash_v6(CLIENT6.octets(), VIP6.octets(), 6000, 53, 17);
-    let want = expected_frame(
+    let want = encapsulated(
         &outer_to(be6(1), Encap::Gre, 0, true, hash),
         &first.ip_bytes(),
         0,
@@ -311,7 +312,7 @@ fn ipv6_fragments() {
     };
     let (v, out) = run(&mut fwd, &snap, &fib_tx(), T0, &later.frame());
     assert_eq!(v.action, Action::Tx);
-    let want = expected_frame(
+    let want = encapsulated(
         &outer_to(be6(1), Encap::Gre, 0, true, hash),
         &later.ip_bytes(),
         0,
@@ -354,7 +355,7 @@ fn fragments_go_to_their_three_tuple_owner_once() {
     for p in [first4(1, 40), later4(40)] {
         let (v, out) = run(&mut fwd, &snap, &fib_tx(), T0, &p.frame());
         assert_eq!(v.action, Action::Tx);
-        let mut want = expected_frame(&outer_to(owner, Encap::Gre, 0, false, h3), &p.ip_bytes(), 0);
+        let mut want = encapsulated(&outer_to(owner, Encap::Gre, 0, false, h3), &p.ip_bytes(), 0);
         want[34] = 1; // GRE 01 00: recursion control 1
         assert_eq!(out, want);
     }
@@ -407,7 +408,7 @@ fn redirects_received() {
         );
         assert_eq!(v.action, Action::Tx, "to {dst}");
         let hash = flow_hash_v4(CLIENT4.octets(), VIP4.octets(), 7, 80, 6);
-        let want = expected_frame(
+        let want = encapsulated(
             &outer_to(be4(2), Encap::Gre, 0, true, hash),
             &syn.ip_bytes(),
             0,
@@ -475,7 +476,7 @@ fn a_vip_without_backend_fails_over_once() {
     let (v, out) = run(&mut fwd, &snap, &fib_tx(), T0, &syn.frame());
     assert_eq!(v.action, Action::Tx);
     let hash = flow_hash_v4(CLIENT4.octets(), VIP4.octets(), 8, 80, 6);
-    let mut want = expected_frame(
+    let mut want = encapsulated(
         &outer_to(v4(FAILOVER4), Encap::Gre, 0, true, hash),
         &syn.ip_bytes(),
         0,
@@ -615,7 +616,7 @@ fn a_failover_lands_on_the_group_vip_of_another_cluster() {
     );
     assert_eq!((v.action, v.vip), (Action::Tx, Some(VipId(0))));
     let hash = flow_hash_v4(CLIENT4.octets(), [10, 100, 1, 1], 9, 80, 6);
-    let want = expected_frame(
+    let want = encapsulated(
         &outer_to(be4(1), Encap::Gre, 0, true, hash),
         &a_syn.ip_bytes(),
         0,

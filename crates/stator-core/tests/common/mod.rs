@@ -1,5 +1,6 @@
-//! Fixtures shared by the integration tests: a small world (node, VIPs, backends, FIB) and an
-//! oracle for the bytes the forwarder must emit, written plainly from docs/forwarding.md §5.
+//! Fixtures shared by the integration tests: a small world (node, VIPs, backends, FIB), the
+//! packets and flow hashes of its client, and the outer headers ([`outer_to`]) for
+//! stator-testkit's oracle of the bytes the forwarder must emit (docs/forwarding.md §5).
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -9,7 +10,7 @@ use stator_core::{
     Proto, Snapshot, SnapshotBuilder, StaticFib, VecPacketBuf, Verdict,
 };
 use stator_hash::{flow_hash_v4, flow_hash_v6};
-use stator_testkit::expect::{self, Tunnel};
+use stator_testkit::expect::{Outer, Tunnel};
 use stator_testkit::{Packet, tcp_flags};
 
 pub const SRC4: Ipv4Addr = Ipv4Addr::new(10, 9, 9, 9);
@@ -106,55 +107,27 @@ pub fn run(
     (v, buf.to_vec())
 }
 
-/// The outer headers of an encapsulated packet, as docs/forwarding.md §5 describes them.
-#[derive(Debug, Clone)]
-pub struct Outer {
-    pub src: IpAddr,
-    pub dst: IpAddr,
-    pub encap: Encap,
-    pub tos: u8,
-    pub df: bool,
-    pub ttl: u8,
-    pub hash: u32,
-    pub gue_port: u16,
-}
-
-/// The frame the forwarder must send for `inner` (the IP packet) and `padding` trailing bytes
-/// (stator-testkit's oracle, shared with stator-xdp's fixtures).
-pub fn expected_frame(o: &Outer, inner: &[u8], padding: usize) -> Vec<u8> {
-    let tunnel = match o.encap {
-        Encap::Gre => Tunnel::Gre,
-        Encap::Ipip => Tunnel::Ipip,
-        Encap::Gue => Tunnel::Gue { port: o.gue_port },
-    };
-    let outer = expect::Outer {
-        dmac: HOP_DMAC,
-        smac: HOP_SMAC,
-        src: o.src,
-        dst: o.dst,
-        ttl: o.ttl,
-        tunnel,
-        hash: o.hash,
-        tos: Some(o.tos),
-        df: Some(o.df),
-    };
-    expect::encapsulated(&outer, inner, padding)
-}
-
-/// The outer header a packet to `real` gets under the fixtures' node parameters.
+/// The outer headers (stator-testkit's §5 oracle, shared with stator-xdp's fixtures) a packet
+/// to `real` gets under the fixtures' node parameters: from the node's source address of
+/// `real`'s family, TTL 64, GUE to port 6080, through the next hop of [`hop`].
 pub fn outer_to(real: IpAddr, encap: Encap, tos: u8, df: bool, hash: u32) -> Outer {
     Outer {
+        dmac: HOP_DMAC,
+        smac: HOP_SMAC,
         src: match real {
             IpAddr::V4(_) => v4(SRC4),
             IpAddr::V6(_) => v6(SRC6),
         },
         dst: real,
-        encap,
-        tos,
-        df,
         ttl: 64,
+        tunnel: match encap {
+            Encap::Gre => Tunnel::Gre,
+            Encap::Ipip => Tunnel::Ipip,
+            Encap::Gue => Tunnel::Gue { port: 6080 },
+        },
         hash,
-        gue_port: 6080,
+        tos: Some(tos),
+        df: Some(df),
     }
 }
 
