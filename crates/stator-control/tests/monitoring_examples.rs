@@ -19,8 +19,6 @@
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,88 +26,9 @@ use serde_json::Value;
 use stator_control::client::ApiClient;
 use stator_control::coreplane::{CoreOptions, CorePlane, CoreState, TokioClock};
 use stator_control::{Node, NodeOptions};
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
-fn promtool(args: &[&str], stdin: Option<&str>) -> (bool, String) {
-    let mut child = Command::new("promtool")
-        .args(args)
-        .current_dir(examples())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian's prometheus package; `make deps` installs it)");
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    } else {
-        drop(child.stdin.take());
-    }
-    let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-/// The PromQL expressions of the alerting rules (`expr:` lines).
-pub fn alert_exprs(yaml: &str) -> Vec<String> {
-    yaml.lines()
-        .filter_map(|l| l.trim().strip_prefix("expr:"))
-        .map(|e| e.trim().to_owned())
-        .collect()
-}
-
-/// Every PromQL expression of the dashboard: targets, annotations, variable queries.
-pub fn dashboard_exprs(d: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    for p in d["panels"].as_array().unwrap() {
-        for t in p["targets"].as_array().into_iter().flatten() {
-            out.push(t["expr"].as_str().unwrap().to_owned());
-        }
-    }
-    for a in d["annotations"]["list"].as_array().unwrap() {
-        if let Some(e) = a["expr"].as_str() {
-            out.push(e.to_owned());
-        }
-    }
-    for v in d["templating"]["list"].as_array().unwrap() {
-        if let Some(q) = v["query"]["query"].as_str() {
-            out.push(q.to_owned());
-        }
-    }
-    out
-}
-
-/// The `stator_*` names an expression mentions.
-pub fn metric_names(expr: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let bytes = expr.as_bytes();
-    let mut i = 0;
-    while let Some(at) = expr[i..].find("stator_") {
-        let start = i + at;
-        let before_ok =
-            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
-        let mut end = start;
-        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
-            end += 1;
-        }
-        if before_ok {
-            names.insert(expr[start..end].to_owned());
-        }
-        i = end;
-    }
-    names
-}
+use stator_testkit::prometheus::{
+    alert_exprs, dashboard_exprs, examples_dir as examples, metric_names, promtool,
+};
 
 /// The families `/metrics` declares (`# TYPE name kind`), with the sample names a summary or
 /// a histogram adds.
@@ -382,11 +301,9 @@ fn live_metrics_pass_promtool_and_declare_every_name_the_examples_use() {
     )
     .unwrap();
     let mut used = BTreeSet::new();
-    for e in alert_exprs(&alerts)
-        .iter()
-        .chain(&dashboard_exprs(&dashboard))
-    {
-        used.extend(metric_names(e));
+    let dashboard = dashboard_exprs(&dashboard).into_iter().map(|(_, e)| e);
+    for e in alert_exprs(&alerts).into_iter().chain(dashboard) {
+        used.extend(metric_names(&e));
     }
     println!(
         "{} metric names used by the alerts and the dashboard",

@@ -10,10 +10,12 @@
 //! half of the oracle: the encapsulated frame the forwarder must emit, assembled from
 //! docs/forwarding.md §5, shared by stator-core's and stator-xdp's tests. Used by tests and by
 //! the benchmarks' traffic (`stator bench xdp`, `stator bench veth`) — one set of frame
-//! builders — never by a forwarding path.
+//! builders — never by a forwarding path. [`prometheus`] is the one reading of the monitoring
+//! examples (their PromQL, the metric names it uses, `promtool`) that the monitoring tests share.
 #![forbid(unsafe_code)]
 
 pub mod expect;
+pub mod prometheus;
 
 use std::net::IpAddr;
 

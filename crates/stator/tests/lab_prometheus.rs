@@ -22,73 +22,37 @@ mod common;
 use common::peer_xdp;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stator_lab::deploy::{DeploySpec, Deployment, HTTP_PORT, LISTENER_PORT, UDP_PORT};
 use stator_lab::netns::is_root;
 use stator_lab::traffic::{http_batch, udp_batch};
+use stator_testkit::prometheus::{
+    self, ExprSource, examples_dir as examples, metric_names, promtool,
+};
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
-/// The `stator_*` names an expression mentions (as in stator-control's
-/// `tests/monitoring_examples.rs`).
-fn metric_names(expr: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let bytes = expr.as_bytes();
-    let mut i = 0;
-    while let Some(at) = expr[i..].find("stator_") {
-        let start = i + at;
-        let before_ok =
-            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
-        let mut end = start;
-        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
-            end += 1;
-        }
-        if before_ok {
-            names.insert(expr[start..end].to_owned());
-        }
-        i = end;
-    }
-    names
-}
-
-/// (panel title, expression) of every dashboard target, annotation and variable query.
+/// (panel title, expression) of every dashboard target and annotation (the variables' queries
+/// are Grafana's, not PromQL).
 fn dashboard_exprs() -> Vec<(String, String)> {
     let d: Value = serde_json::from_str(
         &std::fs::read_to_string(examples().join("grafana-dashboard.json")).unwrap(),
     )
     .unwrap();
-    let mut out = Vec::new();
-    for p in d["panels"].as_array().unwrap() {
-        for t in p["targets"].as_array().into_iter().flatten() {
-            out.push((
-                p["title"].as_str().unwrap().to_owned(),
-                t["expr"].as_str().unwrap().to_owned(),
-            ));
-        }
-    }
-    for a in d["annotations"]["list"].as_array().unwrap() {
-        if let Some(e) = a["expr"].as_str() {
-            out.push(("annotation".into(), e.to_owned()));
-        }
-    }
-    out
+    prometheus::dashboard_exprs(&d)
+        .into_iter()
+        .filter_map(|(source, e)| match source {
+            ExprSource::Panel(title) => Some((title, e)),
+            ExprSource::Annotation => Some(("annotation".into(), e)),
+            ExprSource::Variable => None,
+        })
+        .collect()
 }
 
 fn alert_exprs() -> Vec<String> {
-    std::fs::read_to_string(examples().join("stator-alerts.yml"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("expr:"))
-        .map(|e| e.trim().to_owned())
-        .collect()
+    prometheus::alert_exprs(&std::fs::read_to_string(examples().join("stator-alerts.yml")).unwrap())
 }
 
 /// Grafana's variables, set to match everything.
@@ -119,31 +83,6 @@ fn rows(v: &Value) -> Vec<(Value, f64)> {
             )
         })
         .collect()
-}
-
-fn promtool_check_metrics(text: &str) -> (bool, String) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian's prometheus package; make deps installs it)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
 }
 
 #[test]
@@ -279,7 +218,7 @@ fn prometheus_scrapes_every_node_and_the_examples_hold() {
     for j in [0, 2] {
         let metrics = d.api(j, "GET", "/metrics").unwrap();
         assert_eq!(metrics.status, 200);
-        let (ok, out) = promtool_check_metrics(&metrics.body);
+        let (ok, out) = promtool(&["check", "metrics"], Some(&metrics.body));
         assert!(ok, "n{j}: promtool check metrics:\n{out}");
         sampled.extend(
             metrics
