@@ -128,13 +128,4 @@ static __always_inline void stator_copy_mac(void *dst, const void *src)
 	d[2] = s[2];
 }
 
-/* `now` of the decision: the test clock when set, else the coarse monotonic clock; read once
- * per packet. */
-static __always_inline __u64 stator_now(struct stator_pkt *pkt)
-{
-	if (!pkt->now)
-		pkt->now = pkt->test_clock ? pkt->test_clock : bpf_ktime_get_coarse_ns();
-	return pkt->now;
-}
-
 #endif /* STATOR_COMMON_H */

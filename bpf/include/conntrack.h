@@ -13,6 +13,7 @@
 #ifndef STATOR_CONNTRACK_H
 #define STATOR_CONNTRACK_H
 
+#include "clock.h"
 #include "maglev.h"
 
 /*

@@ -8,6 +8,7 @@
 #ifndef STATOR_DECIDE_H
 #define STATOR_DECIDE_H
 
+#include "clock.h"
 #include "conntrack.h"
 #include "encap.h"
 #include "trace.h"

@@ -11,6 +11,7 @@
 #ifndef STATOR_ENCAP_H
 #define STATOR_ENCAP_H
 
+#include "clock.h"
 #include "csum.h"
 #include "stats.h"
 

@@ -153,6 +153,13 @@ pub enum XdpError {
         reason: String,
     },
 
+    /// The kernel's tick could not be measured for the program's clock (`clock.rs`).
+    #[error("measuring the kernel's tick: {reason}")]
+    Clock {
+        /// What went wrong.
+        reason: String,
+    },
+
     /// Another system call failed.
     #[error("{what} failed")]
     Io {

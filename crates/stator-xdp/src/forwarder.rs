@@ -12,6 +12,7 @@ use stator_abi::{
 };
 use stator_core::{Snapshot, ValidSnapshot};
 
+use crate::clock::{self, ProgramClock};
 use crate::error::{Result, XdpError, log_tail};
 use crate::maps::{Maps, check_pins};
 use crate::objects;
@@ -73,6 +74,7 @@ pub struct Forwarder {
     pub(crate) program: &'static str,
     pub(crate) maps: Maps,
     pub(crate) opts: XdpOptions,
+    clock: ProgramClock,
     nonce: AtomicU32,
 }
 
@@ -85,7 +87,17 @@ impl Forwarder {
             ConntrackMode::PerCpu => objects::FORWARDER,
             ConntrackMode::Shared => objects::FORWARDER_SHARED,
         };
-        Self::load_object(opts, object, PROGRAM_NAME, &[])
+        Self::load_object(opts, object, PROGRAM_NAME, &[], None)
+    }
+
+    /// [`Forwarder::load`] with the program's clock given instead of measured (tests: a clock
+    /// with a known offset shows in every stamp; [`ProgramClock::HELPER`] keeps the helper).
+    pub fn load_with_clock(opts: &XdpOptions, clock: ProgramClock) -> Result<Self> {
+        let object = match opts.conntrack {
+            ConntrackMode::PerCpu => objects::FORWARDER,
+            ConntrackMode::Shared => objects::FORWARDER_SHARED,
+        };
+        Self::load_object(opts, object, PROGRAM_NAME, &[], Some(clock))
     }
 
     /// Loads another compiled `stator_fwd` object (a build of `bpf/stator_fwd.bpf.c` for the
@@ -93,16 +105,19 @@ impl Forwarder {
     /// program in one sitting (`stator bench xdp --object`). Pinned maps of another layout are
     /// refused the same way.
     pub fn load_from(opts: &XdpOptions, object: &[u8]) -> Result<Self> {
-        Self::load_object(opts, object, PROGRAM_NAME, &[])
+        Self::load_object(opts, object, PROGRAM_NAME, &[], None)
     }
 
     /// Loads XDP program `program` of `object` (and its `extra` programs) over the
-    /// forwarder's pinned maps, as [`Forwarder::load`] describes.
+    /// forwarder's pinned maps, as [`Forwarder::load`] describes, with `clock` (`None`:
+    /// [`ProgramClock::for_load`]) written into the object's clock parameters (an object
+    /// without them, such as an older build measured by `--object`, ignores it).
     pub(crate) fn load_object(
         opts: &XdpOptions,
         object: &[u8],
         program: &'static str,
         extra: &[&str],
+        clock: Option<ProgramClock>,
     ) -> Result<Self> {
         if !sys::is_root() {
             return Err(XdpError::NotRoot {
@@ -110,6 +125,7 @@ impl Forwarder {
             });
         }
         opts.validate()?;
+        let clock = clock.unwrap_or_else(ProgramClock::for_load);
         crate::bpffs::ensure_bpffs(&opts.pin_path)?;
         std::fs::create_dir_all(&opts.pin_path).map_err(|e| {
             XdpError::io(
@@ -139,6 +155,8 @@ impl Forwarder {
             .map_max_entries("stator_slots", slots)
             .map_max_entries("stator_frag", opts.frag_entries)
             .map_max_entries("stator_hold", opts.hold_ring)
+            .override_global(clock::TICK_GLOBAL, &clock.tick_ns(), false)
+            .override_global(clock::BASE_GLOBAL, &clock.base_ns(), false)
             .load(object)
             .map_err(|e| XdpError::Load {
                 object: "stator_fwd".into(),
@@ -160,6 +178,7 @@ impl Forwarder {
             program,
             maps,
             opts: opts.clone(),
+            clock,
             nonce: AtomicU32::new(1),
         })
     }
@@ -167,6 +186,11 @@ impl Forwarder {
     /// The options it was loaded with.
     pub fn options(&self) -> &XdpOptions {
         &self.opts
+    }
+
+    /// How the program reads the time.
+    pub fn clock(&self) -> ProgramClock {
+        self.clock
     }
 
     /// The maps (counters, connection table, tx ports, …).

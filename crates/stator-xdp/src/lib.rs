@@ -35,6 +35,7 @@
 mod attach;
 pub mod bench;
 mod bpffs;
+mod clock;
 mod cluster;
 mod decap;
 mod error;
@@ -56,6 +57,7 @@ pub use attach::{
     status,
 };
 pub use bpffs::{BPFFS_ROOT, bpffs_mount_point, ensure_bpffs};
+pub use clock::{ClockEdge, ClockProbe, ClockSample, ProgramClock};
 pub use decap::{
     DECAP_MAPS, DECAP_PROGRAM_NAME, DEFAULT_DECAP_PIN_PATH, Decap, DecapConfig, DecapCounters,
     DecapMaps, DecapOptions, DecapStatus, decap_purge, decap_status,

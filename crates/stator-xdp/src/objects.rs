@@ -11,6 +11,9 @@ pub static FORWARDER_SHARED: &[u8] =
 /// Baselines: `stator_pass` (XDP_PASS) and `stator_swap_tx` (MAC swap + XDP_TX).
 pub static PASS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stator_pass.o"));
 
+/// The clock probe (`stator_clock_probe`), run before the forwarder is loaded (`clock.rs`).
+pub static CLOCK: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stator_clock.o"));
+
 /// The kernel-repeat benchmark wrapper (`stator_bench`).
 pub static BENCH: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stator_bench.o"));
 
@@ -50,6 +53,7 @@ mod tests {
             ("stator_fwd_shared", FORWARDER_SHARED),
             ("stator_pass", PASS),
             ("stator_bench", BENCH),
+            ("stator_clock", CLOCK),
             ("stator_decap", DECAP),
             ("stator_veth", VETH_BENCH),
             ("stator_xsk", XSK),

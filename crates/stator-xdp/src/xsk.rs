@@ -31,8 +31,13 @@ impl Forwarder {
             ct_entries: XSK_CT_ENTRIES,
             ..opts.clone()
         };
-        let mut fwd =
-            Self::load_object(&opts, objects::XSK, XSK_PROGRAM_NAME, &[FIBQ_PROGRAM_NAME])?;
+        let mut fwd = Self::load_object(
+            &opts,
+            objects::XSK,
+            XSK_PROGRAM_NAME,
+            &[FIBQ_PROGRAM_NAME],
+            Some(crate::ProgramClock::HELPER),
+        )?;
         fwd.set_xsk_max_len(max_len)?;
         Ok(fwd)
     }

@@ -1,7 +1,8 @@
 //! Stateful behaviour through BPF_PROG_TEST_RUN: the connection table (hit, miss, SYN bypass,
 //! reselect after a backend drains or goes away), idle timeouts and the SYN-flood guard driven
-//! by the test clock, per-CPU versus shared tables, per-VIP and per-real counters, node
-//! parameters, and the self-test probe. Needs root.
+//! by the test clock, the program's own clock (jiffies, measured by the loader), per-CPU versus
+//! shared tables, per-VIP and per-real counters, node parameters, and the self-test probe.
+//! Needs root.
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
@@ -11,7 +12,7 @@ mod fixtures;
 use stator_abi::Encap;
 use stator_core::{RealId, RealState, Snapshot};
 use stator_testkit::Packet;
-use stator_xdp::ConntrackMode;
+use stator_xdp::{ClockProbe, ConntrackMode, ProgramClock};
 
 use common::expect::maglev;
 use common::pin_to_cpu;
@@ -122,6 +123,92 @@ fn flow_key(p: &Packet) -> stator_abi::FlowKey {
         proto,
         family,
         _pad0: [0; 2],
+    }
+}
+
+/// HZ from the running kernel's config, when it publishes one.
+fn config_hz() -> Option<u64> {
+    let text = std::process::Command::new("zcat")
+        .arg("/proc/config.gz")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .or_else(|| {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+            std::fs::read_to_string(format!("/boot/config-{}", release.trim())).ok()
+        })?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("CONFIG_HZ="))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn the_loader_measures_the_kernels_tick_and_the_programs_clock_follows_the_coarse_clock() {
+    common::require_root();
+    let clock = ProgramClock::probe().expect("measure the tick");
+    let hz = clock.hz().expect("a jiffies clock");
+    match config_hz() {
+        Some(k) => assert_eq!(hz, k, "measured HZ {hz}, the kernel's config says {k}"),
+        None => assert!(
+            [100, 250, 300, 1000].contains(&hz),
+            "measured HZ {hz}; this kernel publishes no config to compare with"
+        ),
+    }
+    let probe = ClockProbe::load().unwrap();
+    let tick = clock.tick_ns() as i128;
+    let mut worst = 0i128;
+    for _ in 0..50 {
+        let s = probe.sample().unwrap();
+        let off = clock.at(s.jiffies).unwrap() as i128 - s.coarse_ns as i128;
+        worst = worst.max(off.abs());
+        assert!(
+            off.abs() <= 2 * tick,
+            "the program's clock is {off} ns from CLOCK_MONOTONIC_COARSE (tick {tick} ns)"
+        );
+        std::thread::sleep(std::time::Duration::from_micros(1_300));
+    }
+    println!("HZ {hz}: the program's clock within {worst} ns of the coarse clock in 50 samples");
+}
+
+#[test]
+fn entries_are_stamped_with_the_clock_the_program_was_loaded_with() {
+    common::require_root();
+    let measured = ProgramClock::probe().expect("measure the tick");
+    const HOUR: u64 = 3_600 * SEC;
+    let ahead = ProgramClock::jiffies(measured.tick_ns(), measured.base_ns().wrapping_add(HOUR));
+    let slack = 2 * measured.tick_ns() as i128 + 50_000_000;
+    for (name, clock, expect_ahead) in [
+        ("measured at load", None, 0),
+        ("an hour ahead", Some(ahead), HOUR),
+        ("the helper", Some(ProgramClock::HELPER), 0),
+    ] {
+        let (jiffies, stamp, now) =
+            with_world_clock("ct-clock", ConntrackMode::PerCpu, clock, |w| {
+                let syn = tcp(client4(), 20_077, &vips::tcp4(), SYN);
+                let (_, out) = w.via_maglev(&syn, &vips::tcp4());
+                w.check(&case("SYN", syn.frame(), TX, Out::Bytes(out), MISS_TX));
+                let e = w.fwd.maps().conntrack_lookup(&flow_key(&syn)).unwrap();
+                (
+                    w.fwd.clock().hz(),
+                    e[0].last_seen_ns,
+                    w.fwd.maps().clock_ns(),
+                )
+            });
+        let off = stamp as i128 - now as i128 - expect_ahead as i128;
+        println!(
+            "{name}: HZ {jiffies:?}, last_seen − CLOCK_MONOTONIC_COARSE − expected = {off} ns"
+        );
+        assert!(
+            off.abs() <= slack,
+            "{name}: last_seen {stamp} is {off} ns from where the clock puts it"
+        );
+        let is_jiffies = !matches!(clock, Some(ProgramClock::HELPER));
+        assert_eq!(
+            jiffies.is_some(),
+            is_jiffies,
+            "{name}: which clock the forwarder reports"
+        );
     }
 }
 
