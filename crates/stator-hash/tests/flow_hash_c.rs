@@ -6,85 +6,16 @@
 //! compiler fails the test with a message: it never skips silently.
 mod common;
 
+use common::cdriver::{
+    ScratchDir, c_source, driver_hashes, has_compiler, host_compilers, include_dir, run,
+};
 use common::{Flow, flow_hash_vectors};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const RANDOM_TUPLES: usize = 100_000;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn include_dir() -> PathBuf {
-    repo_root().join("bpf/include")
-}
-
-fn c_source(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/c")
-        .join(name)
-}
-
-/// A scratch directory for this test binary, removed when dropped.
-struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    fn new(label: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("stator-{label}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Self(dir)
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn has_compiler(name: &str) -> bool {
-    Command::new(name)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// The host compilers to test with: `$CC` (or `cc`), plus `clang` if it is installed and
-/// different. Panics if there is none.
-fn host_compilers() -> Vec<String> {
-    let primary = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-    let mut compilers = Vec::new();
-    for candidate in [primary.as_str(), "clang", "gcc"] {
-        if !compilers.iter().any(|c: &String| c == candidate) && has_compiler(candidate) {
-            compilers.push(candidate.to_owned());
-        }
-    }
-    assert!(
-        !compilers.is_empty(),
-        "no C compiler found (tried $CC={primary:?}, clang, gcc): the flow hash must be checked \
-         against bpf/include/flow_hash.h; install one with `make deps`"
-    );
-    compilers
-}
-
-fn run(command: &mut Command, what: &str) -> Vec<u8> {
-    let output = command
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run {command:?}: {e}"));
-    assert!(
-        output.status.success(),
-        "{what} failed ({}):\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
-}
 
 fn random_flows(count: usize) -> Vec<Flow> {
     let mut rng = ChaCha8Rng::seed_from_u64(0x5ca1_ab1e);
@@ -131,28 +62,15 @@ fn c_header_matches_rust_on_vectors_and_random_tuples() {
     let input_path = scratch.0.join("input.txt");
     std::fs::write(&input_path, input).expect("write driver input");
 
-    for compiler in host_compilers() {
-        let driver = scratch.0.join(format!("driver-{compiler}"));
-        run(
-            Command::new(&compiler)
-                .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"])
-                .arg("-I")
-                .arg(include_dir())
-                .arg(c_source("flow_hash_driver.c"))
-                .arg("-o")
-                .arg(&driver),
-            &format!("compiling the flow-hash driver with {compiler}"),
+    for compiler in host_compilers("the flow hash must be checked against bpf/include/flow_hash.h")
+    {
+        let hashes = driver_hashes(
+            &compiler,
+            "flow_hash_driver.c",
+            &scratch,
+            &input_path,
+            "flow-hash",
         );
-        let stdin = std::fs::File::open(&input_path).expect("open driver input");
-        let output = run(
-            Command::new(&driver).stdin(stdin),
-            &format!("the flow-hash driver built with {compiler}"),
-        );
-        let output = String::from_utf8(output).expect("driver prints ASCII");
-        let hashes: Vec<u32> = output
-            .lines()
-            .map(|l| u32::from_str_radix(l, 16).expect("driver prints hex"))
-            .collect();
         assert_eq!(
             hashes.len(),
             flows.len(),

@@ -7,11 +7,13 @@
 //! compiled for the BPF target, verified and run by the kernel — is
 //! `crates/stator-steer/tests/steer_toeplitz_bpf.rs` (it needs root). A missing compiler fails
 //! the test with a message: it never skips silently.
+mod common;
+
+use common::cdriver::{ScratchDir, driver_hashes, host_compilers};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use stator_hash::{RSS_DEFAULT_KEY, Toeplitz};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 
 const RANDOM_INPUTS: usize = 100_000;
 
@@ -64,63 +66,6 @@ fn vectors() -> Vec<Vector> {
         .collect()
 }
 
-/// A scratch directory for this test binary, removed when dropped.
-struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    fn new(label: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("stator-{label}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Self(dir)
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn has_compiler(name: &str) -> bool {
-    Command::new(name)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// `$CC` (or `cc`), plus `clang` and `gcc` when installed and different. Panics if there is none.
-fn host_compilers() -> Vec<String> {
-    let primary = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-    let mut compilers = Vec::new();
-    for candidate in [primary.as_str(), "clang", "gcc"] {
-        if !compilers.iter().any(|c: &String| c == candidate) && has_compiler(candidate) {
-            compilers.push(candidate.to_owned());
-        }
-    }
-    assert!(
-        !compilers.is_empty(),
-        "no C compiler found (tried $CC={primary:?}, clang, gcc): the Toeplitz hash must be \
-         checked against bpf/include/toeplitz.h; install one with `make deps`"
-    );
-    compilers
-}
-
-fn run(command: &mut Command, what: &str) -> Vec<u8> {
-    let output = command
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run {command:?}: {e}"));
-    assert!(
-        output.status.success(),
-        "{what} failed ({}):\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
-}
-
 #[test]
 fn the_vector_file_agrees_with_rust() {
     let vectors = vectors();
@@ -161,30 +106,17 @@ fn c_header_matches_rust_on_vectors_and_random_inputs() {
         .collect();
     let input_path = scratch.0.join("input.txt");
     std::fs::write(&input_path, text).expect("write driver input");
-    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bpf/include");
 
-    for compiler in host_compilers() {
-        let driver = scratch.0.join(format!("driver-{compiler}"));
-        run(
-            Command::new(&compiler)
-                .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"])
-                .arg("-I")
-                .arg(&include)
-                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/toeplitz_driver.c"))
-                .arg("-o")
-                .arg(&driver),
-            &format!("compiling the Toeplitz driver with {compiler}"),
+    for compiler in
+        host_compilers("the Toeplitz hash must be checked against bpf/include/toeplitz.h")
+    {
+        let hashes = driver_hashes(
+            &compiler,
+            "toeplitz_driver.c",
+            &scratch,
+            &input_path,
+            "Toeplitz",
         );
-        let stdin = std::fs::File::open(&input_path).expect("open driver input");
-        let output = run(
-            Command::new(&driver).stdin(stdin),
-            &format!("the Toeplitz driver built with {compiler}"),
-        );
-        let output = String::from_utf8(output).expect("driver prints ASCII");
-        let hashes: Vec<u32> = output
-            .lines()
-            .map(|l| u32::from_str_radix(l, 16).expect("driver prints hex"))
-            .collect();
         assert_eq!(
             hashes.len(),
             cases.len(),

@@ -1,5 +1,8 @@
-//! Helpers shared by the integration tests: the flow-hash vector file.
+//! Helpers shared by the integration tests: the flow-hash vector file, and building and running
+//! the C drivers ([`cdriver`]).
 #![allow(dead_code)] // Each test binary uses a different subset.
+
+pub mod cdriver;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
