@@ -26,8 +26,8 @@ use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use common::lab::Lab;
 use common::{Backend, Client, chunked_body, pattern_fnv};
-use stator_lab::netns::{self, Netns};
 use stator_proxy::{
     ListenerSpec, PersistenceSpec, Protocol, Proxy, SourceSteering, Steering, SteeringGroup,
 };
@@ -36,47 +36,6 @@ use stator_steer::{ReuseportSteering, SteeringOptions};
 const CLIENTS: u8 = 64;
 const WORKERS: usize = 4;
 const THREADS: u8 = 8;
-
-/// A server and a client namespace joined by veth; the client has 10.78.1.1–64. Removed on
-/// drop, also when the test fails.
-struct Lab {
-    server: Netns,
-    client: Netns,
-}
-
-impl Lab {
-    fn new(tag: &str) -> Self {
-        assert!(
-            netns::is_root(),
-            "this test needs root (CAP_BPF, CAP_NET_ADMIN, network namespaces); run as root"
-        );
-        let pid = std::process::id();
-        let server = Netns::create(&format!("pas{pid}{tag}")).expect("server namespace");
-        let client = match Netns::create(&format!("pac{pid}{tag}")) {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = server.delete();
-                panic!("client namespace: {e}");
-            }
-        };
-        let lab = Self { server, client };
-        netns::veth(&lab.server, "vs", &lab.client, "vc").expect("veth pair");
-        lab.server.addr_add("vs", "10.78.0.1/16").expect("server");
-        for i in 1..=CLIENTS {
-            lab.client
-                .addr_add("vc", &format!("10.78.1.{i}/16"))
-                .expect("client address");
-        }
-        lab
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = self.server.clone().delete();
-        let _ = self.client.clone().delete();
-    }
-}
 
 /// stator-steer's program as the proxy's `SourceSteering`; the test keeps a handle on the
 /// loaded group to read its table.
@@ -237,7 +196,7 @@ fn one<T: Ord + Clone>(items: impl Iterator<Item = T>) -> BTreeSet<T> {
 #[test]
 fn source_steering_keeps_every_client_on_one_worker_and_one_backend_and_a_removed_worker_moves_only_its_clients()
  {
-    let lab = Lab::new("s");
+    let lab = Lab::new("pa", "s", CLIENTS);
     let steering = Arc::new(TestSteering::default());
     let (mut proxy, _backends, spec) = start(&lab, Steering::Source, Some(Arc::clone(&steering)));
     let group = steering
@@ -356,7 +315,7 @@ fn source_steering_keeps_every_client_on_one_worker_and_one_backend_and_a_remove
 
 #[test]
 fn kernel_steering_spreads_a_clients_connections_over_workers() {
-    let lab = Lab::new("k");
+    let lab = Lab::new("pa", "k", CLIENTS);
     let (proxy, _backends, spec) = start(&lab, Steering::Kernel, None);
     let seen = drive(&lab, spec.address, 10_000 / u32::from(CLIENTS) + 1);
     let total: usize = seen.values().map(Vec::len).sum();
@@ -392,7 +351,7 @@ fn kernel_steering_spreads_a_clients_connections_over_workers() {
 
 #[test]
 fn http_across_namespaces_keeps_alive_streams_10_mb_and_forwards_the_client_address() {
-    let lab = Lab::new("h");
+    let lab = Lab::new("pa", "h", CLIENTS);
     let (proxy, backends, spec) = start(&lab, Steering::Kernel, None);
     let to = spec.address;
     let mut c = lab

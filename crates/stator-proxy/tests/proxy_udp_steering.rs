@@ -11,17 +11,17 @@
 //! them all. The same traffic through the kernel's 4-tuple hash (`steering = "kernel"`) is
 //! printed beside it: how many clients it split across backends.
 
+mod common;
 mod udp_common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::BorrowedFd;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use stator_lab::netns::{self, Netns};
+use common::lab::{Lab, SERVER};
 use stator_proxy::{
     ListenerSpec, PersistenceSpec, Protocol, Proxy, SourceSteering, Steering, SteeringGroup,
     UdpDrop,
@@ -31,7 +31,6 @@ use udp_common::{Echo, ask};
 const CLIENTS: u8 = 64;
 const PORTS_PER_CLIENT: usize = 4;
 const ASKS_PER_PORT: usize = 40;
-const SERVER: Ipv4Addr = Ipv4Addr::new(10, 78, 0, 1);
 
 /// stator-steer's program behind the proxy's steering trait (what `stator-control` does).
 #[derive(Debug)]
@@ -63,61 +62,6 @@ impl SteeringGroup for Group {
             .set_workers(live)
             .map(|_| ())
             .map_err(|e| e.to_string())
-    }
-}
-
-/// Server and client namespaces joined by veth, the client with 64 addresses; removed when
-/// dropped (also on failure).
-struct Lab {
-    server: Netns,
-    client: Netns,
-}
-
-impl Lab {
-    fn new(tag: &str) -> Self {
-        assert!(
-            netns::is_root(),
-            "this test needs root (network namespaces, a reuseport BPF program); run as root"
-        );
-        let pid = std::process::id();
-        let server = Netns::create(&format!("sus{pid}{tag}")).expect("server namespace");
-        let client = match Netns::create(&format!("suc{pid}{tag}")) {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = server.delete();
-                panic!("client namespace: {e}");
-            }
-        };
-        let lab = Self { server, client };
-        netns::veth(&lab.server, "vs", &lab.client, "vc").expect("veth pair");
-        lab.server
-            .addr_add("vs", &format!("{SERVER}/16"))
-            .expect("server address");
-        let mut batch = String::new();
-        for i in 1..=CLIENTS {
-            batch += &format!("addr add 10.78.1.{i}/16 dev vc\n");
-        }
-        let path = std::env::temp_dir().join(format!("stator-udp-{pid}{tag}.batch"));
-        std::fs::write(&path, batch).expect("write ip batch");
-        let out = Command::new("ip")
-            .args(["-n", lab.client.name(), "-batch"])
-            .arg(&path)
-            .output()
-            .expect("run ip -batch");
-        let _ = std::fs::remove_file(&path);
-        assert!(
-            out.status.success(),
-            "ip -batch: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        lab
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = self.server.clone().delete();
-        let _ = self.client.clone().delete();
     }
 }
 
@@ -205,7 +149,7 @@ fn run(lab: &Lab, steering: Steering) -> (Outcome, Arc<stator_proxy::ListenerSta
 
 #[test]
 fn ten_thousand_pairs_from_64_clients_reach_their_asker_and_one_backend_per_client() {
-    let lab = Lab::new("st");
+    let lab = Lab::new("su", "st", CLIENTS);
     let pairs = usize::from(CLIENTS) * PORTS_PER_CLIENT * ASKS_PER_PORT;
     let (steered, stats) = run(&lab, Steering::Source);
     assert_eq!(steered.mismatched, 0, "replies that missed their asker");

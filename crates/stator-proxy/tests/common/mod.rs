@@ -3,6 +3,8 @@
 //! small HTTP client over one kept-alive connection.
 #![allow(dead_code)] // each test file uses a different part
 
+pub mod lab;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;

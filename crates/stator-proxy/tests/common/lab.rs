@@ -1,0 +1,73 @@
+//! The two-namespace lab of the steering tests: a server and a client namespace joined by a
+//! veth pair (`vs` ↔ `vc`), the server on 10.78.0.1/16, the client with 10.78.1.1–n. Names
+//! carry the process id; both namespaces are removed on drop, also when the test fails.
+
+use std::net::Ipv4Addr;
+use std::process::Command;
+
+use stator_lab::netns::{self, Netns};
+
+/// The server's address.
+pub const SERVER: Ipv4Addr = Ipv4Addr::new(10, 78, 0, 1);
+
+/// The client address `i` (1-based).
+pub fn client_addr(i: u8) -> Ipv4Addr {
+    Ipv4Addr::new(10, 78, 1, i)
+}
+
+/// A server and a client namespace joined by veth.
+pub struct Lab {
+    pub server: Netns,
+    pub client: Netns,
+}
+
+impl Lab {
+    /// Namespaces `<prefix>s<pid><tag>` and `<prefix>c<pid><tag>`, the client with `clients`
+    /// addresses. Fails (never skips) when not root.
+    pub fn new(prefix: &str, tag: &str, clients: u8) -> Self {
+        assert!(
+            netns::is_root(),
+            "this test needs root (CAP_BPF, CAP_NET_ADMIN, network namespaces, a reuseport BPF \
+             program); run as root"
+        );
+        let pid = std::process::id();
+        let server = Netns::create(&format!("{prefix}s{pid}{tag}")).expect("server namespace");
+        let client = match Netns::create(&format!("{prefix}c{pid}{tag}")) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = server.delete();
+                panic!("client namespace: {e}");
+            }
+        };
+        let lab = Self { server, client };
+        netns::veth(&lab.server, "vs", &lab.client, "vc").expect("veth pair");
+        lab.server
+            .addr_add("vs", &format!("{SERVER}/16"))
+            .expect("server address");
+        // one `ip -batch` for all client addresses rather than a process each
+        let batch: String = (1..=clients)
+            .map(|i| format!("addr add {}/16 dev vc\n", client_addr(i)))
+            .collect();
+        let path = std::env::temp_dir().join(format!("stator-lab-{prefix}{pid}{tag}.batch"));
+        std::fs::write(&path, batch).expect("write ip batch");
+        let out = Command::new("ip")
+            .args(["-n", lab.client.name(), "-batch"])
+            .arg(&path)
+            .output()
+            .expect("run ip -batch");
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            out.status.success(),
+            "ip -batch: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        lab
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.server.clone().delete();
+        let _ = self.client.clone().delete();
+    }
+}
