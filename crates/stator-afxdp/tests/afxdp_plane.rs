@@ -31,37 +31,11 @@ fn config() -> AfxdpConfig {
 
 /// Starts a plane on the lab's LB with `cfg`, attached to in0 and out0, one VIP committed.
 fn start(lab: &Lab, cfg: AfxdpConfig) -> AfxdpPlane {
-    let opts = lab.xdp_options();
-    lab.lb
-        .run_in(move || {
-            let mut p = AfxdpPlane::load(&opts, cfg).expect("load the AF_XDP plane");
-            p.attach(&["in0".into(), "out0".into()]).expect("attach");
-            p.commit(&snapshot(1, &[BACKEND, BACKEND2]))
-                .expect("commit");
-            p
-        })
-        .expect("enter the LB namespace")
+    lab.start_plane(cfg, snapshot(1, &[BACKEND, BACKEND2]))
 }
 
 fn syn(port: u16) -> Vec<u8> {
     Packet::tcp(CLIENT.into(), port, VIP.into(), 80, tcp_flags::SYN).frame()
-}
-
-fn send(lab: &Lab, frames: Vec<Vec<u8>>) {
-    lab.gen_ns
-        .run_in(move || {
-            let s = RawSock::open("eth0");
-            for f in &frames {
-                s.send(f);
-            }
-        })
-        .expect("enter the generator namespace");
-}
-
-fn capture(lab: &Lab) -> RawSock {
-    lab.sink
-        .run_in(|| RawSock::open("eth0"))
-        .expect("enter the sink namespace")
 }
 
 #[test]
@@ -69,14 +43,14 @@ fn frames_are_forwarded_through_the_sockets_and_counted_once() {
     let lab = Lab::new("fw", 2);
     let plane = start(&lab, config());
     let reader = plane.reader().expect("reader");
-    let rx = capture(&lab);
+    let rx = lab.capture();
     let n = 300u16;
     let mut frames: Vec<Vec<u8>> = (0..n).map(|i| syn(20_000 + i)).collect();
     // not ours: a non-VIP address and the VIP's address on another port, both passed by the
     // kernel half exactly as the XDP forwarder passes them
     frames.push(Packet::tcp(CLIENT.into(), 1, SINK.into(), 80, tcp_flags::SYN).frame());
     frames.push(Packet::tcp(CLIENT.into(), 1, VIP.into(), 81, tcp_flags::SYN).frame());
-    send(&lab, frames);
+    lab.send(frames);
     let got: Vec<Vec<u8>> = rx
         .drain(Duration::from_millis(300), Duration::from_secs(10))
         .into_iter()
@@ -145,11 +119,11 @@ fn an_idle_plane_sends_a_lone_packet_through_the_flush_timer() {
     let lab = Lab::new("idle", 1);
     let plane = start(&lab, config());
     let reader = plane.reader().expect("reader");
-    let rx = capture(&lab);
+    let rx = lab.capture();
     std::thread::sleep(Duration::from_secs(1));
     let before = reader.stats();
     let t = std::time::Instant::now();
-    send(&lab, vec![syn(30_000)]);
+    lab.send(vec![syn(30_000)]);
     let got = rx.recv(Duration::from_secs(5)).filter(|f| is_gre(f));
     let took = t.elapsed();
     assert!(got.is_some(), "the packet came out");
@@ -176,9 +150,9 @@ fn a_burst_of_2048_frames_all_complete() {
     cfg.queue_depth = 4096;
     let plane = start(&lab, cfg);
     let reader = plane.reader().expect("reader");
-    let rx = capture(&lab);
+    let rx = lab.capture();
     let n = 2048u16;
-    send(&lab, (0..n).map(|i| syn(40_000 + i)).collect());
+    lab.send((0..n).map(|i| syn(40_000 + i)).collect());
     let got = rx
         .drain(Duration::from_millis(300), Duration::from_secs(20))
         .into_iter()
@@ -215,9 +189,9 @@ fn an_undersized_packet_pool_drops_and_counts_without_deadlock() {
     cfg.queue_depth = 16;
     let plane = start(&lab, cfg);
     let reader = plane.reader().expect("reader");
-    let rx = capture(&lab);
+    let rx = lab.capture();
     let n = 3000u16;
-    send(&lab, (0..n).map(|i| syn(i.wrapping_add(1))).collect());
+    lab.send((0..n).map(|i| syn(i.wrapping_add(1))).collect());
     let got = rx
         .drain(Duration::from_millis(300), Duration::from_secs(20))
         .into_iter()
@@ -242,8 +216,8 @@ fn an_undersized_packet_pool_drops_and_counts_without_deadlock() {
         "drops are counted: {x:?}"
     );
     // and it still works: no frame leaked, no thread stuck
-    let rx2 = capture(&lab);
-    send(&lab, vec![syn(50_000)]);
+    let rx2 = lab.capture();
+    lab.send(vec![syn(50_000)]);
     assert!(
         rx2.drain(Duration::from_millis(300), Duration::from_secs(5))
             .iter()

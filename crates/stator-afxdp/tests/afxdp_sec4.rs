@@ -68,33 +68,7 @@ fn frag_snapshot() -> Snapshot {
 }
 
 fn start(lab: &Lab, cfg: AfxdpConfig) -> AfxdpPlane {
-    let opts = lab.xdp_options();
-    lab.lb
-        .run_in(move || {
-            let mut p = AfxdpPlane::load(&opts, cfg).expect("load the AF_XDP plane");
-            p.attach(&["in0".into(), "out0".into()]).expect("attach");
-            p.commit(&frag_snapshot().validated().expect("valid"))
-                .expect("commit");
-            p
-        })
-        .expect("enter the LB namespace")
-}
-
-fn send(lab: &Lab, frames: Vec<Vec<u8>>) {
-    lab.gen_ns
-        .run_in(move || {
-            let s = RawSock::open("eth0");
-            for f in &frames {
-                s.send(f);
-            }
-        })
-        .expect("enter the generator namespace");
-}
-
-fn capture(lab: &Lab) -> RawSock {
-    lab.sink
-        .run_in(|| RawSock::open("eth0"))
-        .expect("enter the sink namespace")
+    lab.start_plane(cfg, frag_snapshot().validated().expect("valid"))
 }
 
 /// A UDP datagram's transport bytes (header + payload) from `sport` to the VIP.
@@ -142,7 +116,7 @@ fn early_fragments_are_held_and_datagrams_come_out_whole() {
     let lab = Lab::new("fh", 2);
     let plane = start(&lab, config(2, HoldLimits::default()));
     let reader = plane.reader().expect("reader");
-    let rx = capture(&lab);
+    let rx = lab.capture();
     // 24 datagrams of 2,400–3,100 bytes, 3 fragments each: every later fragment first (in
     // reverse order), then the first fragments; then one unfragmented datagram per flow
     let n = 24u16;
@@ -159,7 +133,7 @@ fn early_fragments_are_held_and_datagrams_come_out_whole() {
         let p = Packet::udp(CLIENT.into(), sport, VIP.into(), UDP_PORT).with_payload(&[7; 32]);
         whole.push(lab.to_lb(&p.ip_bytes()));
     }
-    send(&lab, later);
+    lab.send(later);
     // every later fragment is held before its first comes
     assert!(
         wait_for(Duration::from_secs(5), || {
@@ -170,8 +144,8 @@ fn early_fragments_are_held_and_datagrams_come_out_whole() {
         "held: {:?}",
         reader.hold_stats()
     );
-    send(&lab, firsts);
-    send(&lab, whole);
+    lab.send(firsts);
+    lab.send(whole);
     let got = rx.drain(Duration::from_millis(500), Duration::from_secs(10));
     let hold = reader.hold_stats().expect("attached");
     let stats = reader.stats();
@@ -251,7 +225,7 @@ fn the_hold_is_bounded_in_frames_and_time() {
             lab.to_lb(&fragments(&l4, 0x6000 + i, 504)[1])
         })
         .collect();
-    send(&lab, frames);
+    lab.send(frames);
     assert!(
         wait_for(Duration::from_secs(5), || {
             reader
@@ -274,9 +248,9 @@ fn the_hold_is_bounded_in_frames_and_time() {
     assert_eq!((h.holding, h.queue.released), (0, 0));
     println!("bounded hold: {h:?}");
     // the frames went back to the pool: the plane still forwards
-    let rx = capture(&lab);
+    let rx = lab.capture();
     let p = Packet::udp(CLIENT.into(), 31_100, VIP.into(), UDP_PORT).with_payload(&[1; 8]);
-    send(&lab, vec![lab.to_lb(&p.ip_bytes())]);
+    lab.send(vec![lab.to_lb(&p.ip_bytes())]);
     assert!(
         rx.drain(Duration::from_millis(300), Duration::from_secs(5))
             .iter()
@@ -291,7 +265,7 @@ fn a_traced_packet_is_reported_by_its_packet_thread() {
     let lab = Lab::new("tr", 2);
     let plane = start(&lab, config(2, HoldLimits::default()));
     let mut tap = plane.trace_tap();
-    let rx = capture(&lab);
+    let rx = lab.capture();
     let mut m = TraceMark {
         magic: STATOR_TRACE_MAGIC,
         receiver_family: 4,
@@ -303,10 +277,7 @@ fn a_traced_packet_is_reported_by_its_packet_thread() {
     let p = Packet::udp(CLIENT.into(), 32_000, VIP.into(), UDP_PORT).with_payload(&m.to_bytes());
     // an ordinary packet of another flow: no report
     let q = Packet::udp(CLIENT.into(), 32_001, VIP.into(), UDP_PORT).with_payload(&[0; 40]);
-    send(
-        &lab,
-        vec![lab.to_lb(&q.ip_bytes()), lab.to_lb(&p.ip_bytes())],
-    );
+    lab.send(vec![lab.to_lb(&q.ip_bytes()), lab.to_lb(&p.ip_bytes())]);
     let mut ev = None;
     assert!(
         wait_for(Duration::from_secs(5), || {

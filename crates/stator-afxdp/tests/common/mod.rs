@@ -175,6 +175,44 @@ impl Lab {
         }
     }
 
+    /// Starts an AF_XDP plane in the LB namespace with `cfg`, attached to in0 and out0, with
+    /// `snap` committed.
+    pub fn start_plane(
+        &self,
+        cfg: stator_afxdp::AfxdpConfig,
+        snap: ValidSnapshot,
+    ) -> stator_afxdp::AfxdpPlane {
+        let opts = self.xdp_options();
+        self.lb
+            .run_in(move || {
+                let mut p =
+                    stator_afxdp::AfxdpPlane::load(&opts, cfg).expect("load the AF_XDP plane");
+                p.attach(&["in0".into(), "out0".into()]).expect("attach");
+                p.commit(&snap).expect("commit");
+                p
+            })
+            .expect("enter the LB namespace")
+    }
+
+    /// Sends `frames` from the generator's eth0.
+    pub fn send(&self, frames: Vec<Vec<u8>>) {
+        self.gen_ns
+            .run_in(move || {
+                let s = RawSock::open("eth0");
+                for f in &frames {
+                    s.send(f);
+                }
+            })
+            .expect("enter the generator namespace");
+    }
+
+    /// A raw socket on the sink's eth0, capturing what reaches the backends.
+    pub fn capture(&self) -> RawSock {
+        self.sink
+            .run_in(|| RawSock::open("eth0"))
+            .expect("enter the sink namespace")
+    }
+
     /// Ethernet header bytes of a frame from the generator to the LB, followed by `ip`.
     pub fn to_lb(&self, ip: &[u8]) -> Vec<u8> {
         let mut f = Vec::with_capacity(14 + ip.len());
