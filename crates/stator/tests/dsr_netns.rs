@@ -12,6 +12,9 @@
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
+mod common;
+
+use common::peer_xdp;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -23,7 +26,7 @@ use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot
 use stator_lab::netns::Netns;
 use stator_lab::serve::{self, Server};
 use stator_lab::topo::{DsrLab, DsrSpec};
-use stator_xdp::{AttachMode, ConntrackMode, DecapMaps, Forwarder, XdpMode, XdpOptions};
+use stator_xdp::{ConntrackMode, DecapMaps, Forwarder, XdpMode, XdpOptions};
 
 const V4_CONNS: usize = 200;
 const V6_CONNS: usize = 100;
@@ -192,15 +195,8 @@ fn tcp_connections_spread_over_both_backends_and_replies_bypass_the_lb() {
     let backend_pins: Vec<PathBuf> = (0..2).map(|k| pin(&prefix, &format!("b{k}"))).collect();
     let _pins = Pins([vec![lb_pin.clone(), peer_pin.clone()], backend_pins.clone()].concat());
     // XDP_TX from the LB node reaches the router only through an XDP program on its port
-    let lab = DsrLab::create_with(&spec, |router, port| {
-        let (pin, port) = (peer_pin.clone(), port.to_string());
-        router
-            .run_in(move || stator_xdp::attach_pass(&pin, &port, AttachMode::Native))
-            .map_err(|e| e.to_string())?
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })
-    .expect("build the DSR lab");
+    let lab = DsrLab::create_with(&spec, |router, port| peer_xdp(router, port, &peer_pin))
+        .expect("build the DSR lab");
 
     let vip4: IpAddr = "192.0.2.80".parse().unwrap();
     let vip6: IpAddr = "2001:db8:80::1".parse().unwrap();

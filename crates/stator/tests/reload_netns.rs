@@ -30,6 +30,9 @@
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
+mod common;
+
+use common::peer_xdp;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -42,7 +45,6 @@ use stator_lab::serve::{Server, tcp_connect};
 use stator_lab::stator::{BpfFs, StatorRun};
 use stator_lab::topo::{DsrLab, DsrSpec};
 use stator_lab::wait::wait_for;
-use stator_xdp::AttachMode;
 
 const NET: u8 = 76;
 const VIP: &str = "192.0.2.76";
@@ -417,15 +419,8 @@ fn established_connections_survive_every_kind_of_reload() {
     let mut spec = DsrSpec::new(&prefix, NET, 1, 1, 4);
     spec.addrs_per_client = 8;
     // XDP_TX from the LB node reaches the router only through an XDP program on its port
-    let lab = DsrLab::create_with(&spec, |router, port| {
-        let (pin, port) = (peer_pin.clone(), port.to_string());
-        router
-            .run_in(move || stator_xdp::attach_pass(&pin, &port, AttachMode::Native))
-            .map_err(|e| e.to_string())?
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })
-    .expect("build the DSR lab");
+    let lab = DsrLab::create_with(&spec, |router, port| peer_xdp(router, port, &peer_pin))
+        .expect("build the DSR lab");
     let vip_addr: IpAddr = VIP.parse().unwrap();
     let mut servers = Vec::new();
     let mut decap_pins = Vec::new();
