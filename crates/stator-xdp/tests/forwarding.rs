@@ -431,12 +431,7 @@ fn table(w: &World) -> Vec<Case> {
             p.frame(),
             DROP,
             Out::Same,
-            &[
-                (Stat::C(Counter::ActDrop), 1),
-                (Stat::D(DropReason::NoNeigh), 1),
-                (Stat::C(Counter::CtMiss), 1),
-                (Stat::C(Counter::CtInsert), 1),
-            ],
+            &dropped_after_insert(DropReason::NoNeigh),
         ));
         let p = tcp(c4, next(), &vips::noroute4(), SYN);
         cases.push(case(
@@ -444,12 +439,7 @@ fn table(w: &World) -> Vec<Case> {
             p.frame(),
             DROP,
             Out::Same,
-            &[
-                (Stat::C(Counter::ActDrop), 1),
-                (Stat::D(DropReason::Fib), 1),
-                (Stat::C(Counter::CtMiss), 1),
-                (Stat::C(Counter::CtInsert), 1),
-            ],
+            &dropped_after_insert(DropReason::Fib),
         ));
         let p = tcp(c4, next(), &vips::mtu4(), SYN).with_payload(&[0u8; 160]);
         cases.push(case(
@@ -457,12 +447,7 @@ fn table(w: &World) -> Vec<Case> {
             p.frame(),
             DROP,
             Out::Same,
-            &[
-                (Stat::C(Counter::ActDrop), 1),
-                (Stat::D(DropReason::Mtu), 1),
-                (Stat::C(Counter::CtMiss), 1),
-                (Stat::C(Counter::CtInsert), 1),
-            ],
+            &dropped_after_insert(DropReason::Mtu),
         ));
         let p = tcp(c4, next(), &vips::mtu4(), SYN).with_payload(&[0u8; 100]);
         cases.push(w.miss_tx("encapsulated packet below the route MTU", &p, &vips::mtu4()));
@@ -485,12 +470,7 @@ fn table(w: &World) -> Vec<Case> {
             p.frame(),
             DROP,
             Out::Bytes(out),
-            &[
-                (Stat::C(Counter::ActDrop), 1),
-                (Stat::D(DropReason::TxPort), 1),
-                (Stat::C(Counter::CtMiss), 1),
-                (Stat::C(Counter::CtInsert), 1),
-            ],
+            &dropped_after_insert(DropReason::TxPort),
         ));
     }
     cases

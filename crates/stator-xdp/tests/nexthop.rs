@@ -100,12 +100,7 @@ fn the_next_hop_cache_reuses_answers_but_never_failures() {
             large.frame(),
             DROP,
             Out::Same,
-            &[
-                (Stat::C(Counter::ActDrop), 1),
-                (Stat::D(DropReason::Mtu), 1),
-                (Stat::C(Counter::CtMiss), 1),
-                (Stat::C(Counter::CtInsert), 1),
-            ],
+            &dropped_after_insert(DropReason::Mtu),
         ));
 
         // off: every packet asks the FIB

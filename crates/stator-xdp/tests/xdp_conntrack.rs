@@ -645,12 +645,7 @@ fn node_parameters_shape_the_outer_header() {
             p.frame(),
             DROP,
             Out::Same,
-            &[
-                (Stat::C(Counter::ActDrop), 1),
-                (Stat::D(DropReason::NoSource), 1),
-                (Stat::C(Counter::CtMiss), 1),
-                (Stat::C(Counter::CtInsert), 1),
-            ],
+            &dropped_after_insert(DropReason::NoSource),
         ));
         let p = tcp(client4(), 28_004, &vips::to6(), SYN);
         w.check(&case(
@@ -658,12 +653,7 @@ fn node_parameters_shape_the_outer_header() {
             p.frame(),
             DROP,
             Out::Same,
-            &[
-                (Stat::C(Counter::ActDrop), 1),
-                (Stat::D(DropReason::NoSource), 1),
-                (Stat::C(Counter::CtMiss), 1),
-                (Stat::C(Counter::CtInsert), 1),
-            ],
+            &dropped_after_insert(DropReason::NoSource),
         ));
         let p = tcp(client6(), 28_005, &vips::to4(), SYN);
         w.check(&w.miss_tx("v6 VIP, v4 backend still fine", &p, &vips::to4()));
