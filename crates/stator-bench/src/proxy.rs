@@ -18,8 +18,8 @@ use serde_json::json;
 
 use crate::error::BenchError;
 use crate::rivals::{
-    Proc, failed, free_port, io, nginx_globals, nginx_prefix, pinned, spawn_nginx, spawn_stator,
-    stator_pool_config, tempdir, which,
+    Proc, failed, free_port, io, nginx_globals, nginx_prefix, pinned, spawn_backend_thread,
+    spawn_nginx, spawn_stator, stator_pool_config, tempdir, which,
 };
 
 type Result<T> = std::result::Result<T, BenchError>;
@@ -347,34 +347,23 @@ impl Backends {
             .map_err(io("binding a backend"))?;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let s = std::sync::Arc::clone(&stop);
-        std::thread::Builder::new()
-            .name("bench-backends".into())
-            .spawn(move || {
-                crate::pin::pin_to_cpu(1);
-                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                else {
-                    return;
+        spawn_backend_thread("bench-backends", move || async move {
+            for l in listeners {
+                let Ok(l) = tokio::net::TcpListener::from_std(l) else {
+                    continue;
                 };
-                rt.block_on(async move {
-                    for l in listeners {
-                        let Ok(l) = tokio::net::TcpListener::from_std(l) else {
-                            continue;
-                        };
-                        tokio::spawn(async move {
-                            while let Ok((c, _)) = l.accept().await {
-                                let _ = c.set_nodelay(true);
-                                tokio::spawn(serve_backend(c));
-                            }
-                        });
-                    }
-                    while !s.load(std::sync::atomic::Ordering::SeqCst) {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::spawn(async move {
+                    while let Ok((c, _)) = l.accept().await {
+                        let _ = c.set_nodelay(true);
+                        tokio::spawn(serve_backend(c));
                     }
                 });
-            })
-            .map_err(io("starting the backends' thread"))?;
+            }
+            while !s.load(std::sync::atomic::Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .map_err(io("starting the backends' thread"))?;
         Ok(Self { addrs, stop })
     }
 }

@@ -125,6 +125,29 @@ pub(crate) fn spawn_nginx(prefix: &Path, conf: &str) -> Result<Proc> {
     Ok(Proc(child, "nginx"))
 }
 
+/// Runs `task()` on a thread of its own named `name`, pinned to CPU 1 (the load generator's,
+/// away from the proxies' CPU 0), in a single-threaded tokio runtime: the benchmarks' local
+/// backends. The thread ends when the future does (or at once if no runtime can be built).
+pub(crate) fn spawn_backend_thread<F, Fut>(name: &str, task: F) -> std::io::Result<()>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            crate::pin::pin_to_cpu(1);
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(task());
+        })
+        .map(|_| ())
+}
+
 pub(crate) fn free_port() -> Result<u16> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(io("finding a free port"))?;
     Ok(l.local_addr().map_err(io("finding a free port"))?.port())

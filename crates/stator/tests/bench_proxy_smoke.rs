@@ -3,21 +3,11 @@
 //! never their size (benchmarks do not pass or fail on timing). Unprivileged; needs the
 //! packages `make deps` installs (wrk, nginx-light, haproxy).
 
-use std::process::Command;
+mod common;
 
 #[test]
 fn bench_proxy_quick_reports_every_row() {
-    let out = Command::new(env!("CARGO_BIN_EXE_stator"))
-        .args(["bench", "proxy", "--quick", "--seconds", "1", "--json"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let (v, stdout) = common::bench_stdout_json(&["proxy", "--quick", "--seconds", "1", "--json"]);
     let runs = v["runs"].as_array().unwrap();
     for case in ["keep-alive", "new connection per request"] {
         for proxy in ["stator", "nginx", "haproxy"] {

@@ -4,21 +4,11 @@
 //! (benchmarks do not pass or fail on timing). Unprivileged; needs the packages `make deps`
 //! installs (nginx-light, libnginx-mod-stream).
 
-use std::process::Command;
+mod common;
 
 #[test]
 fn bench_udp_proxy_quick_reports_every_row() {
-    let out = Command::new(env!("CARGO_BIN_EXE_stator"))
-        .args(["bench", "udp", "--proxy", "--quick", "--json"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let (v, stdout) = common::bench_stdout_json(&["udp", "--proxy", "--quick", "--json"]);
     let runs = v["runs"].as_array().unwrap();
     for case in ["request/response", "one-way"] {
         for proxy in ["stator", "nginx"] {

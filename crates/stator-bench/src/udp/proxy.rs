@@ -31,8 +31,8 @@ use tokio::io::Interest;
 use super::UdpArgs;
 use crate::BenchError;
 use crate::rivals::{
-    Proc, failed, free_port, io, nginx_globals, nginx_prefix, spawn_nginx, spawn_stator,
-    stator_pool_config, tempdir, which,
+    Proc, failed, free_port, io, nginx_globals, nginx_prefix, spawn_backend_thread, spawn_nginx,
+    spawn_stator, stator_pool_config, tempdir, which,
 };
 
 type Result<T> = std::result::Result<T, BenchError>;
@@ -351,19 +351,10 @@ impl Backend {
         let echo = Arc::new(AtomicBool::new(true));
         let stop = Arc::new(AtomicBool::new(false));
         let (r, e, s) = (Arc::clone(&received), Arc::clone(&echo), Arc::clone(&stop));
-        std::thread::Builder::new()
-            .name("bench-udp-echo".into())
-            .spawn(move || {
-                crate::pin::pin_to_cpu(1);
-                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                else {
-                    return;
-                };
-                rt.block_on(echo_loop(std, &r, &e, &s));
-            })
-            .map_err(io("starting the backend"))?;
+        spawn_backend_thread("bench-udp-echo", move || async move {
+            echo_loop(std, &r, &e, &s).await;
+        })
+        .map_err(io("starting the backend"))?;
         Ok(Self {
             addr,
             received,

@@ -43,3 +43,22 @@ pub fn bench_report(args: &[&str]) -> serde_json::Value {
     let _ = std::fs::remove_file(&out);
     serde_json::from_str(&text).expect("a JSON report")
 }
+
+/// Runs `stator bench <args>` unprivileged (the proxy benchmarks need no root) and returns its
+/// stdout parsed as JSON, with the text for messages, after asserting that it succeeded; `args`
+/// include `--json`.
+pub fn bench_stdout_json(args: &[&str]) -> (serde_json::Value, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stator"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run stator bench");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    (v, stdout)
+}
