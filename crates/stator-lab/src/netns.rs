@@ -211,6 +211,24 @@ impl Netns {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// `ip -n <ns> -batch`: `commands`, one `ip` command a line without the leading `ip`
+    /// (`addr add 10.0.0.2/16 dev eth0`), run by one process — dozens of addresses cost one
+    /// fork, not one each. The batch file lives in the temporary directory for the call only.
+    pub fn ip_batch(&self, commands: &str) -> Result<()> {
+        let path = std::env::temp_dir().join(format!(
+            "stator-ip-batch-{}-{}",
+            std::process::id(),
+            self.name
+        ));
+        std::fs::write(&path, commands).map_err(|source| NetnsError::File {
+            path: path.clone(),
+            source,
+        })?;
+        let r = self.ip([OsStr::new("-batch"), path.as_os_str()]);
+        let _ = std::fs::remove_file(&path);
+        r.map(|_| ())
+    }
+
     /// Sets a sysctl inside the namespace (e.g. `net.ipv4.ip_forward`, `1`).
     pub fn sysctl(&self, key: &str, value: &str) -> Result<()> {
         self.exec("sysctl", ["-q", "-w", &format!("{key}={value}")])

@@ -3,7 +3,6 @@
 //! carry the process id; both namespaces are removed on drop, also when the test fails.
 
 use std::net::Ipv4Addr;
-use std::process::Command;
 
 use stator_lab::netns::{self, Netns};
 
@@ -44,23 +43,10 @@ impl Lab {
         lab.server
             .addr_add("vs", &format!("{SERVER}/16"))
             .expect("server address");
-        // one `ip -batch` for all client addresses rather than a process each
         let batch: String = (1..=clients)
             .map(|i| format!("addr add {}/16 dev vc\n", client_addr(i)))
             .collect();
-        let path = std::env::temp_dir().join(format!("stator-lab-{prefix}{pid}{tag}.batch"));
-        std::fs::write(&path, batch).expect("write ip batch");
-        let out = Command::new("ip")
-            .args(["-n", lab.client.name(), "-batch"])
-            .arg(&path)
-            .output()
-            .expect("run ip -batch");
-        let _ = std::fs::remove_file(&path);
-        assert!(
-            out.status.success(),
-            "ip -batch: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        lab.client.ip_batch(&batch).expect("client addresses");
         lab
     }
 }

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read as _, Write as _};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsFd;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -75,19 +74,7 @@ impl Lab {
             batch += &format!("addr add 10.77.1.{i}/16 dev vc\n");
             batch += &format!("addr add fd77::1:{i:x}/64 dev vc nodad\n");
         }
-        let path = std::env::temp_dir().join(format!("stator-steer-{pid}{tag}.batch"));
-        std::fs::write(&path, batch).expect("write ip batch");
-        let out = Command::new("ip")
-            .args(["-n", lab.client.name(), "-batch"])
-            .arg(&path)
-            .output()
-            .expect("run ip -batch");
-        let _ = std::fs::remove_file(&path);
-        assert!(
-            out.status.success(),
-            "ip -batch: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        lab.client.ip_batch(&batch).expect("client addresses");
         lab
     }
 
