@@ -163,11 +163,11 @@ impl ProgramClock {
     /// [`ProgramClock::probe`]). The tick is the time between the edges over the jiffies
     /// between them, taken to be one of Linux's usual HZ choices when within 1% of it (the edges
     /// are [`SPAN`] apart and each known to within [`EDGE_WINDOW_NS`]), else rounded to a whole
-    /// HZ; the offset is the smallest `coarse − jiffies × tick`
-    /// of the samples, so the program's clock is never ahead of `CLOCK_MONOTONIC_COARSE` by
-    /// more than the samples' jitter (one sample may catch jiffies already incremented and the
-    /// coarse clock not yet: that one is a tick lower and wins — behind by a tick is harmless,
-    /// a stamp ahead of userspace's clock would make a fresh entry look as if from the future).
+    /// HZ. The offset is the smallest `coarse − jiffies × tick` of the samples, so the
+    /// program's clock is never ahead of `CLOCK_MONOTONIC_COARSE` by more than the samples'
+    /// jitter: a sample that caught jiffies incremented and the coarse clock not yet is a tick
+    /// lower and wins. Behind by a tick is harmless; a stamp ahead of userspace's clock would
+    /// make a fresh entry look as if it came from the future.
     pub fn from_edges(
         a: &ClockEdge,
         b: &ClockEdge,
