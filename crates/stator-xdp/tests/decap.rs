@@ -6,6 +6,7 @@
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
+mod common;
 mod decap_fixture;
 mod tunnel;
 

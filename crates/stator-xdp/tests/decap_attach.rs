@@ -3,10 +3,9 @@
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
+mod common;
 mod decap_fixture;
 mod tunnel;
-
-use std::path::PathBuf;
 
 use stator_lab::netns::{self, Netns};
 use stator_xdp::{AttachMode, Decap, DecapConfig, DecapOptions, XdpError, XdpMode};
@@ -16,13 +15,13 @@ use decap_fixture::*;
 /// Deletes a namespace and a decap pin directory when dropped, also when the test panics.
 struct Cleanup {
     ns: Netns,
-    pin: PathBuf,
+    pins: PinDir,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let _ = stator_xdp::detach_all(&self.pin);
-        let _ = stator_xdp::decap_purge(&self.pin);
+        let _ = stator_xdp::detach_all(self.pins.path());
+        let _ = stator_xdp::decap_purge(self.pins.path());
         let _ = self.ns.clone().delete();
     }
 }
@@ -35,11 +34,11 @@ fn attach_reattach_status_detach() {
     let ns = Netns::create(&format!("stdc{}", std::process::id())).unwrap();
     let guard = Cleanup {
         ns: ns.clone(),
-        pin: pin_dir("attach"),
+        pins: pin_dir("attach"),
     };
     netns::veth(&ns, "dca", &ns, "dcb").unwrap();
     ns.ip(["link", "add", "dcbr", "type", "bridge"]).unwrap();
-    let p = guard.pin.clone();
+    let p = guard.pins.path().to_path_buf();
     ns.run_in(move || {
         let cfg = DecapConfig {
             addrs: [v4(10, 20, 0, 1)].into_iter().collect(),

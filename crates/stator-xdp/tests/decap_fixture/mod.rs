@@ -4,42 +4,32 @@
 //! cases are built from.
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use stator_abi::DecapCounter as C;
 use stator_testkit::{Packet, tcp_flags};
 use stator_xdp::testrun::TestRunOpts;
 use stator_xdp::{Decap, DecapConfig, DecapCounters, DecapOptions};
 
+pub use crate::common::{PinDir, require_root, v4, v6};
 use crate::tunnel::{GRE_C, GRE_K, GRE_S, Spec, Tunnel};
 
 pub const DROP: u32 = 1;
 pub const PASS: u32 = 2;
 
-pub fn require_root() {
-    assert!(
-        stator_xdp::is_root(),
-        "this test loads BPF programs: it needs root (CAP_BPF, CAP_NET_ADMIN); run `cargo test` \
-         as root"
-    );
-}
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
-pub fn pin_dir(tag: &str) -> PathBuf {
-    PathBuf::from(format!(
-        "/sys/fs/bpf/stator-test-{}-{}-{tag}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ))
+/// A pin directory for the decap program on a bpffs of its own under the temp directory
+/// (never the host's `/sys/fs/bpf`), unmounted when dropped.
+pub fn pin_dir(tag: &str) -> PinDir {
+    PinDir::new(&format!("decap-{tag}"))
 }
 
 /// A loaded decap program with its own pin directory, removed on drop.
 pub struct Fixture {
     pub decap: Decap,
     pub pin: PathBuf,
+    /// Unmounted last, after the program and its pins are gone.
+    pins: PinDir,
 }
 
 /// What one run did.
@@ -53,10 +43,11 @@ pub struct Run {
 impl Fixture {
     pub fn new(tag: &str, cfg: &DecapConfig) -> Self {
         require_root();
-        let pin = pin_dir(tag);
+        let pins = pin_dir(tag);
+        let pin = pins.path().to_path_buf();
         let mut decap = Decap::load(&DecapOptions::with_pin_path(&pin)).expect("load stator_decap");
         decap.configure(cfg).expect("configure");
-        Self { decap, pin }
+        Self { decap, pin, pins }
     }
 
     pub fn any() -> Self {
@@ -148,13 +139,6 @@ pub fn chain(e: &dyn std::error::Error) -> String {
 
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-pub fn v4(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(a, b, c, d))
-}
-pub fn v6(s: &str) -> IpAddr {
-    IpAddr::V6(s.parse::<Ipv6Addr>().unwrap())
 }
 
 /// The load balancer (outer source) and this backend (outer destination).
