@@ -17,7 +17,7 @@ mod common;
 use common::peer_xdp;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -25,6 +25,7 @@ use stator_abi::{Counter, DecapCounter, Encap};
 use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot};
 use stator_lab::netns::Netns;
 use stator_lab::serve::{self, Server};
+use stator_lab::stator::BpfFs;
 use stator_lab::topo::{DsrLab, DsrSpec};
 use stator_xdp::{ConntrackMode, DecapMaps, Forwarder, XdpMode, XdpOptions};
 
@@ -40,8 +41,9 @@ fn require_root() {
     );
 }
 
-/// Removes the bpffs pins of the test (not namespaced, so not removed with the lab).
-struct Pins(Vec<PathBuf>);
+/// Removes the bpffs pins of the test (not namespaced, so not removed with the lab), then
+/// unmounts the test's own bpffs they live on.
+struct Pins(Vec<PathBuf>, Option<BpfFs>);
 
 impl Drop for Pins {
     fn drop(&mut self) {
@@ -51,6 +53,7 @@ impl Drop for Pins {
             let _ = stator_xdp::decap_purge(p);
             let _ = std::fs::remove_dir_all(p);
         }
+        drop(self.1.take());
     }
 }
 
@@ -180,8 +183,8 @@ fn decap_counters(pins: &[PathBuf]) -> Vec<stator_xdp::DecapCounters> {
         .collect()
 }
 
-fn pin(prefix: &str, what: &str) -> PathBuf {
-    Path::new("/sys/fs/bpf").join(format!("{prefix}{what}"))
+fn pin(fs: &BpfFs, prefix: &str, what: &str) -> PathBuf {
+    fs.path().join(format!("{prefix}{what}"))
 }
 
 #[test]
@@ -190,10 +193,18 @@ fn tcp_connections_spread_over_both_backends_and_replies_bypass_the_lb() {
     let prefix = format!("sdsr{}-", std::process::id());
     let mut spec = DsrSpec::new(&prefix, 77, 1, 1, 2);
     spec.addrs_per_client = 8;
-    let lb_pin = pin(&prefix, "lb");
-    let peer_pin = pin(&prefix, "peer");
-    let backend_pins: Vec<PathBuf> = (0..2).map(|k| pin(&prefix, &format!("b{k}"))).collect();
-    let _pins = Pins([vec![lb_pin.clone(), peer_pin.clone()], backend_pins.clone()].concat());
+    // the pins on a bpffs of the test's own, never the host's /sys/fs/bpf
+    let fs = BpfFs::mount(&std::env::temp_dir().join(format!("stator-{prefix}bpffs")))
+        .expect("a private bpffs for the pins");
+    let lb_pin = pin(&fs, &prefix, "lb");
+    let peer_pin = pin(&fs, &prefix, "peer");
+    let backend_pins: Vec<PathBuf> = (0..2)
+        .map(|k| pin(&fs, &prefix, &format!("b{k}")))
+        .collect();
+    let _pins = Pins(
+        [vec![lb_pin.clone(), peer_pin.clone()], backend_pins.clone()].concat(),
+        Some(fs),
+    );
     // XDP_TX from the LB node reaches the router only through an XDP program on its port
     let lab = DsrLab::create_with(&spec, |router, port| peer_xdp(router, port, &peer_pin))
         .expect("build the DSR lab");
