@@ -406,6 +406,25 @@ fn cleanup_exact(name: &str) -> Result<()> {
     }
 }
 
+/// Creates namespaces `a_name` and `b_name` joined by a veth pair (`a_dev` in the first,
+/// `b_dev` in the second); on failure deletes whatever it created. The caller deletes both.
+pub fn pair(a_name: &str, a_dev: &str, b_name: &str, b_dev: &str) -> Result<(Netns, Netns)> {
+    let a = Netns::create(a_name)?;
+    let b = match Netns::create(b_name) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = a.delete();
+            return Err(e);
+        }
+    };
+    if let Err(e) = veth(&a, a_dev, &b, b_dev) {
+        let _ = a.delete();
+        let _ = b.delete();
+        return Err(e);
+    }
+    Ok((a, b))
+}
+
 /// Creates a veth pair with one end in each namespace (names ≤ 15 characters).
 pub fn veth(a: &Netns, a_dev: &str, b: &Netns, b_dev: &str) -> Result<()> {
     ip([

@@ -30,16 +30,14 @@ impl Lab {
              program); run as root"
         );
         let pid = std::process::id();
-        let server = Netns::create(&format!("{prefix}s{pid}{tag}")).expect("server namespace");
-        let client = match Netns::create(&format!("{prefix}c{pid}{tag}")) {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = server.delete();
-                panic!("client namespace: {e}");
-            }
-        };
+        let (server, client) = netns::pair(
+            &format!("{prefix}s{pid}{tag}"),
+            "vs",
+            &format!("{prefix}c{pid}{tag}"),
+            "vc",
+        )
+        .expect("server and client namespaces joined by veth");
         let lab = Self { server, client };
-        netns::veth(&lab.server, "vs", &lab.client, "vc").expect("veth pair");
         lab.server
             .addr_add("vs", &format!("{SERVER}/16"))
             .expect("server address");

@@ -55,16 +55,14 @@ impl Lab {
     pub fn new(tag: &str) -> Self {
         require_root();
         let pid = std::process::id();
-        let server = Netns::create(&format!("sts{pid}{tag}")).expect("server namespace");
-        let client = match Netns::create(&format!("stc{pid}{tag}")) {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = server.delete();
-                panic!("client namespace: {e}");
-            }
-        };
+        let (server, client) = netns::pair(
+            &format!("sts{pid}{tag}"),
+            "vs",
+            &format!("stc{pid}{tag}"),
+            "vc",
+        )
+        .expect("server and client namespaces joined by veth");
         let lab = Self { server, client };
-        netns::veth(&lab.server, "vs", &lab.client, "vc").expect("veth pair");
         lab.server
             .addr_add("vs", "10.77.0.1/16")
             .expect("server v4");
