@@ -340,17 +340,7 @@ pub fn table_hash(snap: &CompiledSnapshot, frame: &[u8]) -> Option<u32> {
         );
     }
     match parse_l4(frame, &ip).ok()? {
-        L4::Ports { sport, dport, .. } => Some(
-            Tuple {
-                src: ip.src,
-                dst: ip.dst,
-                sport,
-                dport,
-                proto: ip.proto,
-                family: ip.family,
-            }
-            .flow_hash(),
-        ),
+        L4::Ports { sport, dport, .. } => Some(ip.tuple(sport, dport).flow_hash()),
         L4::Icmp { ty, code } => match classify(ip.family, ty, code) {
             IcmpKind::TooBig => quoted_flow(frame, &ip).ok().map(|q| q.flow_hash()),
             _ => None,

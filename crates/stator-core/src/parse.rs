@@ -82,6 +82,20 @@ pub(crate) struct Ip {
     pub dst: u128,
 }
 
+impl Ip {
+    /// The flow of this packet with these ports (its own protocol).
+    pub(crate) fn tuple(&self, sport: u16, dport: u16) -> crate::flow::Tuple {
+        crate::flow::Tuple {
+            src: self.src,
+            dst: self.dst,
+            sport,
+            dport,
+            proto: self.proto,
+            family: self.family,
+        }
+    }
+}
+
 /// The upper layer of a VIP-addressed packet (§3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum L4 {

@@ -210,14 +210,7 @@ where
                 cx.st.counters.inc(Counter::GroupMatch);
             }
             pcx.mark = mark_of(data, ip, ip.proto);
-            let tuple = Tuple {
-                src: ip.src,
-                dst: ip.dst,
-                sport,
-                dport,
-                proto: ip.proto,
-                family: ip.family,
-            };
+            let tuple = ip.tuple(sport, dport);
             select_and_forward(cx, frame, v, ip, m.vip, &tuple, syn, false, pcx)
         }
         Ok(L4::Icmp { ty, code }) => match classify(ip.family, ty, code) {
