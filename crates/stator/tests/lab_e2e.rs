@@ -191,67 +191,72 @@ fn packets_since(d: &Deployment, vip: &str, before: &[u64]) -> Vec<u64> {
     (0..3).map(|j| vip_packets(d, j, vip) - before[j]).collect()
 }
 
-#[test]
-fn e2e_1_distribution_over_backends_and_nodes() {
+/// `http_batch` or `udp_batch`.
+type Batch = fn(
+    &Netns,
+    &[std::net::IpAddr],
+    SocketAddr,
+    usize,
+    usize,
+    Duration,
+) -> stator_lab::netns::Result<Tally>;
+
+/// 10,000 requests of `send` from the client's addresses of one family to `vip` (`port`) of a
+/// fresh deployment with weights 1, 1, 2, 2, then [`check_distribution`] on what arrived.
+fn distribution_case(test: &str, vip: &str, v6: bool, port: u16, send: Batch, limit: Duration) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (d, prefix, dir) = deployment("1", &[1, 1, 2, 2]);
+    let (d, prefix, dir) = deployment(test, &[1, 1, 2, 2]);
     const N: usize = 10_000;
-    let before: Vec<u64> = (0..3).map(|j| vip_packets(&d, j, "http4")).collect();
-    let tally = http_batch(
+    let before: Vec<u64> = (0..3).map(|j| vip_packets(&d, j, vip)).collect();
+    let tally = send(
         &d.client().ns,
-        &d.client().addrs(false),
-        SocketAddr::new(Deployment::vip(false), HTTP_PORT),
+        &d.client().addrs(v6),
+        SocketAddr::new(Deployment::vip(v6), port),
         N,
         8,
-        Duration::from_secs(240),
+        limit,
     )
     .unwrap();
-    let packets = packets_since(&d, "http4", &before);
-    check_distribution("1", &d, &tally, N, &packets);
+    let packets = packets_since(&d, vip, &before);
+    check_distribution(test, &d, &tally, N, &packets);
     drop(d);
     check_gone(&prefix, &dir);
+}
+
+#[test]
+fn e2e_1_distribution_over_backends_and_nodes() {
+    distribution_case(
+        "1",
+        "http4",
+        false,
+        HTTP_PORT,
+        http_batch,
+        Duration::from_secs(240),
+    );
 }
 
 #[test]
 fn e2e_7_udp_distribution() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (d, prefix, dir) = deployment("7", &[1, 1, 2, 2]);
-    const N: usize = 10_000;
-    let before: Vec<u64> = (0..3).map(|j| vip_packets(&d, j, "udp4")).collect();
-    let tally = udp_batch(
-        &d.client().ns,
-        &d.client().addrs(false),
-        SocketAddr::new(Deployment::vip(false), UDP_PORT),
-        N,
-        8,
+    distribution_case(
+        "7",
+        "udp4",
+        false,
+        UDP_PORT,
+        udp_batch,
         Duration::from_secs(180),
-    )
-    .unwrap();
-    let packets = packets_since(&d, "udp4", &before);
-    check_distribution("7", &d, &tally, N, &packets);
-    drop(d);
-    check_gone(&prefix, &dir);
+    );
 }
 
 #[test]
 fn e2e_8_ipv6_distribution() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (d, prefix, dir) = deployment("8", &[1, 1, 2, 2]);
-    const N: usize = 10_000;
-    let before: Vec<u64> = (0..3).map(|j| vip_packets(&d, j, "http6")).collect();
-    let tally = http_batch(
-        &d.client().ns,
-        &d.client().addrs(true),
-        SocketAddr::new(Deployment::vip(true), HTTP_PORT),
-        N,
-        8,
+    distribution_case(
+        "8",
+        "http6",
+        true,
+        HTTP_PORT,
+        http_batch,
         Duration::from_secs(180),
-    )
-    .unwrap();
-    let packets = packets_since(&d, "http6", &before);
-    check_distribution("8", &d, &tally, N, &packets);
-    drop(d);
-    check_gone(&prefix, &dir);
+    );
 }
 
 /// Long-lived connections through one failure: rounds of exchanges run back to back from
