@@ -16,54 +16,18 @@ mod udp_common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use common::lab::{Lab, SERVER};
-use stator_proxy::{
-    ListenerSpec, PersistenceSpec, Protocol, Proxy, SourceSteering, Steering, SteeringGroup,
-    UdpDrop,
-};
+use common::steering::TestSteering;
+use stator_proxy::{ListenerSpec, PersistenceSpec, Protocol, Proxy, Steering, UdpDrop};
 use udp_common::{Echo, ask};
 
 const CLIENTS: u8 = 64;
 const PORTS_PER_CLIENT: usize = 4;
 const ASKS_PER_PORT: usize = 40;
-
-/// stator-steer's program behind the proxy's steering trait (what `stator-control` does).
-#[derive(Debug)]
-struct Steer;
-
-impl SourceSteering for Steer {
-    fn group(&self, _listener: &str, workers: usize) -> Result<Box<dyn SteeringGroup>, String> {
-        let options = stator_steer::SteeringOptions::new(workers.max(8) as u32);
-        stator_steer::ReuseportSteering::load(&options)
-            .map(|s| Box::new(Group(s)) as Box<dyn SteeringGroup>)
-            .map_err(|e| e.to_string())
-    }
-}
-
-#[derive(Debug)]
-struct Group(stator_steer::ReuseportSteering);
-
-impl SteeringGroup for Group {
-    fn set_socket(&mut self, worker: usize, fd: BorrowedFd<'_>) -> Result<(), String> {
-        self.0
-            .set_socket(worker as u32, fd)
-            .map_err(|e| e.to_string())
-    }
-    fn attach(&mut self, fd: BorrowedFd<'_>) -> Result<(), String> {
-        self.0.attach(fd).map_err(|e| e.to_string())
-    }
-    fn set_workers(&mut self, live: &[u32]) -> Result<(), String> {
-        self.0
-            .set_workers(live)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    }
-}
 
 /// What one run gave: replies that did not echo their request, backends per client address,
 /// pairs answered.
@@ -93,7 +57,7 @@ fn run(lab: &Lab, steering: Steering) -> (Outcome, Arc<stator_proxy::ListenerSta
                 timeout: Duration::from_secs(600),
                 max_entries: 1024,
             });
-            let mut p = Proxy::new("test", Some(Arc::new(Steer)));
+            let mut p = Proxy::new("test", Some(Arc::new(TestSteering::default())));
             p.apply(vec![spec]).expect("the listener starts");
             let addr = p.local_addr("steered").expect("bound");
             (p, echoes, addr)

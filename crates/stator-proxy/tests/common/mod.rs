@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses a different part
 
 pub mod lab;
+pub mod steering;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
