@@ -109,26 +109,7 @@ impl BenchWrapper {
     /// big-endian 32-bit word at `flow_off` (e.g. the source address). Resets the iteration
     /// counter.
     pub fn set_frame(&mut self, frame: &[u8], nflows: u32, flow_off: u32) -> Result<()> {
-        if frame.is_empty() || frame.len() > STATOR_BENCH_FRAME_MAX as usize {
-            return Err(XdpError::InvalidOptions {
-                reason: format!(
-                    "bench frame of {} bytes (1..={STATOR_BENCH_FRAME_MAX})",
-                    frame.len()
-                ),
-            });
-        }
-        if nflows > 1 && flow_off as usize + 4 > frame.len() {
-            return Err(XdpError::InvalidOptions {
-                reason: format!("flow word at {flow_off} beyond the frame"),
-            });
-        }
-        let mut f = BenchFrame {
-            len: frame.len() as u32,
-            nflows,
-            flow_off,
-            ..BenchFrame::default()
-        };
-        f.bytes[..frame.len()].copy_from_slice(frame);
+        let f = bench_frame("bench", frame, 1, nflows, flow_off)?;
         self.frame
             .set(0, Rec(f), 0)
             .map_err(wrap_err("set the frame"))?;
@@ -155,4 +136,37 @@ impl BenchWrapper {
         )
         .map_err(|e| XdpError::io("BPF_PROG_TEST_RUN (bench wrapper)", e))
     }
+}
+
+/// The `BenchFrame` record of `frame` (a `what` frame of at least `min` bytes), whose
+/// iteration `i` adds `i % nflows` to the big-endian word at `flow_off`; refuses a frame that
+/// does not fit the record or a flow word beyond it.
+pub(crate) fn bench_frame(
+    what: &str,
+    frame: &[u8],
+    min: usize,
+    nflows: u32,
+    flow_off: u32,
+) -> Result<BenchFrame> {
+    if frame.len() < min || frame.len() > STATOR_BENCH_FRAME_MAX as usize {
+        return Err(XdpError::InvalidOptions {
+            reason: format!(
+                "{what} frame of {} bytes ({min}..={STATOR_BENCH_FRAME_MAX})",
+                frame.len()
+            ),
+        });
+    }
+    if nflows > 1 && flow_off as usize + 4 > frame.len() {
+        return Err(XdpError::InvalidOptions {
+            reason: format!("flow word at {flow_off} beyond the frame"),
+        });
+    }
+    let mut f = BenchFrame {
+        len: frame.len() as u32,
+        nflows,
+        flow_off,
+        ..BenchFrame::default()
+    };
+    f.bytes[..frame.len()].copy_from_slice(frame);
+    Ok(f)
 }

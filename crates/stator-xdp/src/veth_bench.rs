@@ -9,10 +9,7 @@ use aya::Ebpf;
 use aya::maps::{Array, DevMapHash, PerCpuArray, PerCpuValues};
 use aya::programs::Xdp;
 use aya::util::nr_cpus;
-use stator_abi::{
-    BenchFrame, STATOR_BENCH_FRAME_MAX, STATOR_VSINK_BYTES, STATOR_VSINK_PACKETS,
-    STATOR_VSINK_TUNNELLED,
-};
+use stator_abi::{BenchFrame, STATOR_VSINK_BYTES, STATOR_VSINK_PACKETS, STATOR_VSINK_TUNNELLED};
 
 use crate::attach::{Attachment, attach_loaded};
 use crate::error::{Result, XdpError};
@@ -86,26 +83,7 @@ impl VethBench {
         flow_off: u32,
         target_ifindex: u32,
     ) -> Result<()> {
-        if frame.len() < 14 || frame.len() > STATOR_BENCH_FRAME_MAX as usize {
-            return Err(XdpError::InvalidOptions {
-                reason: format!(
-                    "generator frame of {} bytes (14..={STATOR_BENCH_FRAME_MAX})",
-                    frame.len()
-                ),
-            });
-        }
-        if nflows > 1 && flow_off as usize + 4 > frame.len() {
-            return Err(XdpError::InvalidOptions {
-                reason: format!("flow word at {flow_off} beyond the frame"),
-            });
-        }
-        let mut f = BenchFrame {
-            len: frame.len() as u32,
-            nflows,
-            flow_off,
-            ..BenchFrame::default()
-        };
-        f.bytes[..frame.len()].copy_from_slice(frame);
+        let f = crate::bench::bench_frame("generator", frame, 14, nflows, flow_off)?;
         Array::<_, Rec<BenchFrame>>::try_from(self.map("stator_vgframe")?)
             .map_err(map_err("open stator_vgframe"))?
             .set(0, Rec(f), 0)
