@@ -45,6 +45,7 @@ pub mod session;
 mod shared;
 pub mod spec;
 pub mod stats;
+pub mod table;
 pub mod tcp;
 pub mod udp;
 pub mod worker;

@@ -1,24 +1,13 @@
 //! A worker's session table: client address → upstream, with an idle timeout and a bounded
 //! size (least recently used evicted first). Pure: time is a parameter, nothing is shared.
 //!
-//! A slab of entries linked in recency order (most recent at the head) plus a hash map from
-//! client address to slot: lookups, inserts and evictions are O(1) and allocate only while the
-//! table grows towards its bound.
+//! The table itself is the one the UDP listener keeps its sessions in ([`SessionTable`]),
+//! keyed here by client address.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-const NIL: usize = usize::MAX;
-
-#[derive(Debug, Clone)]
-struct Entry {
-    client: IpAddr,
-    upstream: SocketAddr,
-    last_used: Instant,
-    prev: usize,
-    next: usize,
-}
+use crate::table::SessionTable;
 
 /// What [`Sessions::insert`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,139 +22,47 @@ pub enum Inserted {
 
 /// Client address → upstream address, least recently used first out.
 #[derive(Debug)]
-pub struct Sessions {
-    map: HashMap<IpAddr, usize>,
-    slab: Vec<Entry>,
-    free: Vec<usize>,
-    head: usize,
-    tail: usize,
-    capacity: usize,
-    timeout: Duration,
-}
+pub struct Sessions(SessionTable<IpAddr, SocketAddr>);
 
 impl Sessions {
     /// A table of at most `capacity` entries (at least 1) that forgets an entry unused for
     /// `timeout`.
     pub fn new(capacity: usize, timeout: Duration) -> Self {
-        Self {
-            map: HashMap::new(),
-            slab: Vec::new(),
-            free: Vec::new(),
-            head: NIL,
-            tail: NIL,
-            capacity: capacity.max(1),
-            timeout,
-        }
+        Self(SessionTable::new(capacity, timeout))
     }
 
     /// Entries held (expired ones included until they are looked up or evicted).
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.0.len()
     }
 
     /// Whether the table is empty.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.0.is_empty()
     }
 
     /// The upstream `client` used last, if it used one within the timeout; refreshes the
     /// entry. An expired entry is removed.
     pub fn get(&mut self, client: IpAddr, now: Instant) -> Option<SocketAddr> {
-        let &slot = self.map.get(&client)?;
-        if now.saturating_duration_since(self.slab[slot].last_used) > self.timeout {
-            self.remove_slot(slot);
-            return None;
+        match self.0.touch(client, now) {
+            Ok(found) => found.copied(),
+            Err(_expired) => None,
         }
-        self.slab[slot].last_used = now;
-        self.move_to_head(slot);
-        Some(self.slab[slot].upstream)
     }
 
     /// Remembers that `client` uses `upstream` as of `now`.
     pub fn insert(&mut self, client: IpAddr, upstream: SocketAddr, now: Instant) -> Inserted {
-        if let Some(&slot) = self.map.get(&client) {
-            let e = &mut self.slab[slot];
-            e.upstream = upstream;
-            e.last_used = now;
-            self.move_to_head(slot);
-            return Inserted::Updated;
+        let done = self.0.insert(client, upstream, now);
+        match (done.replaced, done.evicted) {
+            (Some(_), _) => Inserted::Updated,
+            (None, Some(_)) => Inserted::Evicted,
+            (None, None) => Inserted::New,
         }
-        let mut how = Inserted::New;
-        let slot = if self.map.len() >= self.capacity {
-            // Full: reuse the least recently used slot.
-            let slot = self.tail;
-            self.unlink(slot);
-            self.map.remove(&self.slab[slot].client);
-            how = Inserted::Evicted;
-            slot
-        } else if let Some(free) = self.free.pop() {
-            free
-        } else {
-            self.slab.push(Entry {
-                client,
-                upstream,
-                last_used: now,
-                prev: NIL,
-                next: NIL,
-            });
-            self.slab.len() - 1
-        };
-        self.slab[slot] = Entry {
-            client,
-            upstream,
-            last_used: now,
-            prev: NIL,
-            next: NIL,
-        };
-        self.link_head(slot);
-        self.map.insert(client, slot);
-        how
     }
 
     /// Forgets `client`.
     pub fn remove(&mut self, client: IpAddr) {
-        if let Some(&slot) = self.map.get(&client) {
-            self.remove_slot(slot);
-        }
-    }
-
-    fn remove_slot(&mut self, slot: usize) {
-        self.unlink(slot);
-        self.map.remove(&self.slab[slot].client);
-        self.free.push(slot);
-    }
-
-    fn unlink(&mut self, slot: usize) {
-        let (prev, next) = (self.slab[slot].prev, self.slab[slot].next);
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.slab[prev].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.slab[next].prev = prev;
-        }
-    }
-
-    fn link_head(&mut self, slot: usize) {
-        self.slab[slot].prev = NIL;
-        self.slab[slot].next = self.head;
-        if self.head != NIL {
-            self.slab[self.head].prev = slot;
-        }
-        self.head = slot;
-        if self.tail == NIL {
-            self.tail = slot;
-        }
-    }
-
-    fn move_to_head(&mut self, slot: usize) {
-        if self.head != slot {
-            self.unlink(slot);
-            self.link_head(slot);
-        }
+        self.0.remove(client);
     }
 }
 
@@ -212,7 +109,7 @@ mod tests {
         s.remove(ip(3));
         assert_eq!(s.insert(ip(5), up(5), t), Inserted::New);
         assert_eq!(s.len(), 3);
-        assert!(s.slab.len() <= 3, "slab grew past the capacity");
+        assert!(s.0.slots() <= 3, "slab grew past the capacity");
     }
 
     #[test]
@@ -228,6 +125,6 @@ mod tests {
         }
         assert_eq!(s.len(), 100);
         assert_eq!(evicted, 9_900);
-        assert_eq!(s.slab.len(), 100);
+        assert_eq!(s.0.slots(), 100);
     }
 }

@@ -5,7 +5,7 @@
 //! worker) runs three kinds of task:
 //! - the **client loop** reads the listening socket with quinn-udp (`recvmmsg`, 32 buffers a
 //!   call, each holding up to 64 datagrams of one flow when the kernel coalesced them with
-//!   GRO), finds or opens each client's session ([`table::SessionTable`], bounded, LRU, idle
+//!   GRO), finds or opens each client's session ([`crate::table::SessionTable`], bounded, LRU, idle
 //!   timeout) and sends the datagrams on the session's connected socket — a GRO buffer leaves
 //!   as one GSO send, segment boundaries kept;
 //! - one **session task** per session reads its upstream socket the same way and queues the
@@ -24,7 +24,6 @@
 
 pub mod ppv2;
 pub mod sys;
-pub mod table;
 
 use std::cell::{Cell, RefCell};
 use std::io::{self, IoSliceMut};
@@ -46,7 +45,7 @@ use crate::stats::{ErrorKind, Gauge32, GaugeField, UdpDrop, UpstreamStats, add};
 use crate::worker::WorkerCtx;
 
 use self::sys::Outbox;
-use self::table::SessionTable;
+use crate::table::SessionTable;
 
 /// Bytes of one receive buffer: the largest UDP payload.
 const SLOT: usize = 65_536;
@@ -93,7 +92,7 @@ struct Worker {
     listen: UdpSocket,
     state: UdpSocketState,
     local: SocketAddr,
-    table: RefCell<SessionTable<Session>>,
+    table: RefCell<SessionTable<SocketAddr, Session>>,
     outbox: RefCell<Outbox>,
     flush: Notify,
     /// Receive buffers shared by the session tasks (borrowed only between two awaits).

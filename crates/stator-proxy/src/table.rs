@@ -1,31 +1,33 @@
-//! A UDP worker's session table: client address and port → session, least recently used
-//! first out, with an idle timeout. Pure: time is a parameter, nothing is shared, no I/O.
+//! A worker's session table: client → session, least recently used first out, with an idle
+//! timeout. The UDP listener keys it by client address and port (a session is a connected
+//! upstream socket); HTTP/TCP persistence keys it by client address (a session is the upstream
+//! it used, [`crate::session::Sessions`]). Pure: time is a parameter, nothing is shared, no I/O.
 //!
 //! A slab of entries linked in recency order (most recent at the head) plus a hash map from
-//! the client's address to its slot: lookups, inserts, evictions and expiry are O(1) per entry
-//! and allocate only while the table grows towards its bound — a flood of new source ports
-//! evicts the least recently used sessions instead of growing the table.
+//! the client to its slot: lookups, inserts, evictions and expiry are O(1) per entry and
+//! allocate only while the table grows towards its bound — a flood of new clients (or source
+//! ports) evicts the least recently used sessions instead of growing the table.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::hash::Hash;
 use std::time::{Duration, Instant};
 
 const NIL: usize = usize::MAX;
 
 #[derive(Debug)]
-struct Entry<V> {
-    client: SocketAddr,
+struct Entry<K, V> {
+    client: K,
     value: V,
     last_used: Instant,
     prev: usize,
     next: usize,
 }
 
-/// Client address and port → `V`, bounded, least recently used evicted first.
+/// Client `K` → `V`, bounded, least recently used evicted first.
 #[derive(Debug)]
-pub struct SessionTable<V> {
-    map: HashMap<SocketAddr, usize>,
-    slab: Vec<Option<Entry<V>>>,
+pub struct SessionTable<K, V> {
+    map: HashMap<K, usize>,
+    slab: Vec<Option<Entry<K, V>>>,
     free: Vec<usize>,
     head: usize,
     tail: usize,
@@ -33,7 +35,7 @@ pub struct SessionTable<V> {
     timeout: Duration,
 }
 
-impl<V> SessionTable<V> {
+impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
     /// A table of at most `capacity` sessions (at least 1); a session unused for `timeout`
     /// expires.
     pub fn new(capacity: usize, timeout: Duration) -> Self {
@@ -73,7 +75,7 @@ impl<V> SessionTable<V> {
     /// `client`'s session if it was used within the timeout, refreshed (now most recently
     /// used). An expired session is removed and returned as `Err`, so that the caller can
     /// close what it holds.
-    pub fn touch(&mut self, client: SocketAddr, now: Instant) -> Result<Option<&mut V>, V> {
+    pub fn touch(&mut self, client: K, now: Instant) -> Result<Option<&mut V>, V> {
         let Some(&slot) = self.map.get(&client) else {
             return Ok(None);
         };
@@ -89,14 +91,14 @@ impl<V> SessionTable<V> {
     }
 
     /// `client`'s session without refreshing it (expired or not).
-    pub fn peek_mut(&mut self, client: SocketAddr) -> Option<&mut V> {
+    pub fn peek_mut(&mut self, client: K) -> Option<&mut V> {
         let &slot = self.map.get(&client)?;
         self.slab[slot].as_mut().map(|e| &mut e.value)
     }
 
     /// Inserts a session for `client` (replacing and returning any it had); when the table is
     /// full the least recently used session is evicted and returned.
-    pub fn insert(&mut self, client: SocketAddr, value: V, now: Instant) -> Inserted<V> {
+    pub fn insert(&mut self, client: K, value: V, now: Instant) -> Inserted<K, V> {
         let replaced = self
             .map
             .get(&client)
@@ -129,13 +131,13 @@ impl<V> SessionTable<V> {
     }
 
     /// Removes `client`'s session.
-    pub fn remove(&mut self, client: SocketAddr) -> Option<V> {
+    pub fn remove(&mut self, client: K) -> Option<V> {
         let slot = self.map.get(&client).copied()?;
         Some(self.remove_slot(slot).1)
     }
 
     /// Removes up to `max` sessions that expired by `now`, oldest first.
-    pub fn expire(&mut self, now: Instant, max: usize) -> Vec<(SocketAddr, V)> {
+    pub fn expire(&mut self, now: Instant, max: usize) -> Vec<(K, V)> {
         let mut out = Vec::new();
         while out.len() < max && self.tail != NIL && self.expired(self.tail, now) {
             out.push(self.remove_slot(self.tail));
@@ -144,7 +146,7 @@ impl<V> SessionTable<V> {
     }
 
     /// Removes every session.
-    pub fn drain(&mut self) -> Vec<(SocketAddr, V)> {
+    pub fn drain(&mut self) -> Vec<(K, V)> {
         let mut out = Vec::with_capacity(self.map.len());
         while self.tail != NIL {
             out.push(self.remove_slot(self.tail));
@@ -153,7 +155,7 @@ impl<V> SessionTable<V> {
     }
 
     /// Every session, most recently used first.
-    pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &V)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (K, &V)> + '_ {
         let mut at = self.head;
         std::iter::from_fn(move || {
             let e = self.slab.get(at)?.as_ref()?;
@@ -162,13 +164,19 @@ impl<V> SessionTable<V> {
         })
     }
 
+    /// Slots allocated (held or free): the table's memory, for tests of its bound.
+    #[cfg(test)]
+    pub(crate) fn slots(&self) -> usize {
+        self.slab.len()
+    }
+
     fn expired(&self, slot: usize, now: Instant) -> bool {
         self.slab[slot]
             .as_ref()
             .is_some_and(|e| now.saturating_duration_since(e.last_used) > self.timeout)
     }
 
-    fn remove_slot(&mut self, slot: usize) -> (SocketAddr, V) {
+    fn remove_slot(&mut self, slot: usize) -> (K, V) {
         self.unlink(slot);
         let e = self.slab[slot].take().expect("linked slots are occupied");
         self.map.remove(&e.client);
@@ -210,16 +218,17 @@ impl<V> SessionTable<V> {
 
 /// What [`SessionTable::insert`] displaced.
 #[derive(Debug)]
-pub struct Inserted<V> {
+pub struct Inserted<K, V> {
     /// The client's previous session.
     pub replaced: Option<V>,
     /// The least recently used session, evicted because the table was full.
-    pub evicted: Option<(SocketAddr, V)>,
+    pub evicted: Option<(K, V)>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::SocketAddr;
 
     fn c(port: u16) -> SocketAddr {
         SocketAddr::from(([10, 0, 0, 1], port))
