@@ -177,6 +177,22 @@ fn udp_many(lab: &DsrLab, vip: IpAddr, n: usize) -> BTreeMap<String, usize> {
     spread
 }
 
+/// The forwarder's counters at a moment no packet was being counted: two reads in a row that
+/// agree. Reading the per-CPU counters is not atomic, and the node's background traffic (ARP,
+/// neighbour discovery) arrives at any time: a packet counted between the read of `act_pass`
+/// and that of `non_vip` would show in one and not the other.
+fn still_counters(fwd: &stator_xdp::Forwarder) -> stator_xdp::Counters {
+    let mut last = fwd.maps().counters().unwrap();
+    for _ in 0..1_000 {
+        let now = fwd.maps().counters().unwrap();
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("the forwarder's counters never held still for two reads in a row");
+}
+
 fn decap_counters(pins: &[PathBuf]) -> Vec<stator_xdp::DecapCounters> {
     pins.iter()
         .map(|p| DecapMaps::open(p).unwrap().counters().unwrap())
@@ -263,7 +279,7 @@ fn tcp_connections_spread_over_both_backends_and_replies_bypass_the_lb() {
     for (generation, encap) in [(1, Encap::Gre), (2, Encap::Ipip), (3, Encap::Gue)] {
         fwd.commit(&snapshot(&lab, &[vip4, vip6], encap, generation))
             .unwrap();
-        let fwd_before = fwd.maps().counters().unwrap();
+        let fwd_before = still_counters(&fwd);
         let decap_before = decap_counters(&backend_pins);
         let before = sample(&lab);
 
@@ -273,7 +289,7 @@ fn tcp_connections_spread_over_both_backends_and_replies_bypass_the_lb() {
         let udp6 = udp_many(&lab, vip6, UDP_REQS);
 
         let after = sample(&lab);
-        let fwd_delta = fwd.maps().counters().unwrap().since(&fwd_before);
+        let fwd_delta = still_counters(&fwd).since(&fwd_before);
         let decap_delta: Vec<_> = decap_counters(&backend_pins)
             .iter()
             .zip(&decap_before)
