@@ -46,7 +46,7 @@ fn phase(
         wrong.len(),
         &wrong[..wrong.len().min(5)]
     );
-    assert_eq!(counted.runs(), round.sent as u64, "{name}: {counted}");
+    common::assert_every_one_decided(&counted, round.sent, name);
     if !live.is_empty() {
         assert_eq!(round.split_clients(), 0, "{name}");
     }
@@ -87,7 +87,11 @@ fn only_the_clients_of_a_changing_worker_move() {
 
     // 1. all live
     let (base, counted) = phase("all live", &lab, &steering, &[0, 1, 2, 3]);
-    assert_eq!(counted.get(RpCounter::SelectOwn), base.sent as u64);
+    assert_eq!(
+        counted.get(RpCounter::SelectOwn),
+        counted.runs(),
+        "{counted}"
+    );
     let base_owners = owners(&base);
     let of_2: BTreeSet<IpAddr> = base_owners
         .iter()
@@ -100,10 +104,13 @@ fn only_the_clients_of_a_changing_worker_move() {
     drop(workers.close(2));
     let (fallback, counted) = phase("socket 2 closed", &lab, &steering, &[0, 1, 3]);
     let probed = (of_2.len() * PER_CLIENT) as u64;
-    assert_eq!(counted.get(RpCounter::SelectProbe), probed, "{counted}");
+    let extra = counted.runs() - fallback.sent as u64;
+    let probe = counted.get(RpCounter::SelectProbe);
+    assert!(probe >= probed && probe <= probed + extra, "{counted}");
     assert_eq!(
-        counted.get(RpCounter::SelectOwn),
-        fallback.sent as u64 - probed
+        counted.get(RpCounter::SelectOwn) + probe,
+        counted.runs(),
+        "{counted}"
     );
     assert_eq!(moved(&base_owners, &owners(&fallback)), of_2);
 
@@ -124,7 +131,11 @@ fn only_the_clients_of_a_changing_worker_move() {
         "every slot of worker 2 and no other"
     );
     let (without, counted) = phase("worker 2 removed", &lab, &steering, &[0, 1, 3]);
-    assert_eq!(counted.get(RpCounter::SelectOwn), without.sent as u64);
+    assert_eq!(
+        counted.get(RpCounter::SelectOwn),
+        counted.runs(),
+        "{counted}"
+    );
     let without_owners = owners(&without);
     let moved_clients = moved(&base_owners, &without_owners);
     // a client moves iff its slot is in the delta
@@ -166,6 +177,10 @@ fn only_the_clients_of_a_changing_worker_move() {
 
     // 5. no live worker: the kernel decides, and still serves
     steering.set_workers(&[]).expect("set_workers");
-    let (kernel, counted) = phase("no live worker", &lab, &steering, &[]);
-    assert_eq!(counted.get(RpCounter::SelectKernel), kernel.sent as u64);
+    let (_, counted) = phase("no live worker", &lab, &steering, &[]);
+    assert_eq!(
+        counted.get(RpCounter::SelectKernel),
+        counted.runs(),
+        "{counted}"
+    );
 }
