@@ -83,21 +83,13 @@ impl Forwarder {
     /// have this build's layout (then reuses them: connection table, counters and the active
     /// generation survive a restart), loads and verifies the program, and maps the arrays.
     pub fn load(opts: &XdpOptions) -> Result<Self> {
-        let object = match opts.conntrack {
-            ConntrackMode::PerCpu => objects::FORWARDER,
-            ConntrackMode::Shared => objects::FORWARDER_SHARED,
-        };
-        Self::load_object(opts, object, PROGRAM_NAME, &[], None)
+        Self::load_object(opts, forwarder_object(opts), PROGRAM_NAME, &[], None)
     }
 
     /// [`Forwarder::load`] with the program's clock given instead of measured (tests: a clock
     /// with a known offset shows in every stamp; [`ProgramClock::HELPER`] keeps the helper).
     pub fn load_with_clock(opts: &XdpOptions, clock: ProgramClock) -> Result<Self> {
-        let object = match opts.conntrack {
-            ConntrackMode::PerCpu => objects::FORWARDER,
-            ConntrackMode::Shared => objects::FORWARDER_SHARED,
-        };
-        Self::load_object(opts, object, PROGRAM_NAME, &[], Some(clock))
+        Self::load_object(opts, forwarder_object(opts), PROGRAM_NAME, &[], Some(clock))
     }
 
     /// Loads another compiled `stator_fwd` object (a build of `bpf/stator_fwd.bpf.c` for the
@@ -433,6 +425,14 @@ pub(crate) fn load_xdp(ebpf: &mut Ebpf, name: &str) -> Result<()> {
             source: Box::new(other),
         },
     })
+}
+
+/// The embedded forwarder built for `opts.conntrack`.
+fn forwarder_object(opts: &XdpOptions) -> &'static [u8] {
+    match opts.conntrack {
+        ConntrackMode::PerCpu => objects::FORWARDER,
+        ConntrackMode::Shared => objects::FORWARDER_SHARED,
+    }
 }
 
 /// Loads and verifies XDP program `program` of the ELF `object` without attaching it or
