@@ -5,13 +5,14 @@
  * Every map is pinned by name (LIBBPF_PIN_BY_NAME), so a loader given the same pin directory
  * reuses the maps of a previous run: the connection table, counters and the active generation
  * survive a restart or an upgrade of the program. The loader overrides max_entries of
- * stator_ct and stator_slots before loading (EbpfLoader::set_max_entries).
+ * stator_ct, stator_ct4 and stator_slots before loading (EbpfLoader::set_max_entries).
  *
  * Connection table: by default LRU_PERCPU_HASH (one LRU and one value per CPU; no cache line is
  * shared between CPUs, which is right when RSS keeps a flow on one CPU). Built with
  * -DSTATOR_CT_SHARED it is one LRU_HASH with per-CPU LRU lists (BPF_F_NO_COMMON_LRU): one
  * entry per flow whatever CPU sees it, for veth and virtio without RSS, where a flow's CPU is
- * not stable.
+ * not stable. The per-CPU build keeps IPv4 flows in a table of its own, stator_ct4 (conntrack.h),
+ * and only IPv6 flows in stator_ct.
  */
 #ifndef STATOR_MAPS_H
 #define STATOR_MAPS_H
@@ -87,6 +88,17 @@ struct {
 	__type(value, struct stator_ct_entry);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } stator_ct SEC(".maps");
+
+/* The per-CPU build's IPv4 connection table (stator_abi.h, conntrack.h): the loader sets
+ * max_entries to CPUs × stator_ct4_buckets; the shared build leaves it one bucket, unused. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stator_ct4_bucket);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_ct4 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -181,6 +181,8 @@ enum stator_drop_reason {
  *   stator_reals     ARRAY[2 * STATOR_MAX_REALS]   struct stator_real,     BPF_F_MMAPABLE (per gen)
  *   stator_slots     ARRAY[2 * slots_per_gen]      __u32 real id,          BPF_F_MMAPABLE (per gen)
  *   stator_ct        LRU_PERCPU_HASH (or LRU_HASH, "shared" build) flow_key → ct_entry
+ *   stator_ct4       ARRAY[CPUs * B] struct stator_ct4_bucket, BPF_F_MMAPABLE (per-CPU build's
+ *                    IPv4 flows; 1 bucket, unused, in the shared build)
  *   stator_flood     PERCPU_ARRAY[1]               struct stator_flood
  *   stator_counters  PERCPU_ARRAY[STATOR_CNT_MAX]  __u64
  *   stator_drops     PERCPU_ARRAY[STATOR_DROP_MAX] __u64
@@ -452,6 +454,36 @@ struct stator_ct_entry {
 			     * does not recompute it; 0 = not stored (an entry written by an older
 			     * build): the program computes it */
 	__u64 last_seen_ns; /* refreshed on use when older than STATOR_CT_REFRESH_NS */
+};
+
+/*
+ * stator_ct4 (per-CPU build): the IPv4 connection table of Stator's own (docs/xdp.md, round five).
+ * A BPF_F_MMAPABLE ARRAY of buckets, partitioned by CPU: the flow whose hash is h, seen on CPU c,
+ * lives in bucket c * B + (h & (B - 1)), B = stator_ct4_buckets (a power of two, the loader's
+ * choice, written into the program's read-only data). A bucket is STATOR_CT4_WAYS entries in two
+ * adjacent cache lines (128 bytes; the array's data is page aligned). An entry with
+ * last_seen_ns 0 is free. An insert takes the flow's own entry if the bucket holds it, else a
+ * free one, else an expired one, else the least recently seen: the paper's fixed-size
+ * per-thread table (§3.3), with 4-way buckets so that a flow is lost to a collision only when
+ * 4 others of its bucket are more recent. IPv6 flows, and every flow of the shared build, stay in
+ * stator_ct.
+ */
+#define STATOR_CT4_WAYS 4
+
+struct stator_ct4_entry {
+	__be32 src;
+	__be32 dst;
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 _pad0[3];      /* zero: the first 16 bytes compare as two 64-bit words */
+	__u32 real_id;
+	__u32 hash;         /* the flow hash (flow_hash.h): the bucket's and the encapsulation's */
+	__u64 last_seen_ns; /* 0 = free; refreshed on use when older than STATOR_CT_REFRESH_NS */
+};
+
+struct stator_ct4_bucket {
+	struct stator_ct4_entry e[STATOR_CT4_WAYS];
 };
 
 /* Hits refresh last_seen only when it is this stale, to avoid a write per packet. */

@@ -135,6 +135,7 @@ int main(void)
 	CONST_U32(STATOR_NO_REAL);
 	CONST_U32(STATOR_GUE_PORT);
 	CONST_U64(STATOR_CT_REFRESH_NS);
+	CONST_U32(STATOR_CT4_WAYS);
 	CONST_U32(STATOR_VTAB_SLOTS);
 	CONST_U32(STATOR_VTAB_PROBES);
 	CONST_U32(STATOR_VADDR_INLINE);
@@ -364,6 +365,16 @@ int main(void)
 	OFF(stator_flow_key, proto);
 	OFF(stator_flow_key, family);
 
+	SIZE(stator_ct4_entry);
+	OFF(stator_ct4_entry, src);
+	OFF(stator_ct4_entry, dst);
+	OFF(stator_ct4_entry, sport);
+	OFF(stator_ct4_entry, dport);
+	OFF(stator_ct4_entry, proto);
+	OFF(stator_ct4_entry, real_id);
+	OFF(stator_ct4_entry, hash);
+	OFF(stator_ct4_entry, last_seen_ns);
+	SIZE(stator_ct4_bucket);
 	SIZE(stator_ct_entry);
 	OFF(stator_ct_entry, real_id);
 	OFF(stator_ct_entry, hash);

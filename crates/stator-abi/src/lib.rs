@@ -46,7 +46,7 @@ mod trace;
 pub use afxdp::{FibQueryRec, XskCfg};
 pub use codes::{Counter, DropReason, Encap, Family};
 pub use decap::{DecapAddr, DecapCfg, DecapCounter};
-pub use flow::{CtEntry, Flood, FlowKey, Nh};
+pub use flow::{Ct4Bucket, Ct4Entry, CtEntry, Flood, FlowKey, Nh};
 pub use frag::{FragEntry, FragKey, HoldHdr};
 pub use groups::{AddrRec, Class, ClassKey, Peer, SfxKey, low_bits};
 pub use node::{Ctl, NodeCfg};

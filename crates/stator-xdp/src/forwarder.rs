@@ -13,6 +13,7 @@ use stator_abi::{
 use stator_core::{Snapshot, ValidSnapshot};
 
 use crate::clock::{self, ProgramClock};
+use crate::ct4;
 use crate::error::{Result, XdpError, log_tail};
 use crate::maps::{Maps, check_pins};
 use crate::objects;
@@ -131,11 +132,14 @@ impl Forwarder {
             .ok_or(XdpError::InvalidOptions {
                 reason: "slots_per_gen too large".into(),
             })?;
+        let ct4 = ct4::Geometry::for_load(opts, sys::possible_cpus()?)?;
+        let legacy_until = ct4::legacy_until_ns(&opts.pin_path, &ct4, sys::monotonic_coarse_ns());
         check_pins(
             object,
             &opts.pin_path,
             &[
                 ("stator_ct", opts.ct_entries),
+                (ct4::MAP, ct4.max_entries),
                 ("stator_slots", slots),
                 ("stator_frag", opts.frag_entries),
                 ("stator_hold", opts.hold_ring),
@@ -144,11 +148,14 @@ impl Forwarder {
         let mut ebpf = EbpfLoader::new()
             .default_map_pin_directory(&opts.pin_path)
             .map_max_entries("stator_ct", opts.ct_entries)
+            .map_max_entries(ct4::MAP, ct4.max_entries)
             .map_max_entries("stator_slots", slots)
             .map_max_entries("stator_frag", opts.frag_entries)
             .map_max_entries("stator_hold", opts.hold_ring)
             .override_global(clock::TICK_GLOBAL, &clock.tick_ns(), false)
             .override_global(clock::BASE_GLOBAL, &clock.base_ns(), false)
+            .override_global(ct4::BUCKETS_GLOBAL, &ct4.buckets, false)
+            .override_global(ct4::LEGACY_GLOBAL, &legacy_until, false)
             .load(object)
             .map_err(|e| XdpError::Load {
                 object: "stator_fwd".into(),
@@ -161,6 +168,15 @@ impl Forwarder {
         if program == PROGRAM_NAME {
             // the rare paths of the decision, tail-called (docs/xdp.md)
             load_tail_programs(&mut ebpf)?;
+        }
+        if ct4.buckets != 0 {
+            tracing::info!(
+                buckets_per_cpu = ct4.buckets,
+                mib = ct4.bytes() >> 20,
+                upgrade_window_s =
+                    legacy_until.saturating_sub(sys::monotonic_coarse_ns()) / 1_000_000_000,
+                "IPv4 connection table: stator_ct4, 4-way buckets on every CPU"
+            );
         }
         let maps = Maps::open(&opts.pin_path)?;
         maps.ctl

@@ -14,12 +14,13 @@ use stator_abi::{
     Peer, Real, STATOR_CNT_MAX, STATOR_DROP_MAX, SfxKey, Traffic, Vaddr, Vip, VipKey,
 };
 
+use crate::ct4::{Ct4Table, Occupancy};
 use crate::error::{Result, XdpError};
 use crate::options::ConntrackMode;
 use crate::sys::{ClassData, MmapArray, Rec, Record};
 
 /// Names of the forwarder's maps (also their pin names).
-pub const FORWARDER_MAPS: [&str; 25] = [
+pub const FORWARDER_MAPS: [&str; 26] = [
     "stator_ctl",
     "stator_cfg",
     "stator_vtab",
@@ -27,6 +28,7 @@ pub const FORWARDER_MAPS: [&str; 25] = [
     "stator_reals",
     "stator_slots",
     "stator_ct",
+    "stator_ct4",
     "stator_flood",
     "stator_counters",
     "stator_drops",
@@ -75,6 +77,8 @@ pub struct Maps {
     pub(crate) sfx: HashMap<MapData, Rec<SfxKey>, Rec<Vip>>,
     pub(crate) frag: HashMap<MapData, Rec<FragKey>, Rec<FragEntry>>,
     pub(crate) ct: CtMap,
+    /// The per-CPU build's IPv4 table, when the pinned maps have one in use.
+    ct4: Option<Ct4Table>,
     pub(crate) flood: PerCpuArray<MapData, Rec<Flood>>,
     counters: PerCpuArray<MapData, u64>,
     drops: PerCpuArray<MapData, u64>,
@@ -89,6 +93,7 @@ impl std::fmt::Debug for Maps {
             .field("pin_path", &self.pin_path)
             .field("conntrack", &self.conntrack)
             .field("ct_entries", &self.ct_entries)
+            .field("ct4_buckets", &self.ct4.as_ref().map(Ct4Table::buckets))
             .field("slots_per_gen", &self.slots_per_gen)
             .finish_non_exhaustive()
     }
@@ -169,6 +174,10 @@ impl Maps {
                 })?),
             ),
         };
+        let ct4 = match conntrack {
+            ConntrackMode::PerCpu => Ct4Table::open(pin_path, crate::sys::possible_cpus()?)?,
+            ConntrackMode::Shared => None,
+        };
         let percpu =
             |name: &'static str| -> Result<Map> { Ok(Map::PerCpuArray(open_pin(pin_path, name)?)) };
         Ok(Self {
@@ -204,6 +213,7 @@ impl Maps {
                 HashMap::try_from,
             )?,
             ct,
+            ct4,
             flood: typed(
                 "stator_flood",
                 percpu("stator_flood")?,
@@ -302,7 +312,16 @@ impl Maps {
 
     /// The connection-table entries of a flow: one per CPU (per-CPU table; a zero
     /// `last_seen_ns` means none on that CPU) or one (shared table). Empty when absent.
+    /// IPv4 flows of the per-CPU build are read from `stator_ct4` (one bucket per CPU), then,
+    /// when no CPU has the flow there, from `stator_ct`, where a build before `stator_ct4` left
+    /// it (moved on its next packet).
     pub fn conntrack_lookup(&self, flow: &FlowKey) -> Result<Vec<CtEntry>> {
+        if let Some(t) = &self.ct4 {
+            let v = t.lookup(flow);
+            if !v.is_empty() {
+                return Ok(v);
+            }
+        }
         let key = Rec(*flow);
         let found = match &self.ct {
             CtMap::PerCpu(m) => m.get(&key, 0).map(|v| v.iter().map(|r| r.0).collect()),
@@ -327,15 +346,19 @@ impl Maps {
 
     /// Calls `f` with every flow of the connection table and its entries (one per CPU for the
     /// per-CPU table, where a zero `last_seen_ns` means none on that CPU; one for the shared
-    /// table), stopping after `limit` flows. Returns the number of flows visited. The table
-    /// changes while it is walked: a flow may be missed or seen twice, as with any walk of a
-    /// live BPF hash map.
+    /// table), stopping after `limit` flows: the per-CPU build's IPv4 table first, then
+    /// `stator_ct`. Returns the number of flows visited. The tables change while they are
+    /// walked: a flow may be missed or seen twice, as with any walk of a live BPF hash map.
     pub fn conntrack_scan(
         &self,
         limit: usize,
         mut f: impl FnMut(&FlowKey, &[CtEntry]),
     ) -> Result<usize> {
         let mut n = 0;
+        if let Some(t) = &self.ct4 {
+            n = t.scan(limit, &mut f);
+        }
+        let limit = limit - n;
         match &self.ct {
             CtMap::PerCpu(m) => {
                 for item in m.iter().take(limit) {
@@ -354,6 +377,16 @@ impl Maps {
             }
         }
         Ok(n)
+    }
+
+    /// Buckets per CPU of the per-CPU build's IPv4 table (`stator_ct4`), when it is in use.
+    pub fn ct4_buckets(&self) -> Option<u32> {
+        self.ct4.as_ref().map(Ct4Table::buckets)
+    }
+
+    /// How full the per-CPU build's IPv4 table is (a walk of it), when it is in use.
+    pub fn ct4_occupancy(&self) -> Option<Occupancy> {
+        self.ct4.as_ref().map(Ct4Table::occupancy)
     }
 
     /// The fragment-table record of a datagram (`stator_frag`), if any.

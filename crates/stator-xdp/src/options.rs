@@ -102,8 +102,14 @@ pub struct XdpOptions {
     pub pin_path: PathBuf,
     /// Connection-table flavour.
     pub conntrack: ConntrackMode,
-    /// Connection-table capacity (entries).
+    /// Connection-table capacity (entries). For the per-CPU build's IPv4 table (`stator_ct4`)
+    /// it is the flows each CPU holds at half load: [`buckets_per_cpu`](crate::buckets_per_cpu)
+    /// 4-way buckets of 128 bytes on every CPU.
     pub ct_entries: u32,
+    /// Per-CPU build: IPv4 flows in `stator_ct4`, Stator's own table (the default), or, when
+    /// false, in the kernel's `stator_ct` with IPv6 (as builds before it did: for comparison in
+    /// benchmarks and for the upgrade tests). Ignored by the shared build.
+    pub v4_table: bool,
     /// Maglev slots per generation (`stator_slots` has twice as many).
     pub slots_per_gen: u32,
     /// Attach mode used by [`Forwarder::attach`](crate::Forwarder::attach).
@@ -126,6 +132,7 @@ impl Default for XdpOptions {
             pin_path: PathBuf::from(DEFAULT_PIN_PATH),
             conntrack: ConntrackMode::default(),
             ct_entries: STATOR_DEFAULT_CT_ENTRIES,
+            v4_table: true,
             slots_per_gen: STATOR_DEFAULT_SLOTS_PER_GEN,
             attach_mode: AttachMode::default(),
             fib_cache: Some(DEFAULT_FIB_CACHE),

@@ -14,9 +14,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use stator_abi::{
-    AddrRec, BenchFrame, Class, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey, FragEntry,
-    FragKey, NodeCfg, Peer, Real, SIZEOF_stator_class_key, SfxKey, Traffic, Vaddr, Vip, VipKey,
-    XskCfg,
+    AddrRec, BenchFrame, Class, Ct4Bucket, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey,
+    FragEntry, FragKey, NodeCfg, Peer, Real, SIZEOF_stator_class_key, SfxKey, Traffic, Vaddr, Vip,
+    VipKey, XskCfg,
 };
 
 /// Plain data that may be copied to and from kernel memory byte for byte.
@@ -38,8 +38,8 @@ macro_rules! abi_records {
     )* };
 }
 abi_records!(
-    Ctl, NodeCfg, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Flood, Traffic, BenchFrame,
-    DecapAddr, DecapCfg, XskCfg, Peer, AddrRec, Class, SfxKey, FragKey, FragEntry
+    Ctl, NodeCfg, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Ct4Bucket, Flood, Traffic,
+    BenchFrame, DecapAddr, DecapCfg, XskCfg, Peer, AddrRec, Class, SfxKey, FragKey, FragEntry
 );
 
 /// The part of `struct stator_class_key` after `prefixlen` (aya's LPM key carries the length
@@ -272,6 +272,13 @@ pub(crate) fn page_size() -> usize {
 }
 
 /// True when the effective user is root.
+/// The number of possible CPUs (what per-CPU maps and `stator_ct4` are sized by).
+pub(crate) fn possible_cpus() -> crate::error::Result<u32> {
+    aya::util::nr_cpus()
+        .map(|n| n as u32)
+        .map_err(|(_, e)| crate::error::XdpError::io("counting possible CPUs", e))
+}
+
 pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
