@@ -43,6 +43,7 @@ impl XdpPlane {
                 CfgConntrack::Shared => ConntrackMode::Shared,
             },
             ct_entries: d.conntrack_entries,
+            v4_table: true,
             slots_per_gen: d.slots_per_generation,
             attach_mode: match d.xdp_mode {
                 CfgXdpMode::Auto => AttachMode::Auto,

@@ -71,6 +71,26 @@ pub struct BenchXdpArgs {
     /// one; it must match --conntrack.
     #[arg(long)]
     object: Option<PathBuf>,
+    /// Where the per-CPU build keeps IPv4 flows: own (`stator_ct4`, the default) or lru (the
+    /// kernel's `stator_ct`, as builds before it did), to compare both in one run.
+    #[arg(long, value_enum, default_value_t = V4Table::Own)]
+    v4_table: V4Table,
+}
+
+/// `--v4-table`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum V4Table {
+    Own,
+    Lru,
+}
+
+impl V4Table {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Own => "own",
+            Self::Lru => "lru",
+        }
+    }
 }
 
 /// `--flows`.
@@ -401,6 +421,7 @@ fn measure(args: &BenchXdpArgs, plan: Plan, ifindex: u32) -> Result<(Vec<Row>, V
         pin_path: pin.clone(),
         conntrack: args.conntrack,
         ct_entries: (2 * plan.many_flows).next_power_of_two().max(1 << 16),
+        v4_table: args.v4_table == V4Table::Own,
         ..XdpOptions::default()
     };
     let object = match &args.object {
@@ -589,6 +610,7 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         "bench": "xdp",
         "quick": args.quick,
         "conntrack": conntrack.name(),
+        "v4_table": args.v4_table.name(),
         "object": args.object.as_ref().map_or("embedded".to_string(), |p| p.display().to_string()),
         "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
         "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -673,11 +695,13 @@ fn print_table(
     plan: Plan,
 ) {
     println!(
-        "XDP forwarder under BPF_PROG_TEST_RUN — kernel {}, {} CPUs ({}), conntrack {}",
+        "XDP forwarder under BPF_PROG_TEST_RUN — kernel {}, {} CPUs ({}), conntrack {}, IPv4 \
+         table {}",
         report["kernel"].as_str().unwrap_or(""),
         report["cpus"],
         report["cpu_model"].as_str().unwrap_or(""),
         report["conntrack"].as_str().unwrap_or(""),
+        report["v4_table"].as_str().unwrap_or(""),
     );
     println!(
         "(a) per call: repeat=1 × {} calls; (b) kernel repeat: {} iterations via stator_bench; \
