@@ -103,6 +103,9 @@ pub struct Status {
     pub conntrack: ConntrackMode,
     /// Connection-table capacity.
     pub ct_entries: u32,
+    /// The per-CPU build's IPv4 table (`stator_ct4`): buckets per CPU and how full it is (a
+    /// walk of the table), when it is in use.
+    pub ct4: Option<(u32, crate::ct4::Occupancy)>,
     /// Maglev slots per generation.
     pub slots_per_gen: u32,
     /// Next-hop cache lifetime (`None` = a FIB lookup per packet).
@@ -385,6 +388,7 @@ pub fn status(pin_path: &Path) -> Result<Status> {
         programmed: cfg.outer_ttl != 0,
         conntrack: maps.conntrack(),
         ct_entries: maps.ct_entries(),
+        ct4: maps.ct4_buckets().zip(maps.ct4_occupancy()),
         slots_per_gen: maps.slots_per_gen(),
         fib_cache: maps.fib_cache(),
         attachments,

@@ -156,6 +156,12 @@ fn status(s: ShowArgs) -> Result<()> {
             "programmed": st.programmed,
             "conntrack": st.conntrack.name(),
             "ct_entries": st.ct_entries,
+            "ct4": st.ct4.map(|(buckets, o)| json!({
+                "buckets_per_cpu": buckets,
+                "ways": o.ways,
+                "used": o.used,
+                "full_buckets": o.full_buckets,
+            })),
             "slots_per_gen": st.slots_per_gen,
             "fib_cache_us": st.fib_cache.map(|d| d.as_micros() as u64),
             "tx_ports": st.tx_ports.iter().map(|i| json!({"ifindex": i, "name": iface_name(*i)})).collect::<Vec<_>>(),
@@ -180,6 +186,13 @@ fn status(s: ShowArgs) -> Result<()> {
         st.conntrack.name(),
         st.ct_entries
     );
+    if let Some((buckets, o)) = st.ct4 {
+        println!(
+            "ipv4 table        stator_ct4, {buckets} buckets of 4 per CPU: {} of {} ways used, \
+             {} buckets full",
+            o.used, o.ways, o.full_buckets
+        );
+    }
     println!("maglev slots      {} per generation", st.slots_per_gen);
     match st.fib_cache {
         Some(d) => println!("next hops         cached per CPU for {d:?}"),

@@ -67,6 +67,11 @@ fn xdp_attach_mounts_a_bpffs_where_none_is() {
         stdout.contains("\"fh0\""),
         "status names the interface: {stdout}"
     );
+    assert!(
+        stdout.contains("\"buckets_per_cpu\": 524288"),
+        "status describes the IPv4 table (default conntrack_entries: 2^19 buckets per CPU): \
+         {stdout}"
+    );
     assert_eq!(
         err.matches("mounted one at /sys/fs/bpf").count(),
         1,
