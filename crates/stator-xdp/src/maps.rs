@@ -527,7 +527,11 @@ pub(crate) fn check_pins(object: &[u8], pin_path: &Path, overrides: &[(&str, u32
         object: "stator_fwd".into(),
         source: Box::new(e),
     })?;
-    for (name, m) in &obj.maps {
+    // by name, so the first difference reported does not depend on hash order (`stator_ct`
+    // before `stator_ct4`: a changed connection-table flavour is named as such)
+    let mut maps: Vec<_> = obj.maps.iter().collect();
+    maps.sort_by_key(|(name, _)| name.as_str());
+    for (name, m) in maps {
         if !matches!(m.pinning(), aya_obj::maps::PinningType::ByName) {
             continue;
         }
