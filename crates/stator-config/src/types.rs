@@ -202,10 +202,16 @@ pub enum XdpMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ConntrackMode {
-    /// One LRU table per CPU (`LRU_PERCPU_HASH`), as in the paper: no cross-CPU contention;
-    /// relies on the NIC's RSS keeping a flow on one CPU.
+    /// One table per CPU, as in the paper: no cross-CPU contention; relies on the NIC's RSS
+    /// keeping a flow on one CPU. IPv4 flows in Stator's own 4-way bucket table
+    /// (`stator_ct4`), IPv6 flows in the kernel's `LRU_PERCPU_HASH`.
     #[default]
     Percpu,
+    /// `percpu` with IPv4 flows in the kernel's `LRU_PERCPU_HASH` too (as before `stator_ct4`):
+    /// exact LRU eviction and memory that does not grow with the number of CPUs, at the
+    /// per-packet cost docs/xdp.md measures.
+    #[serde(rename = "percpu-lru")]
+    PercpuLru,
     /// One table shared by all CPUs (`LRU_HASH`): survives RSS changes, costs contention.
     Shared,
 }

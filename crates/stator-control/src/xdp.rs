@@ -39,11 +39,11 @@ impl XdpPlane {
         XdpOptions {
             pin_path: d.pin_path.clone(),
             conntrack: match d.conntrack {
-                CfgConntrack::Percpu => ConntrackMode::PerCpu,
+                CfgConntrack::Percpu | CfgConntrack::PercpuLru => ConntrackMode::PerCpu,
                 CfgConntrack::Shared => ConntrackMode::Shared,
             },
             ct_entries: d.conntrack_entries,
-            v4_table: true,
+            v4_table: d.conntrack != CfgConntrack::PercpuLru,
             slots_per_gen: d.slots_per_generation,
             attach_mode: match d.xdp_mode {
                 CfgXdpMode::Auto => AttachMode::Auto,
@@ -285,5 +285,41 @@ impl PlaneReader for XdpReader {
 
     fn hold_stats(&self) -> Option<HolderStats> {
         self.holder.as_ref().map(|h| h.stats())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dataplane(conntrack: &str) -> Config {
+        let text = format!(
+            "[node]\nname = \"n\"\naddress_v4 = \"10.0.0.10\"\n\n[dataplane]\n\
+             interfaces = [\"eth0\"]\n{conntrack}"
+        );
+        stator_config::from_toml_str("t.toml", &text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_conntrack_setting_picks_the_build_and_the_ipv4_table() {
+        for (line, mode, v4_table) in [
+            ("", ConntrackMode::PerCpu, true),
+            ("conntrack = \"percpu\"", ConntrackMode::PerCpu, true),
+            ("conntrack = \"percpu-lru\"", ConntrackMode::PerCpu, false),
+            ("conntrack = \"shared\"", ConntrackMode::Shared, true),
+        ] {
+            let o = XdpPlane::options(&dataplane(line));
+            assert_eq!((o.conntrack, o.v4_table), (mode, v4_table), "{line}");
+        }
+        let err = stator_config::from_toml_str(
+            "t.toml",
+            "[node]\nname = \"n\"\n[dataplane]\ninterfaces = [\"eth0\"]\nconntrack = \"lru\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("dataplane.conntrack") && err.contains("percpu-lru"),
+            "{err}"
+        );
     }
 }

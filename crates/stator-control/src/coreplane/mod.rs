@@ -107,7 +107,9 @@ impl CoreOptions {
         Self {
             threads,
             ct_mode: match d.conntrack {
-                stator_config::ConntrackMode::Percpu => CtMode::PerCpu,
+                stator_config::ConntrackMode::Percpu | stator_config::ConntrackMode::PercpuLru => {
+                    CtMode::PerCpu
+                }
                 stator_config::ConntrackMode::Shared => CtMode::Shared,
             },
             ct_entries: d.conntrack_entries as usize,
