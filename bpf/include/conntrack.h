@@ -49,6 +49,42 @@ static __always_inline int stator_ct_guard_allows(const struct stator_node_cfg *
 }
 
 /*
+ * A found entry (real `real_id`, last seen `*last_seen`): a hit — the real is still usable (or
+ * draining) for this VIP and the entry is not idle past its protocol's timeout — returns 1 with
+ * *real set and *last_seen refreshed when STATOR_CT_REFRESH_NS stale; otherwise counts
+ * ct_expired or ct_reselect and returns 0 (Maglev decides again). One rule for both tables.
+ */
+static __always_inline int stator_ct_hit(struct stator_pkt *pkt, const struct stator_vip *vip,
+					 const struct stator_node_cfg *cfg, __u64 now,
+					 __u32 real_id, __u64 *last_seen,
+					 const struct stator_real **real)
+{
+	__u64 last = *last_seen;
+	__u64 timeout = pkt->flow.proto == IPPROTO_TCP ? cfg->tcp_timeout_ns : cfg->udp_timeout_ns;
+	const struct stator_real *r;
+
+	if (now > last && now - last > timeout) {
+		pkt->cause = STATOR_TRACE_C_CT_EXPIRED;
+		stator_count(STATOR_CNT_CT_EXPIRED);
+		return 0;
+	}
+	r = stator_real_lookup(pkt->gen, real_id);
+	if (r && (r->flags & (STATOR_REAL_F_USABLE | STATOR_REAL_F_DRAINING)) &&
+	    r->vip_id == vip->vip_id) {
+		pkt->cause = STATOR_TRACE_C_CT_HIT;
+		stator_count(STATOR_CNT_CT_HIT);
+		/* unsigned, as §4 writes it: a last_seen in the future also refreshes */
+		if (now - last >= STATOR_CT_REFRESH_NS)
+			*last_seen = now;
+		*real = r;
+		return 1;
+	}
+	pkt->cause = STATOR_TRACE_C_CT_RESELECT;
+	stator_count(STATOR_CNT_CT_RESELECT);
+	return 0;
+}
+
+/*
  * Insert(real_id): records the flow unless the SYN-flood guard holds (more than
  * cfg.flood_new_per_sec inserts on this CPU in the current one-second window). `found` is the
  * entry the lookup returned (expired, reselected, or another CPU's zero value), overwritten in
@@ -206,8 +242,7 @@ static __always_inline __u32 stator_select4(struct stator_pkt *pkt,
 	struct stator_ct4_key k = stator_ct4_key_of(&pkt->flow);
 	struct stator_ct4_bucket *b = NULL;
 	struct stator_ct4_entry *e = NULL;
-	const struct stator_real *r;
-	__u64 now, last, timeout;
+	__u64 now;
 	__u32 real_id, hash;
 	int way;
 
@@ -230,26 +265,9 @@ static __always_inline __u32 stator_select4(struct stator_pkt *pkt,
 		stator_count(STATOR_CNT_CT_MISS);
 		goto decide;
 	}
-	last = e->last_seen_ns;
-	timeout = pkt->flow.proto == IPPROTO_TCP ? cfg->tcp_timeout_ns : cfg->udp_timeout_ns;
-	if (now > last && now - last > timeout) {
-		pkt->cause = STATOR_TRACE_C_CT_EXPIRED;
-		stator_count(STATOR_CNT_CT_EXPIRED);
-		goto decide;
-	}
 	real_id = e->real_id;
-	r = stator_real_lookup(pkt->gen, real_id);
-	if (r && (r->flags & (STATOR_REAL_F_USABLE | STATOR_REAL_F_DRAINING)) &&
-	    r->vip_id == vip->vip_id) {
-		pkt->cause = STATOR_TRACE_C_CT_HIT;
-		stator_count(STATOR_CNT_CT_HIT);
-		if (now - last >= STATOR_CT_REFRESH_NS)
-			e->last_seen_ns = now;
-		*real = r;
+	if (stator_ct_hit(pkt, vip, cfg, now, real_id, &e->last_seen_ns, real))
 		return real_id;
-	}
-	pkt->cause = STATOR_TRACE_C_CT_RESELECT;
-	stator_count(STATOR_CNT_CT_RESELECT);
 decide:
 	real_id = stator_maglev(pkt, vip, real, reason);
 	if (real_id == STATOR_NO_REAL || mode == STATOR_SEL_ICMP_ERR)
@@ -280,8 +298,7 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 					   const struct stator_real **real, __u32 *reason)
 {
 	struct stator_ct_entry *e = NULL;
-	const struct stator_real *r;
-	__u64 now, last, timeout;
+	__u64 now;
 	__u32 real_id;
 
 	if (vip->flags & STATOR_VIP_F_NO_CT) {
@@ -304,33 +321,16 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 		stator_count(STATOR_CNT_CT_MISS);
 		goto decide;
 	}
-	last = e->last_seen_ns;
-	timeout = pkt->flow.proto == IPPROTO_TCP ? cfg->tcp_timeout_ns : cfg->udp_timeout_ns;
-	if (now > last && now - last > timeout) {
-		pkt->cause = STATOR_TRACE_C_CT_EXPIRED;
-		stator_count(STATOR_CNT_CT_EXPIRED);
-		goto decide;
-	}
 	real_id = e->real_id;
-	r = stator_real_lookup(pkt->gen, real_id);
-	if (r && (r->flags & (STATOR_REAL_F_USABLE | STATOR_REAL_F_DRAINING)) &&
-	    r->vip_id == vip->vip_id) {
-		pkt->cause = STATOR_TRACE_C_CT_HIT;
-		stator_count(STATOR_CNT_CT_HIT);
-		/* unsigned, as §4 writes it: a last_seen in the future also refreshes */
-		if (now - last >= STATOR_CT_REFRESH_NS)
-			e->last_seen_ns = now;
+	if (stator_ct_hit(pkt, vip, cfg, now, real_id, &e->last_seen_ns, real)) {
 		/* The hash the insert stored (a function of the key alone, so a torn read of a
 		 * shared entry cannot mix flows); 0: an older build's entry, computed on use. */
 		if (e->hash) {
 			pkt->hash = e->hash;
 			pkt->hashed = 1;
 		}
-		*real = r;
 		return real_id;
 	}
-	pkt->cause = STATOR_TRACE_C_CT_RESELECT;
-	stator_count(STATOR_CNT_CT_RESELECT);
 decide:
 	real_id = stator_maglev(pkt, vip, real, reason);
 	if (real_id != STATOR_NO_REAL && mode != STATOR_SEL_ICMP_ERR)

@@ -18,7 +18,6 @@ use common::expect::maglev;
 use common::pin_to_cpu;
 use fixtures::*;
 
-const HIT_TX: &[(Stat, u64)] = &[(Stat::C(Counter::ActTx), 1), (Stat::C(Counter::CtHit), 1)];
 const SEC: u64 = 1_000_000_000;
 
 /// A TCP packet from client4 to the tcp4 VIP whose Maglev choice in `snap` is `real`.
@@ -27,19 +26,6 @@ fn flow_to(snap: &Snapshot, real: RealId, flags: u8, from_port: u16) -> Packet {
         .map(|sport| tcp(client4(), sport, &vips::tcp4(), flags))
         .find(|p| maglev(snap, &vips::tcp4(), hash_of(p)) == real)
         .expect("some port maps to every real")
-}
-
-fn with_flags(p: &Packet, flags: u8) -> Packet {
-    let mut q = p.clone();
-    if let stator_testkit::L4::Tcp { flags: f, .. } = &mut q.l4 {
-        *f = flags;
-    }
-    q
-}
-
-/// The frame of `p` forwarded to `real` of the world's snapshot.
-fn to_real(w: &World, p: &Packet, real: RealId) -> Out {
-    Out::Bytes(w.forwarded(p, &p.ip_bytes(), real, hash_of(p)))
 }
 
 #[test]
@@ -100,30 +86,6 @@ fn hits_misses_and_syns_bypassing_the_table() {
             HIT_TX,
         ));
     });
-}
-
-/// The connection-table key of a TCP/UDP packet as the client sent it.
-fn flow_key(p: &Packet) -> stator_abi::FlowKey {
-    let (src, dst, sport, dport, proto) = tuple(p);
-    let bytes = |a: std::net::IpAddr| match a {
-        std::net::IpAddr::V4(a) => {
-            let mut b = [0u8; 16];
-            b[..4].copy_from_slice(&a.octets());
-            (b, 4u8)
-        }
-        std::net::IpAddr::V6(a) => (a.octets(), 6u8),
-    };
-    let (s, family) = bytes(src);
-    let (d, _) = bytes(dst);
-    stator_abi::FlowKey {
-        src: s,
-        dst: d,
-        sport: sport.to_be_bytes(),
-        dport: dport.to_be_bytes(),
-        proto,
-        family,
-        _pad0: [0; 2],
-    }
 }
 
 /// HZ from the running kernel's config, when it publishes one.

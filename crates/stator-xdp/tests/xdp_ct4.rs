@@ -18,47 +18,11 @@ use common::{Lab, PinDir, require_root};
 use fixtures::*;
 
 const SEC: u64 = 1_000_000_000;
-const HIT_TX: &[(Stat, u64)] = &[(Stat::C(Counter::ActTx), 1), (Stat::C(Counter::CtHit), 1)];
-
-fn with_flags(p: &Packet, flags: u8) -> Packet {
-    let mut q = p.clone();
-    if let stator_testkit::L4::Tcp { flags: f, .. } = &mut q.l4 {
-        *f = flags;
-    }
-    q
-}
-
-/// The connection-table key of an IPv4 TCP/UDP packet as the client sent it.
-fn flow_key(p: &Packet) -> stator_abi::FlowKey {
-    let (src, dst, sport, dport, proto) = tuple(p);
-    let v4 = |a: std::net::IpAddr| match a {
-        std::net::IpAddr::V4(a) => {
-            let mut b = [0u8; 16];
-            b[..4].copy_from_slice(&a.octets());
-            b
-        }
-        std::net::IpAddr::V6(_) => panic!("an IPv4 flow"),
-    };
-    stator_abi::FlowKey {
-        src: v4(src),
-        dst: v4(dst),
-        sport: sport.to_be_bytes(),
-        dport: dport.to_be_bytes(),
-        proto,
-        family: 4,
-        _pad0: [0; 2],
-    }
-}
 
 /// The real CPU 0's entry of `p` names, if CPU 0 has one.
 fn entry_on_cpu0(w: &World, p: &Packet) -> Option<stator_abi::CtEntry> {
     let v = w.fwd.maps().conntrack_lookup(&flow_key(p)).unwrap();
     v.first().copied().filter(|e| e.last_seen_ns != 0)
-}
-
-/// The frame of `p` forwarded to `real` of the world's snapshot.
-fn to_real(w: &World, p: &Packet, real: RealId) -> Out {
-    Out::Bytes(w.forwarded(p, &p.ip_bytes(), real, hash_of(p)))
 }
 
 /// Five TCP flows and one UDP flow of the fixture VIPs that share a bucket of `buckets`.
