@@ -1,8 +1,7 @@
 //! Writing Stator's file for BIRD atomically.
 
-use std::fs::{self, File};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::fs;
+use std::path::Path;
 
 use crate::error::BirdError;
 
@@ -19,27 +18,23 @@ pub fn read_existing(path: &Path) -> Result<Option<Vec<u8>>, BirdError> {
 }
 
 /// Replaces `path` with `contents` atomically: a reader (BIRD) sees the old file or the new
-/// one, never a mix. Writes a temporary file in the same directory (`.NAME.tmp`, which an
-/// `include` pattern such as `stator.con[f]` does not match), syncs it and renames it over
-/// `path`. The file is readable by everyone (BIRD may run as user `bird`).
+/// one, never a mix. The temporary file is created exclusively in the same directory, never
+/// through a symbolic link (`stator_sys::files::write_atomic`), so a user who can write to that
+/// directory cannot make the node write elsewhere. Mode 0640, group of the directory: Debian's
+/// BIRD runs as user `bird` and reads `/etc/bird` (group `bird`) through its group; other
+/// users cannot read the file.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), BirdError> {
-    let error = |source| BirdError::Write {
+    stator_sys::files::write_atomic(path, contents, OWNERSHIP).map_err(|source| BirdError::Write {
         path: path.to_owned(),
         source,
-    };
-    let tmp = temp_path(path);
-    let result = (|| {
-        let mut file = File::create(&tmp)?;
-        file.write_all(contents)?;
-        file.sync_all()?;
-        set_readable(&tmp)?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(error)
+    })
 }
+
+/// How Stator's file for BIRD is owned.
+const OWNERSHIP: stator_sys::files::Ownership = stator_sys::files::Ownership {
+    mode: 0o640,
+    directory_group: true,
+};
 
 /// Removes `path` (no error when it is already gone).
 pub fn remove(path: &Path) -> Result<(), BirdError> {
@@ -52,26 +47,20 @@ pub fn remove(path: &Path) -> Result<(), BirdError> {
     }
 }
 
-fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "stator.conf".into());
-    path.with_file_name(format!(".{name}.tmp"))
-}
-
-fn set_readable(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o644))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn replaces_atomically_and_reads_back() {
-        let dir = std::env::temp_dir().join(format!("stator-bird-file-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "stator-bird-file-{}-{:x}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
         fs::create_dir_all(&dir).unwrap();
         let path = dir.join("stator.conf");
         assert_eq!(read_existing(&path).unwrap(), None);
@@ -81,9 +70,16 @@ mod tests {
             read_existing(&path).unwrap().as_deref(),
             Some(&b"two\n"[..])
         );
-        assert!(
-            !temp_path(&path).exists(),
+        assert_eq!(
+            fs::read_dir(&dir).unwrap().count(),
+            1,
             "no temporary file is left behind"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o640,
+            "readable by BIRD's group, not by every user"
         );
         remove(&path).unwrap();
         remove(&path).unwrap();
