@@ -29,6 +29,7 @@ arch=$(dpkg --print-architecture)
 
 DESTDIR=$stage PREFIX=/usr SYSCONFDIR=/etc UNITDIR=/usr/lib/systemd/system STATOR_BIN=$STATOR_BIN \
   scripts/install.sh >/dev/null
+install -D -m 0755 scripts/access-setup.sh "$stage/usr/share/stator/access-setup.sh"
 # As dh_strip does: no debug information in the package (the release profile keeps some).
 strip --strip-debug --remove-section=.comment --remove-section=.note "$stage/usr/bin/stator"
 
@@ -69,6 +70,8 @@ cat > "$stage/DEBIAN/postinst" <<'SCRIPT'
 #!/bin/sh
 set -e
 if [ "$1" = configure ]; then
+  # The group stator (the admin API's socket) and the root-only admin token.
+  /usr/share/stator/access-setup.sh /etc
   if [ -d /run/systemd/system ]; then systemctl daemon-reload >/dev/null 2>&1 || true; fi
   if [ -z "$2" ]; then
     echo "stator: edit /etc/stator/stator.toml (stator check /etc/stator/stator.toml), then: systemctl enable --now stator"

@@ -10,7 +10,10 @@
 #
 # `make install` and `make deb` (scripts/deb.sh) call it. The configuration is
 # examples/minimal.toml with dataplane.on_exit = "keep" (a service restart keeps the data
-# plane forwarding); an existing one is never overwritten.
+# plane forwarding); an existing one is never overwritten. Installed for real (no DESTDIR, as
+# root), it also creates the group `stator` (who may use the admin API's socket) and
+# /etc/stator/api-token (32 random bytes in hex, mode 0600, root: for api.token_file when the
+# TCP endpoint is turned on); the Debian package does that in its postinst instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DESTDIR=${DESTDIR:-}
@@ -46,7 +49,11 @@ else
       examples/minimal.toml
   } > "$gen/stator.toml"
   grep -q '^on_exit = "keep"' "$gen/stator.toml" || { echo "install: examples/minimal.toml changed shape" >&2; exit 1; }
-  install -D -m 0644 "$gen/stator.toml" "$conf"
+  install -D -m 0640 "$gen/stator.toml" "$conf"
+fi
+
+if [ -z "$DESTDIR" ] && [ "$(id -u)" -eq 0 ]; then
+  scripts/access-setup.sh "$SYSCONFDIR"
 fi
 
 "$STATOR_BIN" generate completions --shell bash --out "$gen" >/dev/null

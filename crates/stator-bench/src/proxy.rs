@@ -211,7 +211,7 @@ fn start_stator(
     backends: &[SocketAddr],
     scheduler: &str,
 ) -> Result<Proc> {
-    let mut t = stator_pool_config(backends)?;
+    let mut t = stator_pool_config(backends, &dir.join(format!("stator-{port}.sock")))?;
     t += &format!(
         "[[listener]]\nname = \"bench\"\naddress = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
          pool = \"b\"\nworkers = 2\nscheduler = \"{scheduler}\"\n[listener.timeouts]\n\

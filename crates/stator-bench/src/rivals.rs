@@ -64,13 +64,13 @@ pub(crate) fn pinned(cpu: &str, program: &Path) -> Command {
 }
 
 /// The part of a `stator run` configuration both proxy benchmarks share: a node without a data
-/// plane, its API on a free port, warnings only, and the pool `b` of `backends` (health checks
-/// off). The caller appends its `[[listener]]`.
-pub(crate) fn stator_pool_config(backends: &[SocketAddr]) -> Result<String> {
+/// plane, its API on the Unix socket `socket` (the run's own, not the host's), warnings only,
+/// and the pool `b` of `backends` (health checks off). The caller appends its `[[listener]]`.
+pub(crate) fn stator_pool_config(backends: &[SocketAddr], socket: &Path) -> Result<String> {
     let mut t = format!(
-        "[node]\nname = \"bench\"\n[dataplane]\nmode = \"none\"\n[api]\nlisten = \"127.0.0.1:{}\"\n\
+        "[node]\nname = \"bench\"\n[dataplane]\nmode = \"none\"\n[api]\nsocket = \"{}\"\n\
          [log]\nlevel = \"warn\"\n[[pool]]\nname = \"b\"\n[pool.health]\nmethod = \"none\"\n",
-        free_port()?
+        socket.display()
     );
     for a in backends {
         t += &format!(

@@ -3,7 +3,6 @@
 //! Limits that the data plane compiles in come from `stator-abi` (the Rust mirror of
 //! `bpf/include/stator_abi.h`) and are never restated here.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 /// `dataplane.pin_path`.
@@ -63,8 +62,10 @@ pub const BIRD_SOCKET: &str = "/run/bird/bird.ctl";
 /// `bgp.bird_config`.
 pub const BIRD_CONFIG: &str = "/etc/bird/stator.conf";
 
-/// `api.listen`.
-pub const API_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9180);
+/// `api.socket`: under systemd's `RuntimeDirectory=stator`.
+pub const API_SOCKET: &str = "/run/stator/api.sock";
+/// `api.socket_group`: created by `make install` and the package.
+pub const API_SOCKET_GROUP: &str = "stator";
 /// Default `api.drain_timeout`: as long as a load balancer's usual deregistration delay.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 /// Shortest `api.drain_timeout`.
@@ -140,6 +141,9 @@ pub const RETRIES: u8 = 2;
 pub const MAX_RETRIES: u8 = 16;
 /// Largest `listener.workers`.
 pub const MAX_WORKERS: u16 = 256;
+/// Most workers of a listener with `steering = "source"`: the steering program's socket array
+/// holds this many worker ids, so that reloads that add workers always fit.
+pub const MAX_SOURCE_STEERING_WORKERS: u16 = 64;
 /// `listener.max_connections` (per worker).
 pub const MAX_CONNECTIONS: u32 = 16_384;
 /// `listener.udp.max_sessions` (per worker).

@@ -225,6 +225,13 @@ pub enum Error {
         /// The other key.
         second: &'static str,
     },
+    /// A setting that would leave the node open to its users or clients, or make it attack
+    /// itself.
+    #[error("{reason}")]
+    Unsafe {
+        /// What would happen, and what to do instead.
+        reason: String,
+    },
     /// A key that has no meaning in this context.
     #[error("{reason}")]
     NotApplicable {
@@ -451,11 +458,6 @@ pub enum WarningKind {
         /// The pool.
         name: String,
     },
-    /// The admin API is reachable from other hosts without a token.
-    OpenApi {
-        /// The listen address.
-        listen: String,
-    },
     /// A backend port that differs from the VIP's port (Stator does not rewrite ports).
     PortNotRewritten {
         /// The backend.
@@ -491,11 +493,6 @@ impl fmt::Display for WarningKind {
             Self::UnusedPool { name } => {
                 write!(f, "pool {name:?} is not used by any VIP or listener")
             }
-            Self::OpenApi { listen } => write!(
-                f,
-                "the admin API listens on {listen}, which is not loopback, without a token: \
-                 anyone who can reach it can change the configuration"
-            ),
             Self::PortNotRewritten { backend, vip_port } => write!(
                 f,
                 "backend {backend} has a port different from the VIP's port {vip_port}: Stator \

@@ -327,12 +327,20 @@ pub struct RawNeighbor {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawApi {
-    /// Listen address.
+    /// The Unix socket's path.
+    pub socket: Option<String>,
+    /// The group whose members may use the Unix socket (name or numeric id).
+    pub socket_group: Option<String>,
+    /// TCP listen address (absent: no TCP endpoint).
     pub listen: Option<String>,
-    /// Bearer token.
+    /// Bearer token of the `admin` level.
     pub token: Option<Secret>,
-    /// File holding the bearer token.
+    /// File holding the `admin` bearer token.
     pub token_file: Option<String>,
+    /// Bearer token of the `read` level.
+    pub read_token: Option<Secret>,
+    /// File holding the `read` bearer token.
+    pub read_token_file: Option<String>,
     /// How long a drain through the API keeps a backend's existing connections.
     pub drain_timeout: Option<Scalar>,
     /// Most connections open at once.

@@ -361,14 +361,65 @@ pub enum Token {
     File(PathBuf),
 }
 
+/// What a caller of the admin API may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLevel {
+    /// `GET` of everything but the configuration's text (which may hold secrets): status,
+    /// VIPs, backends, listeners, events, metrics, the status page.
+    Read,
+    /// Everything: apply a configuration, drain, read the configuration's text.
+    Admin,
+}
+
+impl AccessLevel {
+    /// `read` or `admin`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Admin => "admin",
+        }
+    }
+}
+
+/// Who may use the Unix socket besides root and the node's own user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketGroup {
+    /// A group by name, looked up when the socket is created.
+    Name(String),
+    /// A numeric group id.
+    Id(u32),
+}
+
+impl fmt::Display for SocketGroup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Name(n) => f.write_str(n),
+            Self::Id(id) => write!(f, "{id}"),
+        }
+    }
+}
+
 /// `[api]`: the admin API.
+///
+/// Two endpoints: a Unix socket (always; root, the node's user and `socket_group` reach it,
+/// and the peer's credentials are checked), and a TCP endpoint (only with `listen`, and then
+/// only with a token: every request carries one, and its level says what it may do).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Api {
-    /// Listen address (default `127.0.0.1:9180`).
-    pub listen: SocketAddr,
-    /// Bearer token required on every request, if any.
+    /// The Unix socket (default `/run/stator/api.sock`), created mode 0660, owned by root and
+    /// `socket_group`.
+    pub socket: PathBuf,
+    /// The group whose members may use the socket (`admin` level).
+    pub socket_group: SocketGroup,
+    /// TCP listen address; `None` (the default): no TCP endpoint.
+    pub listen: Option<SocketAddr>,
+    /// Bearer token of the `admin` level (every request over TCP, at either level, needs one
+    /// of the two tokens).
     pub token: Option<Token>,
+    /// Bearer token of the `read` level.
+    pub read_token: Option<Token>,
     /// How long a backend drained through the API keeps its existing connections before it
     /// is removed (a drain request may ask for another time).
     pub drain_timeout: Duration,

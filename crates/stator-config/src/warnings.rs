@@ -18,14 +18,6 @@ impl Config {
                 kind,
             })
         };
-        if self.api.token.is_none() && !self.api.listen.ip().is_loopback() {
-            warn(
-                FieldPath::root().key("api").key("listen"),
-                WarningKind::OpenApi {
-                    listen: self.api.listen.to_string(),
-                },
-            );
-        }
         if let Some(bgp) = &self.bgp {
             for (family, is_v4) in [("IPv4", true), ("IPv6", false)] {
                 let has_vip = self.vips.iter().any(|v| v.key.addr.is_ipv4() == is_v4);

@@ -329,7 +329,12 @@ pools = ["web"]
     assert_eq!(vip.table_size, 65537);
     assert_eq!(vip.encap, stator_config::Encap::Gre);
     assert!(!vip.flags.no_conntrack);
-    assert_eq!(c.api.listen.to_string(), "127.0.0.1:9180");
+    assert_eq!(c.api.listen, None, "no TCP endpoint unless configured");
+    assert_eq!(c.api.socket, std::path::Path::new("/run/stator/api.sock"));
+    assert_eq!(
+        c.api.socket_group,
+        stator_config::SocketGroup::Name("stator".into())
+    );
     assert!(c.bgp.is_none());
     let params = c.node_params();
     assert_eq!(
@@ -405,6 +410,7 @@ fn warnings_are_reported_but_do_not_fail() {
         r#"
 [api]
 listen = "0.0.0.0:9180"
+read_token_file = "/etc/stator/read-token"
 
 [bgp]
 local_as = 65010
@@ -447,18 +453,16 @@ table_size = 13
     assert_eq!(
         lines,
         [
-            "t.toml:10:10: warning: api.listen: the admin API listens on 0.0.0.0:9180, which is \
-             not loopback, without a token: anyone who can reach it can change the configuration",
-            "t.toml:12:1: warning: bgp: no IPv6 BGP neighbor: IPv6 VIPs will not be announced (a \
+            "t.toml:13:1: warning: bgp: no IPv6 BGP neighbor: IPv6 VIPs will not be announced (a \
              neighbor announces the VIPs of its own address family)",
-            "t.toml:28:1: warning: pool[1]: pool \"old\" is not used by any VIP or listener",
-            "t.toml:38:9: warning: vip[0].pools: 10.1.1.1 is behind this VIP as 2 backends \
+            "t.toml:29:1: warning: pool[1]: pool \"old\" is not used by any VIP or listener",
+            "t.toml:39:9: warning: vip[0].pools: 10.1.1.1 is behind this VIP as 2 backends \
              (10.1.1.1:8080, 10.1.1.1:8443): packets are forwarded by address (ports are not \
              rewritten), so it receives 2 shares",
-            "t.toml:38:9: warning: vip[0].pools: backend 10.1.1.1:8080 has a port different from \
+            "t.toml:39:9: warning: vip[0].pools: backend 10.1.1.1:8080 has a port different from \
              the VIP's port 80: Stator does not rewrite ports (direct server return), the backend \
              receives port 80; the backend port only sets the health-check port and the stable name",
-            "t.toml:39:14: warning: vip[0].table_size: table_size 13 is less than 100 x 2 backends: \
+            "t.toml:40:14: warning: vip[0].table_size: table_size 13 is less than 100 x 2 backends: \
              Maglev keeps weight shares within 1% only when table_size >= 100 x backends",
         ]
     );

@@ -1,9 +1,12 @@
 //! A small blocking client of the admin API, for the CLI (`stator status`, `apply`, …) and
-//! tests: HTTP/1.1 over one TCP connection per request (`Connection: close`), bearer token,
-//! timeouts, JSON errors turned into [`ControlError::Api`].
+//! tests: HTTP/1.1 over one connection per request (`Connection: close`) to the Unix socket
+//! or the TCP endpoint (with a bearer token), timeouts, JSON errors turned into
+//! [`ControlError::Api`].
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -67,17 +70,53 @@ impl Response {
     }
 }
 
+/// Where the API is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// The TCP endpoint (`Host` sent as given).
+    Tcp {
+        /// The address connected to.
+        addr: SocketAddr,
+        /// As given (the `Host` header).
+        host: String,
+    },
+    /// The Unix socket.
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Tcp { addr, .. } => write!(f, "{addr}"),
+            Endpoint::Unix(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
 /// The client.
 #[derive(Debug, Clone)]
 pub struct ApiClient {
-    addr: SocketAddr,
-    host: String,
+    endpoint: Endpoint,
     token: Option<String>,
     timeout: Duration,
 }
 
+/// A connection to either endpoint.
+trait Stream: Read + Write {}
+impl<T: Read + Write> Stream for T {}
+
 impl ApiClient {
-    /// A client of the API at `addr` (`127.0.0.1:9180`, `http://[::1]:9180`, `localhost:9180`).
+    /// A client of the API's Unix socket at `path` (no token: the socket checks who calls).
+    pub fn unix(path: impl Into<PathBuf>) -> Self {
+        Self {
+            endpoint: Endpoint::Unix(path.into()),
+            token: None,
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// A client of the API's TCP endpoint at `addr` (`127.0.0.1:9180`, `http://[::1]:9180`,
+    /// `localhost:9180`), with a bearer token.
     pub fn new(addr: &str, token: Option<String>) -> Result<Self, ControlError> {
         let host = addr
             .trim_start_matches("http://")
@@ -91,11 +130,19 @@ impl ApiClient {
                 ControlError::bad_request(format!("no address for {host:?}"), Some("api"))
             })?;
         Ok(Self {
-            addr: resolved,
-            host,
+            endpoint: Endpoint::Tcp {
+                addr: resolved,
+                host,
+            },
             token,
             timeout: Duration::from_secs(30),
         })
+    }
+
+    /// The same endpoint with another bearer token (or none).
+    pub fn with_token(mut self, token: Option<String>) -> Self {
+        self.token = token;
+        self
     }
 
     /// Sets the time allowed for connecting, sending and each read.
@@ -104,9 +151,25 @@ impl ApiClient {
         self
     }
 
-    /// The API's address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+    /// Where the API is.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// The TCP endpoint's address (`None` for the Unix socket).
+    pub fn addr(&self) -> Option<SocketAddr> {
+        match &self.endpoint {
+            Endpoint::Tcp { addr, .. } => Some(*addr),
+            Endpoint::Unix(_) => None,
+        }
+    }
+
+    /// The Unix socket's path (`None` for the TCP endpoint).
+    pub fn socket(&self) -> Option<&Path> {
+        match &self.endpoint {
+            Endpoint::Tcp { .. } => None,
+            Endpoint::Unix(p) => Some(p),
+        }
     }
 
     /// Sends one request and reads the whole answer (any status).
@@ -119,20 +182,30 @@ impl ApiClient {
     ) -> Result<Response, ControlError> {
         let io = |what: &str, e| {
             ControlError::io(
-                format!("{what} {} (is `stator run` running?)", self.addr),
+                format!("{what} {} (is `stator run` running?)", self.endpoint),
                 e,
             )
         };
-        let mut stream = TcpStream::connect_timeout(&self.addr, self.timeout)
-            .map_err(|e| io("connecting to", e))?;
-        stream
-            .set_read_timeout(Some(self.timeout))
-            .and_then(|()| stream.set_write_timeout(Some(self.timeout)))
-            .map_err(|e| io("configuring the connection to", e))?;
+        let (mut stream, host): (Box<dyn Stream>, &str) = match &self.endpoint {
+            Endpoint::Tcp { addr, host } => {
+                let s = TcpStream::connect_timeout(addr, self.timeout)
+                    .map_err(|e| io("connecting to", e))?;
+                s.set_read_timeout(Some(self.timeout))
+                    .and_then(|()| s.set_write_timeout(Some(self.timeout)))
+                    .map_err(|e| io("configuring the connection to", e))?;
+                (Box::new(s), host)
+            }
+            Endpoint::Unix(path) => {
+                let s = UnixStream::connect(path).map_err(|e| io("connecting to", e))?;
+                s.set_read_timeout(Some(self.timeout))
+                    .and_then(|()| s.set_write_timeout(Some(self.timeout)))
+                    .map_err(|e| io("configuring the connection to", e))?;
+                (Box::new(s), "localhost")
+            }
+        };
         let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: stator-cli/{}\r\nAccept: */*\r\n\
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: stator-cli/{}\r\nAccept: */*\r\n\
              Connection: close\r\nContent-Length: {}\r\n",
-            self.host,
             env!("CARGO_PKG_VERSION"),
             body.len()
         );
@@ -148,7 +221,7 @@ impl ApiClient {
             .and_then(|()| stream.write_all(body))
             .map_err(|e| io("sending to", e))?;
         let mut raw = Vec::new();
-        stream
+        Read::by_ref(&mut stream)
             .take(MAX_RESPONSE as u64 + 1)
             .read_to_end(&mut raw)
             .map_err(|e| io("reading from", e))?;

@@ -40,6 +40,19 @@ pub enum ControlError {
         reason: String,
     },
 
+    /// A configuration from the API names a file the running one does not: files come from
+    /// the configuration file only.
+    #[error(
+        "{field}: {path} is a file the node reads or writes as root: it can only be set in the \
+         configuration file (reload or restart), never through the API"
+    )]
+    FileSetting {
+        /// The TOML path of the setting.
+        field: String,
+        /// The file it names.
+        path: std::path::PathBuf,
+    },
+
     /// The host is not set up for what the configuration asks (a sysctl, an interface).
     #[error("{field}: {reason}")]
     Host {
@@ -183,7 +196,7 @@ impl ControlError {
             Self::UnknownBackend { .. } | Self::UnknownVip { .. } => 404,
             Self::GenerationMismatch { .. } => 412,
             Self::UnsupportedType { .. } => 415,
-            Self::RestartRequired { .. } | Self::Host { .. } => 422,
+            Self::RestartRequired { .. } | Self::Host { .. } | Self::FileSetting { .. } => 422,
             Self::ShuttingDown | Self::Unhealthy { .. } => 503,
             Self::Api { status, .. } => *status,
             _ => 500,
@@ -195,7 +208,9 @@ impl ControlError {
         match self {
             Self::Config(errors) => errors.errors.first().map(|e| e.path.to_string()),
             Self::BadRequest { field, .. } | Self::Api { field, .. } => field.clone(),
-            Self::RestartRequired { field, .. } | Self::Host { field, .. } => Some(field.clone()),
+            Self::RestartRequired { field, .. }
+            | Self::Host { field, .. }
+            | Self::FileSetting { field, .. } => Some(field.clone()),
             Self::UnsupportedType { .. } => Some("Content-Type".into()),
             _ => None,
         }

@@ -10,12 +10,21 @@
 //!   advertisements on that interface, which can take a node's IPv6 default route away. That
 //!   is the operator's call.
 //! - Settings that size or place the data plane's maps, choose its program, its interfaces,
-//!   the API's socket or the log output cannot change while running; a reload that changes
+//!   the API's endpoints or the log output cannot change while running; a reload that changes
 //!   one is refused with the field and "restart needed".
+//! - **Files come from the file.** A configuration put through the API may not name a file
+//!   the running one does not ([`api_files_unchanged`]): BIRD's file and socket, token files,
+//!   CA files, the pin directory — a caller of the API never chooses what the node, as root,
+//!   writes or reads. Token files readable by other users, and inline tokens in a
+//!   configuration file other users can read, are refused.
 
 use std::net::IpAddr;
 
+use std::path::PathBuf;
+
 use stator_config::{Config, Token};
+
+use crate::api::access::Tokens;
 
 use crate::error::ControlError;
 
@@ -98,26 +107,151 @@ pub fn preflight(config: &Config) -> Result<(), ControlError> {
     forwarding_enabled(config)
 }
 
-/// The admin API's token: inline, or read from its file (trimmed).
-pub fn resolve_token(config: &Config) -> Result<Option<String>, ControlError> {
-    match &config.api.token {
+/// The admin API's tokens: inline, or read from their files (trimmed). A token file that
+/// other users can read or write is refused: the token would be theirs.
+pub fn resolve_tokens(config: &Config) -> Result<Tokens, ControlError> {
+    Ok(Tokens {
+        admin: resolve_token(config.api.token.as_ref(), "api.token_file")?,
+        read: resolve_token(config.api.read_token.as_ref(), "api.read_token_file")?,
+    })
+}
+
+fn resolve_token(token: Option<&Token>, field: &str) -> Result<Option<String>, ControlError> {
+    use std::os::unix::fs::PermissionsExt;
+    let refuse = |reason: String| ControlError::Host {
+        field: field.into(),
+        reason,
+    };
+    match token {
         None => Ok(None),
         Some(Token::Inline(s)) => Ok(Some(s.expose().to_owned())),
         Some(Token::File(path)) => {
-            let text = std::fs::read_to_string(path).map_err(|e| ControlError::Host {
-                field: "api.token_file".into(),
-                reason: format!("cannot read {}: {e}", path.display()),
-            })?;
+            let file = std::fs::File::open(path)
+                .map_err(|e| refuse(format!("cannot read {}: {e}", path.display())))?;
+            let mode = file
+                .metadata()
+                .map_err(|e| refuse(format!("cannot inspect {}: {e}", path.display())))?
+                .permissions()
+                .mode();
+            if mode & 0o006 != 0 {
+                return Err(refuse(format!(
+                    "{} can be read or written by every user (mode {:o}): the token would be \
+                     theirs; chmod 600 it",
+                    path.display(),
+                    mode & 0o7777
+                )));
+            }
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut { file }, &mut text)
+                .map_err(|e| refuse(format!("cannot read {}: {e}", path.display())))?;
             let token = text.trim();
             if token.is_empty() {
-                return Err(ControlError::Host {
-                    field: "api.token_file".into(),
-                    reason: format!("{} is empty", path.display()),
-                });
+                return Err(refuse(format!("{} is empty", path.display())));
             }
             Ok(Some(token.to_owned()))
         }
     }
+}
+
+/// Refuses a configuration file that holds an inline token (`api.token`, `api.read_token`)
+/// and can be read by other users: they would read the token. `stator run` checks its file;
+/// a configuration given through the API lives in memory only.
+pub fn config_file_secrets(path: &std::path::Path, config: &Config) -> Result<(), ControlError> {
+    use std::os::unix::fs::PermissionsExt;
+    let inline = [
+        ("api.token", &config.api.token),
+        ("api.read_token", &config.api.read_token),
+    ]
+    .into_iter()
+    .find(|(_, t)| matches!(t, Some(Token::Inline(_))));
+    let Some((field, _)) = inline else {
+        return Ok(());
+    };
+    let mode = std::fs::metadata(path)
+        .map_err(|source| ControlError::File {
+            path: path.to_owned(),
+            source,
+        })?
+        .permissions()
+        .mode();
+    if mode & 0o004 != 0 {
+        return Err(ControlError::Host {
+            field: field.into(),
+            reason: format!(
+                "{} can be read by every user (mode {:o}) and holds the token: move it to a \
+                 file of mode 0600 named by {field}_file, or chmod o-r {}",
+                path.display(),
+                mode & 0o7777,
+                path.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Every file path the configuration names, by where it is named: the key is stable across
+/// reorderings (a pool by its name), the value the field path and the file.
+pub fn file_settings(config: &Config) -> Vec<(String, String, PathBuf)> {
+    let mut out = Vec::new();
+    let mut push = |key: String, field: String, path: &PathBuf| {
+        out.push((key, field, path.clone()));
+    };
+    push(
+        "dataplane.pin_path".into(),
+        "dataplane.pin_path".into(),
+        &config.dataplane.pin_path,
+    );
+    push("api.socket".into(), "api.socket".into(), &config.api.socket);
+    for (key, token) in [
+        ("api.token_file", &config.api.token),
+        ("api.read_token_file", &config.api.read_token),
+    ] {
+        if let Some(Token::File(p)) = token {
+            push(key.into(), key.into(), p);
+        }
+    }
+    if let Some(bgp) = &config.bgp {
+        push(
+            "bgp.bird_config".into(),
+            "bgp.bird_config".into(),
+            &bgp.bird_config,
+        );
+        push(
+            "bgp.bird_socket".into(),
+            "bgp.bird_socket".into(),
+            &bgp.bird_socket,
+        );
+    }
+    for (i, pool) in config.pools.iter().enumerate() {
+        if let Some(stator_config::HealthSpec {
+            probe: stator_config::Probe::Https(h),
+            ..
+        }) = &pool.health
+            && let Some(ca) = &h.tls.ca_file
+        {
+            push(
+                format!("pool {:?} health.ca_file", pool.name),
+                format!("pool[{i}].health.ca_file"),
+                ca,
+            );
+        }
+    }
+    out
+}
+
+/// Refuses a configuration from the API that names a file the running one does not name at
+/// the same place: files the node reads or writes as root come from the configuration file on
+/// disk only (a reload or restart), never from a caller of the API. Dropping one is allowed
+/// (the default takes its place, which is no file of the caller's choosing).
+pub fn api_files_unchanged(running: &Config, new: &Config) -> Result<(), ControlError> {
+    let old = file_settings(running);
+    for (key, field, path) in file_settings(new) {
+        let same = old.iter().any(|(k, _, p)| *k == key && *p == path);
+        if !same {
+            return Err(ControlError::FileSetting { field, path });
+        }
+    }
+    Ok(())
 }
 
 /// Every HTTPS check's `ca_file` can be read and holds usable certificates (checked at start
@@ -193,6 +327,12 @@ pub fn reloadable(old: &Config, new: &Config) -> Result<(), ControlError> {
     if old.api.listen != new.api.listen {
         return restart("api.listen", "the admin API's address");
     }
+    if old.api.socket != new.api.socket {
+        return restart("api.socket", "the admin API's socket");
+    }
+    if old.api.socket_group != new.api.socket_group {
+        return restart("api.socket_group", "the admin API's socket group");
+    }
     if old.log != new.log {
         return restart("log", "the log format and level");
     }
@@ -240,7 +380,13 @@ mod tests {
                 "dataplane.slots_per_generation",
             ),
             ("pin_path = \"/sys/fs/bpf/other\"", "", "dataplane.pin_path"),
-            ("", "[api]\nlisten = \"127.0.0.1:9181\"", "api.listen"),
+            (
+                "",
+                "[api]\nlisten = \"127.0.0.1:9181\"\nread_token = \"r\"",
+                "api.listen",
+            ),
+            ("", "[api]\nsocket = \"/run/other.sock\"", "api.socket"),
+            ("", "[api]\nsocket_group = \"adm\"", "api.socket_group"),
             ("", "[log]\nformat = \"json\"", "log"),
         ] {
             let err = reloadable(&base, &config(dataplane, extra)).unwrap_err();
@@ -250,14 +396,79 @@ mod tests {
     }
 
     #[test]
-    fn inline_tokens_resolve() {
-        assert_eq!(resolve_token(&config("", "")).unwrap(), None);
-        let c = config("", "[api]\ntoken = \"s3cret\"");
-        assert_eq!(resolve_token(&c).unwrap().as_deref(), Some("s3cret"));
+    fn tokens_resolve_and_open_token_files_are_refused() {
+        assert_eq!(resolve_tokens(&config("", "")).unwrap(), Tokens::default());
+        let c = config("", "[api]\ntoken = \"s3cret\"\nread_token = \"r3ad\"");
+        let t = resolve_tokens(&c).unwrap();
+        assert_eq!(t.admin.as_deref(), Some("s3cret"));
+        assert_eq!(t.read.as_deref(), Some("r3ad"));
         let c = config("", "[api]\ntoken_file = \"/nonexistent/stator.token\"");
         assert_eq!(
-            resolve_token(&c).unwrap_err().field().as_deref(),
+            resolve_tokens(&c).unwrap_err().field().as_deref(),
             Some("api.token_file")
         );
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!(
+            "stator-host-tokens-{}-{:x}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("read-token");
+        std::fs::write(&file, "r3ad-from-file\n").unwrap();
+        let toml = format!("[api]\nread_token_file = {:?}", file.display().to_string());
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = resolve_tokens(&config("", &toml)).unwrap_err();
+        assert_eq!(e.field().as_deref(), Some("api.read_token_file"));
+        assert!(e.to_string().contains("every user"), "{e}");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let t = resolve_tokens(&config("", &toml)).unwrap();
+        assert_eq!(t.read.as_deref(), Some("r3ad-from-file"));
+        // An inline token in a file every user can read is refused; the same file closed
+        // to others is not.
+        let conf = dir.join("stator.toml");
+        std::fs::write(&conf, "").unwrap();
+        std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let inline = config("", "[api]\ntoken = \"s3cret\"");
+        let e = config_file_secrets(&conf, &inline).unwrap_err();
+        assert_eq!(e.field().as_deref(), Some("api.token"));
+        assert!(config_file_secrets(&conf, &config("", "")).is_ok());
+        std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert!(config_file_secrets(&conf, &inline).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_api_cannot_name_new_files() {
+        let base = config("", "");
+        assert!(api_files_unchanged(&base, &base).is_ok());
+        for (extra, field) in [
+            ("[api]\ntoken_file = \"/etc/shadow\"", "api.token_file"),
+            ("[api]\nsocket = \"/tmp/x.sock\"", "api.socket"),
+            (
+                "[bgp]\nlocal_as = 65000\nbird_config = \"/etc/cron.d/x\"\n[[bgp.neighbor]]\n\
+                 address = \"10.0.0.1\"\nremote_as = 65001",
+                "bgp.bird_config",
+            ),
+        ] {
+            let e = api_files_unchanged(&base, &config("", extra)).unwrap_err();
+            assert_eq!(e.field().as_deref(), Some(field), "{e}");
+            assert_eq!(e.http_status(), 422);
+        }
+        let pinned = config("pin_path = \"/sys/fs/bpf/other\"", "");
+        assert_eq!(
+            api_files_unchanged(&base, &pinned)
+                .unwrap_err()
+                .field()
+                .as_deref(),
+            Some("dataplane.pin_path")
+        );
+        // Dropping a file setting is allowed: the default is no file of the caller's.
+        let with = config("", "[api]\nread_token_file = \"/etc/stator/read-token\"");
+        assert!(api_files_unchanged(&with, &base).is_ok());
+        assert!(api_files_unchanged(&with, &with).is_ok());
     }
 }

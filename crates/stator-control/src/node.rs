@@ -3,7 +3,9 @@
 //! [`Node::start`]:
 //! 1. validates the configuration and checks the host ([`crate::host::preflight`]: root,
 //!    interfaces, forwarding sysctls) — each failure is one clear error;
-//! 2. binds the admin API's socket (a port in use fails here, before anything changes);
+//! 2. binds the admin API's Unix socket ([`crate::api::socket`]) and, with `api.listen`, its
+//!    TCP endpoint (another node's socket or a port in use fails here, before anything
+//!    changes);
 //! 3. loads the data plane (reusing pinned maps: connection table, counters, the active
 //!    snapshot) and attaches it to the configured interfaces — an interface that already
 //!    carries our program keeps forwarding, the new program is swapped in;
@@ -52,8 +54,10 @@ pub struct NodeOptions {
     /// Skip the host checks, at start and on reloads (tests that bring their own data
     /// plane).
     pub no_preflight: bool,
-    /// Listen here instead of `api.listen` (tests: port 0).
+    /// Listen here instead of `api.listen` (tests: port 0); a token is needed all the same.
     pub listen: Option<SocketAddr>,
+    /// The API's Unix socket here instead of at `api.socket` (tests: a private directory).
+    pub socket: Option<PathBuf>,
     /// Where health probes connect instead of the backends' addresses (tests without root,
     /// which cannot own those addresses; empty otherwise).
     pub probe_routes: ProbeRoutes,
@@ -66,12 +70,12 @@ pub struct NodeOptions {
 #[derive(Debug)]
 pub struct Node {
     ctx: Ctx,
-    api_addr: SocketAddr,
+    api_addr: Option<SocketAddr>,
+    api_socket: api::socket::SocketFile,
     config_path: Option<PathBuf>,
     reconciler: JoinHandle<()>,
     watchdog: JoinHandle<()>,
-    server: JoinHandle<()>,
-    server_stop: oneshot::Sender<()>,
+    servers: Vec<(JoinHandle<()>, oneshot::Sender<()>)>,
     startup: ApplyReport,
     follower: JoinHandle<()>,
     /// The tracer's reports (XDP and AF_XDP planes).
@@ -95,15 +99,37 @@ impl Node {
         if !opts.no_preflight {
             host::preflight(&config)?;
         }
-        let token = host::resolve_token(&config)?;
+        if let Some(path) = &opts.config_path {
+            host::config_file_secrets(path, &config)?;
+        }
+        let tokens = host::resolve_tokens(&config)?;
         host::tls_files(&config)?;
-        let listen = opts.listen.unwrap_or(config.api.listen);
-        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
-            ControlError::io(format!("binding the admin API to {listen} (api.listen)"), e)
-        })?;
-        let api_addr = listener
-            .local_addr()
-            .map_err(|e| ControlError::io("reading the admin API's address", e))?;
+        let socket_path = opts
+            .socket
+            .clone()
+            .unwrap_or_else(|| config.api.socket.clone());
+        let unix = api::socket::bind(&socket_path, &config.api.socket_group)?;
+        let tcp = match opts.listen.or(config.api.listen) {
+            None => None,
+            Some(_) if !tokens.any() => {
+                return Err(ControlError::Host {
+                    field: "api.listen".into(),
+                    reason: "a TCP endpoint needs a token (api.token_file or \
+                             api.read_token_file), loopback included"
+                        .into(),
+                });
+            }
+            Some(listen) => Some(tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+                ControlError::io(format!("binding the admin API to {listen} (api.listen)"), e)
+            })?),
+        };
+        let api_addr = match &tcp {
+            Some(l) => Some(
+                l.local_addr()
+                    .map_err(|e| ControlError::io("reading the admin API's address", e))?,
+            ),
+            None => None,
+        };
 
         let xdp =
             opts.plane.is_none() && config.dataplane.mode == stator_config::DataplaneMode::Xdp;
@@ -154,7 +180,7 @@ impl Node {
 
         let stopping = Arc::new(AtomicBool::new(false));
         let announcer = Arc::new(Mutex::new(None));
-        let token = Arc::new(RwLock::new(token));
+        let tokens = Arc::new(RwLock::new(tokens));
         let (req_tx, req_rx) = mpsc::channel(64);
         let (trans_tx, trans_rx) = mpsc::unbounded_channel();
         let (fwd_tx, fwd_rx) = mpsc::unbounded_channel();
@@ -170,7 +196,7 @@ impl Node {
                 active,
                 interfaces: interfaces.clone(),
                 announcer: Arc::clone(&announcer),
-                token: Arc::clone(&token),
+                tokens: Arc::clone(&tokens),
                 stopping: Arc::clone(&stopping),
                 probe_routes: opts.probe_routes,
                 events: events.clone(),
@@ -186,7 +212,7 @@ impl Node {
             reader,
             board: reconciler.runner().board(),
             announcer,
-            token,
+            tokens,
             scan: Arc::new(Mutex::new(())),
             host_checks: !opts.no_preflight,
             conn_stats: Arc::default(),
@@ -205,10 +231,34 @@ impl Node {
             }
         };
         let watchdog = watchdog::spawn(Arc::clone(&plane), interfaces, stopping, fwd_tx);
-        let (server_stop, stop_rx) = oneshot::channel::<()>();
         let app = api::router(ctx.clone());
-        let server = tokio::spawn(api::serve::serve(listener, app, ctx.clone(), stop_rx));
-        tracing::info!(listen = %api_addr, "admin API listening");
+        let api::socket::ApiSocket {
+            listener: unix_listener,
+            policy,
+            file: api_socket,
+        } = unix;
+        let mut endpoints = vec![api::serve::Endpoint::Unix(unix_listener, policy)];
+        endpoints.extend(tcp.map(api::serve::Endpoint::Tcp));
+        let servers: Vec<_> = endpoints
+            .into_iter()
+            .map(|endpoint| {
+                let (stop, stop_rx) = oneshot::channel::<()>();
+                let task = tokio::spawn(api::serve::serve(
+                    endpoint,
+                    app.clone(),
+                    ctx.clone(),
+                    stop_rx,
+                ));
+                (task, stop)
+            })
+            .collect();
+        tracing::info!(socket = %api_socket.path().display(), listen = ?api_addr, "admin API listening");
+        let stop_servers = |servers: Vec<(JoinHandle<()>, oneshot::Sender<()>)>| async move {
+            for (task, stop) in servers {
+                let _ = stop.send(());
+                let _ = task.await;
+            }
+        };
         let mut inputs = Inputs {
             requests: req_rx,
             transitions: trans_rx,
@@ -218,8 +268,7 @@ impl Node {
             Ok(r) => r,
             Err(e) => {
                 watchdog.abort();
-                let _ = server_stop.send(());
-                let _ = server.await;
+                stop_servers(servers).await;
                 if !opts.no_attach {
                     let _ = with_plane(&plane, |p| p.detach(false)).await;
                 }
@@ -233,8 +282,7 @@ impl Node {
         if let Err(e) = proxy.apply(&first) {
             proxy.shutdown(std::time::Duration::ZERO);
             watchdog.abort();
-            let _ = server_stop.send(());
-            let _ = server.await;
+            stop_servers(servers).await;
             if !opts.no_attach {
                 let _ = with_plane(&plane, |p| p.detach(false)).await;
             }
@@ -249,19 +297,24 @@ impl Node {
             follower,
             ctx,
             api_addr,
+            api_socket,
             config_path: opts.config_path,
             reconciler,
             watchdog,
-            server,
-            server_stop,
+            servers,
             startup,
             reporter,
         })
     }
 
-    /// Where the admin API listens.
-    pub fn api_addr(&self) -> SocketAddr {
+    /// Where the admin API's TCP endpoint listens, if it has one.
+    pub fn api_addr(&self) -> Option<SocketAddr> {
         self.api_addr
+    }
+
+    /// The admin API's Unix socket.
+    pub fn api_socket(&self) -> &std::path::Path {
+        self.api_socket.path()
     }
 
     /// What the first commit did.
@@ -279,7 +332,8 @@ impl Node {
         &self.ctx
     }
 
-    /// Applies configuration text, as `PUT /v1/config` does.
+    /// Applies configuration text, trusted as the configuration file is (`PUT /v1/config`
+    /// also refuses new file settings).
     pub async fn apply(
         &self,
         text: String,
@@ -292,6 +346,7 @@ impl Node {
             .send(Request::Apply {
                 text,
                 source,
+                origin: crate::reconciler::Origin::File,
                 if_match,
                 reply,
             })
@@ -372,8 +427,11 @@ impl Node {
         })
         .await;
         self.watchdog.abort();
-        let _ = self.server_stop.send(());
-        let _ = self.server.await;
+        for (task, stop) in self.servers {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
+        drop(self.api_socket);
         drop(self.reporter);
         result
     }

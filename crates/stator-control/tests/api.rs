@@ -19,10 +19,11 @@ use serde_json::Value;
 use stator_control::client::{ApiClient, Response};
 
 const TOKEN: &str = "s3cret-token";
+const READ_TOKEN: &str = "r3ad-only-token";
 
 fn config(table: u32, extra_backend: bool) -> String {
     let mut t = sim::node_toml(1 << 16, "");
-    t += &format!("[api]\ntoken = \"{TOKEN}\"\n");
+    t += &format!("[api]\ntoken = \"{TOKEN}\"\nread_token = \"{READ_TOKEN}\"\n");
     t += "[[pool]]\nname = \"web\"\n[pool.health]\ninterval = \"100ms\"\ntimeout = \"50ms\"\nrise = 1\nfall = 1\n";
     for h in [2, 3] {
         t += &format!(
@@ -61,12 +62,14 @@ fn the_admin_api_over_a_real_socket() {
     let state = sim::state(1 << 16);
     let rt = common::runtime();
     let node = rt
-        .block_on(sim::start(&cfg, &state, sim::routes(&pairs)))
+        .block_on(sim::start_tcp(&cfg, &state, sim::routes(&pairs)))
         .unwrap();
-    let addr = node.api_addr().to_string();
+    let addr = node.api_addr().unwrap().to_string();
     let api = ApiClient::new(&addr, Some(TOKEN.into())).unwrap();
     let anon = ApiClient::new(&addr, None).unwrap();
     let wrong = ApiClient::new(&addr, Some("nope".into())).unwrap();
+    let reader = ApiClient::new(&addr, Some(READ_TOKEN.into())).unwrap();
+    let socket = ApiClient::unix(node.api_socket());
 
     // --- auth
     for (who, client) in [("no token", &anon), ("wrong token", &wrong)] {
@@ -85,6 +88,36 @@ fn the_admin_api_over_a_real_socket() {
     let status = api.get_json("/v1/status").unwrap();
     assert_eq!(status["phase"], "running");
     assert_eq!(status["forwarder"]["kind"], "core");
+    // The read token reads, but changes nothing and cannot see the configuration's text
+    // (it holds the tokens); the socket (this process is root or the node's user) may do
+    // everything without a token.
+    assert_eq!(reader.get_json("/v1/status").unwrap()["phase"], "running");
+    assert_eq!(
+        reader.request("GET", "/metrics", &[], &[]).unwrap().status,
+        200
+    );
+    for (method, path, body) in [
+        ("GET", "/v1/config", &b""[..]),
+        ("PUT", "/v1/config", cfg.as_bytes()),
+        ("POST", "/v1/config:validate", cfg.as_bytes()),
+        ("POST", "/v1/backends/web-2/drain", b""),
+        ("POST", "/v1/backends/web-2/undrain", b""),
+    ] {
+        let r = reader
+            .request(method, path, &[("Content-Type", "application/toml")], body)
+            .unwrap();
+        assert_eq!(r.status, 403, "read token {method} {path}: {}", r.text());
+        assert!(r.text().contains("needs the admin level"), "{}", r.text());
+    }
+    assert_eq!(socket.get_json("/v1/status").unwrap()["phase"], "running");
+    assert!(
+        socket
+            .request("GET", "/v1/config", &[], &[])
+            .unwrap()
+            .status
+            == 200,
+        "the socket's caller is admin"
+    );
 
     // --- unknown routes and methods
     let (code, body) = status_of(&api.request("GET", "/v1/nowhere", &[], &[]).unwrap());
@@ -447,7 +480,7 @@ fn the_admin_api_over_a_real_socket() {
     println!("/metrics: {} samples, {} bytes", samples.len(), text.len());
 
     // --- garbage on the socket does not take the node down
-    let mut raw = TcpStream::connect(node.api_addr()).unwrap();
+    let mut raw = TcpStream::connect(node.api_addr().unwrap()).unwrap();
     raw.write_all(b"\x16\x03\x01\x02\x00 not http at all\r\n\r\n")
         .unwrap();
     drop(raw);

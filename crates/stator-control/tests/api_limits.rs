@@ -22,9 +22,12 @@ use stator_control::client::ApiClient;
 /// too few: a loaded CI run hit EMFILE while the API was still closing the surplus).
 const FD_LIMIT: u64 = 4096;
 
+/// The TCP endpoint's token (these tests are about TCP connections).
+const TOKEN: &str = "api-limits-token";
+
 fn config(api: &str) -> String {
     format!(
-        "{}[api]\n{api}\n[[pool]]\nname = \"web\"\n[pool.health]\nmethod = \"none\"\n\
+        "{}[api]\ntoken = \"{TOKEN}\"\n{api}\n[[pool]]\nname = \"web\"\n[pool.health]\nmethod = \"none\"\n\
          [[pool.backend]]\naddress = \"{}\"\nport = 80\n[[vip]]\naddress = \"192.0.2.10\"\n\
          port = 80\nprotocol = \"tcp\"\npools = [\"web\"]\ntable_size = 251\n",
         sim::node_toml(1 << 16, ""),
@@ -74,9 +77,9 @@ fn a_thousand_idle_connections_do_not_delay_the_api() {
     let rt = common::runtime();
     let state = sim::state(1 << 16);
     let node = rt
-        .block_on(sim::start(&config(""), &state, Default::default()))
+        .block_on(sim::start_tcp(&config(""), &state, Default::default()))
         .unwrap();
-    let addr = node.api_addr();
+    let addr = node.api_addr().unwrap();
     let max = node.view().config.api.max_connections as usize;
     let started = Instant::now();
     let idle: Vec<TcpStream> = (0..1000).map(|_| connect_idle(addr)).collect();
@@ -92,7 +95,7 @@ fn a_thousand_idle_connections_do_not_delay_the_api() {
         || stats.accepted() >= 1000,
     );
 
-    let api = ApiClient::new(&addr.to_string(), None).unwrap();
+    let api = ApiClient::new(&addr.to_string(), Some(TOKEN.into())).unwrap();
     let mut took: Vec<Duration> = (0..9)
         .map(|_| {
             let t = Instant::now();
@@ -144,13 +147,13 @@ fn at_the_limit_the_oldest_idle_connection_makes_room() {
     let rt = common::runtime();
     let state = sim::state(1 << 16);
     let node = rt
-        .block_on(sim::start(
+        .block_on(sim::start_tcp(
             &config("max_connections = 3"),
             &state,
             Default::default(),
         ))
         .unwrap();
-    let addr = node.api_addr();
+    let addr = node.api_addr().unwrap();
     let stats = std::sync::Arc::clone(&node.ctx().conn_stats);
     let mut idle: Vec<TcpStream> = Vec::new();
     for n in 1..=3 {
@@ -161,7 +164,7 @@ fn at_the_limit_the_oldest_idle_connection_makes_room() {
     }
     assert!(idle.iter_mut().all(|s| !closed(s)));
     // A fourth client with a request: the oldest idle connection is closed for it.
-    let api = ApiClient::new(&addr.to_string(), None).unwrap();
+    let api = ApiClient::new(&addr.to_string(), Some(TOKEN.into())).unwrap();
     assert_eq!(api.get_json("/v1/status").unwrap()["phase"], "running");
     common::wait_until("the oldest to be closed", Duration::from_secs(10), || {
         closed(&mut idle[0])
@@ -178,14 +181,14 @@ fn at_the_limit_the_oldest_idle_connection_makes_room() {
 async fn a_silent_connection_is_closed_after_the_header_read_timeout() {
     let _hold = Hold::new();
     let state = sim::state(1 << 16);
-    let node = sim::start(
+    let node = sim::start_tcp(
         &config("header_read_timeout = \"300ms\""),
         &state,
         Default::default(),
     )
     .await
     .unwrap();
-    let addr = node.api_addr();
+    let addr = node.api_addr().unwrap();
     let stats = std::sync::Arc::clone(&node.ctx().conn_stats);
     let mut silent = connect_idle(addr);
     // A partial request head is no better than none.

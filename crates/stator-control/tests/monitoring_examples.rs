@@ -99,7 +99,28 @@ fn alert_rules_and_scrape_config_pass_promtool() {
     let (ok, text) = promtool(&["check", "rules", "stator-alerts.yml"], None);
     assert!(ok, "{text}");
     println!("{text}");
-    let (ok, text) = promtool(&["check", "config", "prometheus.yml"], None);
+    // promtool checks that the read token's file exists: the example is checked as a host
+    // would have it, with the token file in place (a copy in a directory of the test's own).
+    let host = stator_testkit::scratch::TempDir::new("stator-prometheus-example");
+    let token = host.join("stator-read.token");
+    std::fs::write(&token, "read-token\n").unwrap();
+    let example = std::fs::read_to_string(examples().join("prometheus.yml")).unwrap();
+    assert!(
+        example.contains("credentials_file: /etc/prometheus/stator-read.token"),
+        "the example scrapes with the nodes' read token"
+    );
+    std::fs::write(
+        host.join("prometheus.yml"),
+        example.replace("/etc/prometheus/stator-read.token", token.to_str().unwrap()),
+    )
+    .unwrap();
+    std::fs::copy(
+        examples().join("stator-alerts.yml"),
+        host.join("stator-alerts.yml"),
+    )
+    .unwrap();
+    let config = host.join("prometheus.yml");
+    let (ok, text) = promtool(&["check", "config", config.to_str().unwrap()], None);
     assert!(ok, "{text}");
     let alerts = std::fs::read_to_string(examples().join("stator-alerts.yml")).unwrap();
     let exprs = alert_exprs(&alerts);
@@ -221,12 +242,12 @@ fn live_metrics(text: String, plane: Option<CorePlane>, web: Option<u16>) -> Str
                 plane: plane.map(|p| Box::new(p) as _),
                 no_attach: true,
                 no_preflight: true,
-                listen: Some("127.0.0.1:0".parse().unwrap()),
+                socket: Some(stator_testkit::scratch::unique_path("stator-api", ".sock")),
                 ..NodeOptions::default()
             },
         ))
         .unwrap();
-    let addr = node.api_addr().to_string();
+    let socket = node.api_socket().to_owned();
     let metrics = std::thread::spawn(move || {
         if let Some(web) = web {
             // The listener starts once the node has applied its first view: a few tries.
@@ -243,7 +264,7 @@ fn live_metrics(text: String, plane: Option<CorePlane>, web: Option<u16>) -> Str
                 "through the listener: {status}"
             );
         }
-        let client = ApiClient::new(&addr, None).unwrap();
+        let client = ApiClient::unix(socket);
         client.request("GET", "/metrics", &[], &[]).unwrap().text()
     })
     .join()

@@ -272,7 +272,7 @@ async fn drain_keeps_the_real_without_slots_until_the_timeout() {
     let cfg = config(&[(1, &[2, 3])], "", "method = \"none\"\n");
     let state = sim::state(1 << 16);
     let node = sim::start(&cfg, &state, Default::default()).await.unwrap();
-    let api = ApiClient::new(&node.api_addr().to_string(), None).unwrap();
+    let api = ApiClient::unix(node.api_socket());
     let two = backend(2);
     let real_of = |s: &Snapshot| {
         s.reals
@@ -428,7 +428,7 @@ fn a_refused_commit_keeps_the_old_generation() {
     let node = rt.block_on(sim::start(&two, &state, routes)).unwrap();
     let before = state.snapshot();
     let view_before = node.view();
-    let api = ApiClient::new(&node.api_addr().to_string(), None).unwrap();
+    let api = ApiClient::unix(node.api_socket());
     let r = api
         .request(
             "PUT",

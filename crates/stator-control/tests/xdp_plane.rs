@@ -157,7 +157,7 @@ fn the_api_counters_and_tracer_read_the_programs_maps() {
     let node = rt
         .block_on(sim::start_with(&cfg, Box::new(plane), routes))
         .unwrap();
-    let api = ApiClient::new(&node.api_addr().to_string(), None).unwrap();
+    let api = ApiClient::unix(node.api_socket());
     let status = api.get_json("/v1/status").unwrap();
     assert_eq!(status["forwarder"]["kind"], "xdp");
     assert_eq!(status["phase"], "running");

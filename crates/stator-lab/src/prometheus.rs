@@ -34,13 +34,16 @@ pub struct Prometheus {
     log: PathBuf,
 }
 
-/// The scrape configuration for `targets` (node name, `/metrics` address).
-pub fn config(targets: &[(String, SocketAddr)], rules: &Path) -> String {
+/// The scrape configuration for `targets` (node name, `/metrics` address), each scraped with
+/// the bearer token in `token_file` (the nodes' `read` token).
+pub fn config(targets: &[(String, SocketAddr)], rules: &Path, token_file: &Path) -> String {
     let mut c = format!(
         "# stator lab (generated)\nglobal:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
          rule_files:\n  - {rules}\nscrape_configs:\n  - job_name: stator\n    \
-         scrape_interval: 1s\n    scrape_timeout: 900ms\n    static_configs:\n",
-        rules = rules.display()
+         scrape_interval: 1s\n    scrape_timeout: 900ms\n    authorization:\n      \
+         type: Bearer\n      credentials_file: {token}\n    static_configs:\n",
+        rules = rules.display(),
+        token = token_file.display()
     );
     for (node, addr) in targets {
         c.push_str(&format!(
@@ -53,7 +56,12 @@ pub fn config(targets: &[(String, SocketAddr)], rules: &Path) -> String {
 impl Prometheus {
     /// Writes the configuration and the rules into `dir` and starts `prometheus` in `ns`,
     /// storing its data under `dir/prometheus-data`; returns once it is ready.
-    pub fn start(ns: &Netns, dir: &Path, targets: &[(String, SocketAddr)]) -> Result<Self> {
+    pub fn start(
+        ns: &Netns,
+        dir: &Path,
+        targets: &[(String, SocketAddr)],
+        token_file: &Path,
+    ) -> Result<Self> {
         let file = |name: &str, text: &str| -> Result<PathBuf> {
             let path = dir.join(name);
             std::fs::write(&path, text).map_err(|source| NetnsError::File {
@@ -63,7 +71,7 @@ impl Prometheus {
             Ok(path)
         };
         let rules = file("stator-alerts.yml", ALERT_RULES)?;
-        let conf = file("prometheus.yml", &config(targets, &rules))?;
+        let conf = file("prometheus.yml", &config(targets, &rules, token_file))?;
         let log = dir.join("prometheus.log");
         let data = dir.join("prometheus-data");
         let mut cmd = Command::new("nsenter");
@@ -190,6 +198,13 @@ mod tests {
         let c = config(
             &[("n0".into(), "10.1.1.11:9180".parse().unwrap())],
             Path::new("/run/x/stator-alerts.yml"),
+            Path::new("/run/x/read-token"),
+        );
+        assert!(
+            c.contains(
+                "authorization:\n      type: Bearer\n      credentials_file: /run/x/read-token\n"
+            ),
+            "{c}"
         );
         assert!(
             c.contains("- targets: [\"10.1.1.11:9180\"]\n        labels:\n          node: n0\n")

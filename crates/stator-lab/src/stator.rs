@@ -4,12 +4,12 @@
 //! only — rather than `ip netns exec`, which remounts `/sys` and hides bpffs. Its pins go to a
 //! bpffs the lab mounts under a temporary directory ([`BpfFs`]), so nothing lands in the
 //! host's `/sys/fs/bpf`. [`StatorRun::wait_ready`] waits until its admin API says `running`;
-//! [`StatorRun::api`] talks to that API from inside the namespace (it listens on the node's
-//! loopback).
+//! [`StatorRun::api`] talks to that API on its Unix socket (`api.socket`, a file of the lab's:
+//! sockets are not in network namespaces), as root — the level of an operator on the node.
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -65,33 +65,31 @@ pub struct StatorRun {
     name: String,
     config: PathBuf,
     log: PathBuf,
-    api: SocketAddr,
+    socket: PathBuf,
     binary: PathBuf,
     child: Option<ChildGuard>,
 }
 
 impl StatorRun {
-    /// Writes `config` to `<dir>/<name>.toml` and starts `<binary> run -c` with it in `ns`
-    /// (stdout and stderr to `<dir>/<name>.log`). `api` is the config's `api.listen`.
+    /// Writes `config` to `<dir>/<name>.toml` (mode 0600: it may hold a token) and starts
+    /// `<binary> run -c` with it in `ns` (stdout and stderr to `<dir>/<name>.log`). `socket`
+    /// is the config's `api.socket`.
     pub fn start(
         ns: &Netns,
         binary: &Path,
         dir: &Path,
         name: &str,
         config: &str,
-        api: SocketAddr,
+        socket: &Path,
     ) -> Result<Self> {
         let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, config).map_err(|source| NetnsError::File {
-            path: path.clone(),
-            source,
-        })?;
+        write_private(&path, config)?;
         let mut s = Self {
             ns: ns.clone(),
             name: name.to_owned(),
             config: path,
             log: dir.join(format!("{name}.log")),
-            api,
+            socket: socket.to_owned(),
             binary: binary.to_owned(),
             child: None,
         };
@@ -150,14 +148,19 @@ impl StatorRun {
         self.child.as_mut().is_some_and(ChildGuard::is_running)
     }
 
-    /// Sends `method path` (no body) to the node's admin API from inside its namespace.
+    /// Sends `method path` (no body) to the node's admin API on its socket.
     pub fn api(&self, method: &str, path: &str) -> Result<ApiAnswer> {
-        api_request(&self.ns, self.api, method, path)
+        api_request(&self.socket, method, path)
+    }
+
+    /// The node's API socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
     }
 
     /// Sends `method path` with extra `headers` (e.g. `("If-Match", "\"7\"")`,
-    /// `("Content-Type", "application/toml")`) and `body` to the node's admin API from inside
-    /// its namespace.
+    /// `("Content-Type", "application/toml")`) and `body` to the node's admin API on its
+    /// socket.
     pub fn request(
         &self,
         method: &str,
@@ -165,21 +168,12 @@ impl StatorRun {
         headers: &[(&str, &str)],
         body: &str,
     ) -> Result<ApiAnswer> {
-        let (api, method, path, body) = (
-            self.api,
-            method.to_owned(),
-            path.to_owned(),
-            body.to_owned(),
-        );
         let headers: String = headers
             .iter()
             .map(|(k, v)| format!("{k}: {v}\r\n"))
             .collect();
-        let answer = self
-            .ns
-            .run_in(move || http(api, &method, &path, &headers, &body))?;
-        answer.map_err(|e| NetnsError::Failed {
-            cmd: format!("HTTP request to {api} in {}", self.ns.name()),
+        http(&self.socket, method, path, &headers, body).map_err(|e| NetnsError::Failed {
+            cmd: format!("HTTP request to {}", self.socket.display()),
             status: "no answer".into(),
             stderr: e.to_string(),
         })
@@ -282,32 +276,47 @@ impl StatorRun {
     }
 }
 
-/// Sends `method path` (no body) to an admin API listening on `api` inside `ns` — also for
-/// a node whose `stator run` another process started (`stator lab status`).
-pub fn api_request(ns: &Netns, api: SocketAddr, method: &str, path: &str) -> Result<ApiAnswer> {
-    let (method, path) = (method.to_owned(), path.to_owned());
-    let answer = ns.run_in(move || http(api, &method, &path, "", ""))?;
-    answer.map_err(|e| NetnsError::Failed {
-        cmd: format!("HTTP request to {api} in {}", ns.name()),
+/// Sends `method path` (no body) to the admin API on `socket` — also for a node whose
+/// `stator run` another process started (`stator lab status`).
+pub fn api_request(socket: &Path, method: &str, path: &str) -> Result<ApiAnswer> {
+    http(socket, method, path, "", "").map_err(|e| NetnsError::Failed {
+        cmd: format!("HTTP request to {}", socket.display()),
         status: "no answer".into(),
         stderr: e.to_string(),
     })
 }
 
+/// Writes `text` to `path`, readable by its owner only (a configuration or token).
+pub fn write_private(path: &Path, text: &str) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|source| NetnsError::File {
+            path: path.to_owned(),
+            source,
+        })
+}
+
 /// One HTTP/1.1 request with `Connection: close`; the status and the body after the headers.
 /// `headers` are complete header lines (`"Name: value\r\n"` each).
 fn http(
-    api: SocketAddr,
+    socket: &Path,
     method: &str,
     path: &str,
     headers: &str,
     body: &str,
 ) -> std::io::Result<ApiAnswer> {
-    let mut s = TcpStream::connect_timeout(&api, Duration::from_secs(2))?;
+    let mut s = UnixStream::connect(socket)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.set_write_timeout(Some(Duration::from_secs(10)))?;
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\n{headers}\
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{headers}\
          Content-Length: {}\r\n\r\n{body}",
         body.len()
     )?;

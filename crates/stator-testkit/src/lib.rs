@@ -12,10 +12,12 @@
 //! the benchmarks' traffic (`stator bench xdp`, `stator bench veth`) — one set of frame
 //! builders — never by a forwarding path. [`prometheus`] is the one reading of the monitoring
 //! examples (their PromQL, the metric names it uses, `promtool`) that the monitoring tests share.
+//! [`scratch`] gives tests names and directories no parallel test shares.
 #![forbid(unsafe_code)]
 
 pub mod expect;
 pub mod prometheus;
+pub mod scratch;
 
 use std::net::IpAddr;
 

@@ -9,16 +9,22 @@ use stator_control::client::ApiClient;
 
 use crate::table::{Table, human};
 
-/// How to reach the API (every client command takes these).
+/// How to reach the API (every client command takes these). The default is the node's Unix
+/// socket, which needs no token (root, or a member of the group `stator`); `--api` asks the
+/// TCP endpoint instead, with a token.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ApiArgs {
-    /// The admin API's address (or $STATOR_API).
-    #[arg(long, default_value = "127.0.0.1:9180")]
-    api: String,
-    /// Bearer token (or $STATOR_TOKEN).
+    /// The admin API's Unix socket (or $STATOR_SOCKET).
+    #[arg(long, default_value = DEFAULT_SOCKET, conflicts_with = "api")]
+    socket: PathBuf,
+    /// The admin API's TCP address instead of its socket (or $STATOR_API), e.g.
+    /// 127.0.0.1:9180; needs a token.
+    #[arg(long)]
+    api: Option<String>,
+    /// Bearer token for --api (or $STATOR_TOKEN).
     #[arg(long)]
     token: Option<String>,
-    /// A file holding the bearer token.
+    /// A file holding the bearer token for --api.
     #[arg(long, conflicts_with = "token")]
     token_file: Option<PathBuf>,
     /// Print the API's JSON instead of tables.
@@ -26,12 +32,27 @@ pub struct ApiArgs {
     json: bool,
 }
 
+/// `api.socket`'s default.
+const DEFAULT_SOCKET: &str = "/run/stator/api.sock";
+
 impl ApiArgs {
     fn client(&self) -> Result<ApiClient> {
-        let api = std::env::var("STATOR_API")
-            .ok()
-            .filter(|_| self.api == "127.0.0.1:9180")
-            .unwrap_or_else(|| self.api.clone());
+        let api = self
+            .api
+            .clone()
+            .or_else(|| std::env::var("STATOR_API").ok().filter(|a| !a.is_empty()));
+        let Some(api) = api else {
+            let socket = std::env::var_os("STATOR_SOCKET")
+                .filter(|_| self.socket.as_os_str() == DEFAULT_SOCKET)
+                .map_or_else(|| self.socket.clone(), PathBuf::from);
+            if self.token.is_some() || self.token_file.is_some() {
+                anyhow::bail!(
+                    "--token and --token-file are for the TCP endpoint (--api ADDR); the socket \
+                     checks who calls"
+                );
+            }
+            return Ok(ApiClient::unix(socket));
+        };
         let token = match (&self.token, &self.token_file) {
             (Some(t), _) => Some(t.clone()),
             (None, Some(f)) => Some(

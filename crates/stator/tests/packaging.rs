@@ -4,8 +4,10 @@
 //! `stator check` with `on_exit = "keep"`, the systemd unit (`systemd-analyze verify` where
 //! systemd is installed), completions for bash, zsh and fish, man pages, md5sums. Then
 //! `scripts/install.sh` (what `make install` runs) into a staging directory with another
-//! prefix, twice: the unit names that prefix, and an edited configuration is kept. And
-//! `stator --version` names the commit the tree is at.
+//! prefix, twice: the unit names that prefix, and an edited configuration is kept. The
+//! admin API's access setup (`scripts/access-setup.sh`, run by `make install` and the
+//! package's postinst): a root-only random token, kept when it exists. And `stator --version`
+//! names the commit the tree is at.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -33,8 +35,7 @@ fn text(o: &Output) -> String {
 }
 
 fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("stator-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
+    let d = stator_testkit::scratch::unique_path(&format!("stator-{name}"), "");
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -116,6 +117,7 @@ fn the_debian_package() {
         "./usr/share/man/man1/stator-xdp-attach.1.gz",
         "./usr/share/doc/stator/operations.md",
         "./usr/share/doc/stator/examples/grafana-dashboard.json",
+        "./usr/share/stator/access-setup.sh",
     ] {
         assert!(
             contents.lines().any(|l| l.ends_with(&format!(" {path}"))),
@@ -138,6 +140,17 @@ fn the_debian_package() {
     assert_eq!(
         std::fs::read_to_string(control.join("conffiles")).unwrap(),
         "/etc/stator/stator.toml\n"
+    );
+    let postinst = std::fs::read_to_string(control.join("postinst")).unwrap();
+    assert!(
+        postinst.contains("/usr/share/stator/access-setup.sh /etc"),
+        "postinst creates the group and the token:\n{postinst}"
+    );
+    assert!(
+        contents
+            .lines()
+            .any(|l| l.starts_with("-rw-r----- ") && l.ends_with(" ./etc/stator/stator.toml")),
+        "the configuration is not readable by every user:\n{contents}"
     );
     run(Command::new("md5sum")
         .args(["--quiet", "-c"])
@@ -164,6 +177,8 @@ fn the_debian_package() {
         "ExecReload=/bin/kill -HUP $MAINPID",
         "KillSignal=SIGTERM",
         "WantedBy=multi-user.target",
+        "RuntimeDirectory=stator",
+        "LimitNOFILE=1048576",
     ] {
         assert!(unit.lines().any(|l| l == line), "{line} in\n{unit}");
     }
@@ -231,4 +246,61 @@ fn make_install_into_a_staging_directory() {
     assert!(text(&second).contains("keeping the existing /etc/stator/stator.toml"));
     assert_eq!(std::fs::read_to_string(&conf).unwrap(), "# edited\n");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_access_setup_makes_a_private_token_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp("access");
+    // The host's group database is not this test's to change: `getent` says the group
+    // exists and `chgrp` records what it was asked.
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for (name, body) in [
+        ("getent", "exit 0"),
+        ("groupadd", "echo groupadd called >&2; exit 1"),
+        ("chgrp", "echo \"$@\" >> \"$(dirname \"$0\")/chgrp.log\""),
+    ] {
+        let p = bin.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let etc = dir.join("etc");
+    std::fs::create_dir_all(etc.join("stator")).unwrap();
+    let conf = etc.join("stator/stator.toml");
+    std::fs::write(&conf, "# shipped\n").unwrap();
+    std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let setup = || {
+        run(Command::new(repo().join("scripts/access-setup.sh"))
+            .arg(&etc)
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            ))
+    };
+    let first = setup();
+    let token_path = etc.join("stator/api-token");
+    let token = std::fs::read_to_string(&token_path).unwrap();
+    let mode = std::fs::metadata(&token_path).unwrap().permissions().mode() & 0o777;
+    println!("{}", text(&first).trim());
+    assert_eq!(mode, 0o600, "the token is root's alone");
+    assert_eq!(token.trim().len(), 64, "32 random bytes in hex: {token:?}");
+    assert!(token.trim().bytes().all(|b| b.is_ascii_hexdigit()));
+    setup();
+    assert_eq!(
+        std::fs::read_to_string(&token_path).unwrap(),
+        token,
+        "an existing token is kept"
+    );
+    let chgrp = std::fs::read_to_string(bin.join("chgrp.log")).unwrap_or_default();
+    if runs_as_root() {
+        // As root the shipped file (root, 0640) is given the group `stator`.
+        assert!(chgrp.contains("stator"), "{chgrp}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether this test runs as root (the shipped file is then owned by root).
+fn runs_as_root() -> bool {
+    text(&run(Command::new("id").arg("-u"))).trim() == "0"
 }

@@ -55,7 +55,6 @@ const NEW_CONNS: usize = 84;
 /// Deadline of one round of connects or of line exchanges.
 const ROUND: Duration = Duration::from_secs(10);
 const SOON: Duration = Duration::from_secs(10);
-const API: &str = "127.0.0.1:9180";
 
 /// `stator <args>` in a namespace (`nsenter --net`, which keeps the lab's bpffs visible).
 fn stator(ns: &Netns, args: &[&str]) -> Output {
@@ -82,7 +81,7 @@ struct Shape {
     table_size: u32,
 }
 
-fn config(lab: &DsrLab, pins: &Path, shape: &Shape) -> String {
+fn config(lab: &DsrLab, dir: &Path, pins: &Path, shape: &Shape) -> String {
     let mut backends = String::new();
     for &(k, weight) in &shape.backends {
         backends.push_str(&format!(
@@ -104,7 +103,7 @@ conntrack_entries = 16384
 slots_per_generation = 65536
 
 [api]
-listen = "{API}"
+socket = "{socket}"
 
 [[pool]]
 name = "web"
@@ -125,6 +124,7 @@ table_size = {table}
 "#,
         node = lab.lbs[0].addr(false),
         pins = pins.display(),
+        socket = dir.join("api.sock").display(),
         table = shape.table_size,
     )
 }
@@ -453,14 +453,15 @@ fn established_connections_survive_every_kind_of_reload() {
         backends: vec![(0, 1), (1, 1), (2, 1)],
         table_size: 251,
     };
-    let api: SocketAddr = API.parse().unwrap();
+    let socket = dir.join("api.sock");
+    let socket_arg = socket.to_str().unwrap().to_owned();
     let mut run = StatorRun::start(
         lb,
         &binary,
         &dir,
         "node",
-        &config(&lab, &lb_pins, &shape0),
-        api,
+        &config(&lab, &dir, &lb_pins, &shape0),
+        &socket,
     )
     .unwrap();
     let took = run.wait_ready(SOON).unwrap();
@@ -493,7 +494,7 @@ fn established_connections_survive_every_kind_of_reload() {
         backends: vec![(0, 1), (1, 2), (2, 3)],
         table_size: 251,
     };
-    std::fs::write(dir.join("node.toml"), config(&lab, &lb_pins, &shape1)).unwrap();
+    std::fs::write(dir.join("node.toml"), config(&lab, &dir, &lb_pins, &shape1)).unwrap();
     let t = Instant::now();
     let hup = Command::new("kill")
         .args(["-HUP", &run.pid().unwrap().to_string()])
@@ -525,7 +526,7 @@ fn established_connections_survive_every_kind_of_reload() {
         table_size: 251,
     };
     let t = Instant::now();
-    let (status, answer) = put_config(&run, &config(&lab, &lb_pins, &shape2), Some(g.config));
+    let (status, answer) = put_config(&run, &config(&lab, &dir, &lb_pins, &shape2), Some(g.config));
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["config_generation"], g.snapshot + 1, "{answer}");
     let (g2, shown) = visible(&run, g, t, "the PUT adding b3");
@@ -573,9 +574,12 @@ fn established_connections_survive_every_kind_of_reload() {
         table_size: 509,
     };
     let file = dir.join("apply-509.toml");
-    std::fs::write(&file, config(&lab, &lb_pins, &shape3)).unwrap();
+    std::fs::write(&file, config(&lab, &dir, &lb_pins, &shape3)).unwrap();
     let t = Instant::now();
-    let out = stator(lb, &["apply", file.to_str().unwrap(), "--api", API]);
+    let out = stator(
+        lb,
+        &["apply", file.to_str().unwrap(), "--socket", &socket_arg],
+    );
     assert!(
         out.status.success() && text(&out).contains("applied"),
         "{}",
@@ -596,7 +600,8 @@ fn established_connections_survive_every_kind_of_reload() {
     g = g3;
 
     // 4. Refused: an invalid config, and a stale If-Match. Nothing changes.
-    let invalid = config(&lab, &lb_pins, &shape3).replace("table_size = 509", "table_size = 508");
+    let invalid =
+        config(&lab, &dir, &lb_pins, &shape3).replace("table_size = 509", "table_size = 508");
     let t = Instant::now();
     let (status, answer) = put_config(&run, &invalid, Some(g.config));
     let refused_in = t.elapsed();
@@ -607,7 +612,11 @@ fn established_connections_survive_every_kind_of_reload() {
         "{answer}"
     );
     assert_eq!(answer["field"], "vip[0].table_size", "{answer}");
-    let (stale, answer) = put_config(&run, &config(&lab, &lb_pins, &shape3), Some(g.config - 1));
+    let (stale, answer) = put_config(
+        &run,
+        &config(&lab, &dir, &lb_pins, &shape3),
+        Some(g.config - 1),
+    );
     assert_eq!(stale, 412, "{answer}");
     assert_eq!(answer["generation"], g.config, "{answer}");
     let after = gens(&run);
@@ -640,7 +649,7 @@ fn established_connections_survive_every_kind_of_reload() {
         table_size: 509,
     };
     let file = dir.join("apply-no-b1.toml");
-    std::fs::write(&file, config(&lab, &lb_pins, &shape5)).unwrap();
+    std::fs::write(&file, config(&lab, &dir, &lb_pins, &shape5)).unwrap();
     let t = Instant::now();
     let out = stator(
         lb,
@@ -649,8 +658,8 @@ fn established_connections_survive_every_kind_of_reload() {
             file.to_str().unwrap(),
             "--if-match",
             &g.config.to_string(),
-            "--api",
-            API,
+            "--socket",
+            &socket_arg,
         ],
     );
     assert!(out.status.success(), "{}", text(&out));

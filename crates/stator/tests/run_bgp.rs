@@ -94,6 +94,8 @@ conntrack = "shared"
 conntrack_entries = 4096
 slots_per_generation = 65536
 
+[api]
+socket = "{dir}/n{i}.sock"
 [bgp]
 bird_socket = "{dir}/n{i}.ctl"
 bird_config = "{dir}/n{i}-stator.conf"
@@ -184,7 +186,6 @@ fn stator_run_announces_withdraws_and_recovers_through_bird() {
     let router = Bird::start(&lan.router, &dir, "router", &router_conf).unwrap();
     let mut birds = Vec::new();
     let mut nodes = Vec::new();
-    let api: SocketAddr = "127.0.0.1:9180".parse().unwrap();
     let started = Instant::now();
     for (i, backend) in [(0, b0), (1, b1)] {
         let n = &lan.nodes[i];
@@ -195,7 +196,15 @@ fn stator_run_announces_withdraws_and_recovers_through_bird() {
         let pins = bpffs.path().join(format!("n{i}"));
         let config = node_config(&lan, i, &dir, &pins, backend);
         nodes.push(
-            StatorRun::start(&n.ns, &binary, &dir, &format!("stator-n{i}"), &config, api).unwrap(),
+            StatorRun::start(
+                &n.ns,
+                &binary,
+                &dir,
+                &format!("stator-n{i}"),
+                &config,
+                &dir.join(format!("n{i}.sock")),
+            )
+            .unwrap(),
         );
     }
     for n in &mut nodes {

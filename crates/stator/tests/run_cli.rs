@@ -17,11 +17,13 @@ use stator_lab::wait::wait_until;
 
 const NET: u8 = 79;
 
-fn stator(ns: &Netns, args: &[&str]) -> Output {
+/// `stator ARGS` in `ns`, its client commands on the node's socket in `dir`.
+fn stator(ns: &Netns, dir: &Path, args: &[&str]) -> Output {
     Command::new("nsenter")
         .arg(format!("--net={}", ns.path().display()))
         .arg(env!("CARGO_BIN_EXE_stator"))
         .args(args)
+        .env("STATOR_SOCKET", dir.join("api.sock"))
         .output()
         .unwrap()
 }
@@ -46,6 +48,8 @@ pin_path = "{pins}"
 conntrack = "shared"
 conntrack_entries = 4096
 slots_per_generation = 65536
+[api]
+socket = "{dir}/api.sock"
 [bgp]
 bird_socket = "{dir}/no-bird.ctl"
 bird_config = "{dir}/stator-bird.conf"
@@ -87,7 +91,7 @@ impl Drop for Unmount {
 fn start_fails(ns: &Netns, dir: &Path, name: &str, config: &str) -> String {
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, config).unwrap();
-    let out = stator(ns, &["run", "-c", path.to_str().unwrap()]);
+    let out = stator(ns, dir, &["run", "-c", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out));
     text(&out)
 }
@@ -156,14 +160,13 @@ fn run_and_the_cli_as_an_operator_uses_them() {
     node.sysctl("net.ipv4.conf.eth0.forwarding", "1").unwrap();
 
     // A node whose BIRD is not there: it runs, and says so.
-    let api: SocketAddr = "127.0.0.1:9180".parse().unwrap();
     let mut run = StatorRun::start(
         &node,
         Path::new(env!("CARGO_BIN_EXE_stator")),
         &dir,
         "node",
         &good,
-        api,
+        &dir.join("api.sock"),
     )
     .unwrap();
     let took = run.wait_ready(Duration::from_secs(10)).unwrap();
@@ -175,13 +178,13 @@ fn run_and_the_cli_as_an_operator_uses_them() {
         1,
         "one line says the bpffs was mounted: {log}"
     );
-    let status = text(&stator(&node, &["status"]));
+    let status = text(&stator(&node, &dir, &["status"]));
     assert!(
         status.contains("forwarder   xdp healthy on eth0"),
         "{status}"
     );
     assert!(status.contains("BIRD UNREACHABLE"), "{status}");
-    let vips = text(&stator(&node, &["vips"]));
+    let vips = text(&stator(&node, &dir, &["vips"]));
     assert!(
         vips.starts_with("VIP  ADDRESS     PORT  PROTO  USABLE"),
         "{vips}"
@@ -191,11 +194,12 @@ fn run_and_the_cli_as_an_operator_uses_them() {
         "{vips}"
     );
     let json: serde_json::Value =
-        serde_json::from_slice(&stator(&node, &["backends", "--json"]).stdout).unwrap();
+        serde_json::from_slice(&stator(&node, &dir, &["backends", "--json"]).stdout).unwrap();
     assert_eq!(json["backends"][0]["id"], "web-a");
     assert_eq!(json["backends"][0]["vips"][0]["slots"], 251);
     let trace = text(&stator(
         &node,
+        &dir,
         &["trace", "--vip", "www", "--src", "198.51.100.1"],
     ));
     assert!(
@@ -203,16 +207,16 @@ fn run_and_the_cli_as_an_operator_uses_them() {
         "{trace}"
     );
 
-    let drain = stator(&node, &["drain", "web-a", "--timeout", "1m"]);
+    let drain = stator(&node, &dir, &["drain", "web-a", "--timeout", "1m"]);
     assert!(
         drain.status.success() && text(&drain).contains("web-a: draining (60s left)"),
         "{}",
         text(&drain)
     );
-    let backends = text(&stator(&node, &["backends"]));
+    let backends = text(&stator(&node, &dir, &["backends"]));
     assert!(backends.contains("draining"), "{backends}");
-    assert!(stator(&node, &["undrain", "web-a"]).status.success());
-    let unknown = stator(&node, &["drain", "nope"]);
+    assert!(stator(&node, &dir, &["undrain", "web-a"]).status.success());
+    let unknown = stator(&node, &dir, &["drain", "nope"]);
     assert_eq!(unknown.status.code(), Some(1));
     assert!(
         text(&unknown).contains("error: 404: no backend named `nope`"),
@@ -223,7 +227,7 @@ fn run_and_the_cli_as_an_operator_uses_them() {
     // apply: a bad file is refused with its field, a good one applied.
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, good.replace("port = 8080", "port = 0")).unwrap();
-    let out = stator(&node, &["apply", bad.to_str().unwrap()]);
+    let out = stator(&node, &dir, &["apply", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out).contains("error: 400: invalid configuration: pool[0].backend[0].port"),
@@ -232,7 +236,7 @@ fn run_and_the_cli_as_an_operator_uses_them() {
     );
     let next = dir.join("next.toml");
     std::fs::write(&next, config(&dir, &pins, "eth0", 241)).unwrap();
-    let out = stator(&node, &["apply", next.to_str().unwrap()]);
+    let out = stator(&node, &dir, &["apply", next.to_str().unwrap()]);
     assert!(
         text(&out).contains("applied") && text(&out).contains("1 table(s) rebuilt"),
         "{}",
@@ -240,12 +244,13 @@ fn run_and_the_cli_as_an_operator_uses_them() {
     );
     let generation = |ns: &Netns| -> u64 {
         let v: serde_json::Value =
-            serde_json::from_slice(&stator(ns, &["status", "--json"]).stdout).unwrap();
+            serde_json::from_slice(&stator(ns, &dir, &["status", "--json"]).stdout).unwrap();
         v["config"]["generation"].as_u64().unwrap()
     };
     let g = generation(&node);
     let out = stator(
         &node,
+        &dir,
         &[
             "apply",
             next.to_str().unwrap(),
@@ -270,7 +275,7 @@ fn run_and_the_cli_as_an_operator_uses_them() {
     )
     .unwrap();
     let vips: serde_json::Value =
-        serde_json::from_slice(&stator(&node, &["vips", "--json"]).stdout).unwrap();
+        serde_json::from_slice(&stator(&node, &dir, &["vips", "--json"]).stdout).unwrap();
     assert_eq!(vips["vips"][0]["table_size"], 239);
 
     let exit = run.terminate(Duration::from_secs(15)).unwrap();
@@ -279,7 +284,7 @@ fn run_and_the_cli_as_an_operator_uses_them() {
         !pins.join("stator_ctl").exists(),
         "on_exit = detach removes the pins"
     );
-    let down = stator(&node, &["status"]);
+    let down = stator(&node, &dir, &["status"]);
     assert_eq!(
         down.status.code(),
         Some(2),

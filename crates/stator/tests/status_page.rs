@@ -5,8 +5,9 @@
 //! with both backends usable as its upstreams; when a backend's server goes away, the page
 //! must show it down (and the event, and the listener's upstream no longer usable) within two
 //! of its polls after the API does. Screenshots of the page at desktop and phone widths are saved to
-//! `target/status-page/` for a person to look at. Also: the tokenless page is refused to a
-//! client that is not on loopback. Needs root.
+//! `target/status-page/` for a person to look at. The browser reaches the TCP endpoint with
+//! the `read` token in the URL's fragment (never sent to the server); without a token, the
+//! page's files are served (they hold no node data) and its data are not. Needs root.
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
@@ -27,7 +28,10 @@ use stator_lab::wait::wait_until;
 const NET: u8 = 83;
 const POLL_SECONDS: u64 = 1;
 
-fn config(pins: &Path) -> String {
+/// The `read` token the browser is given.
+const READ_TOKEN: &str = "status-page-read-token";
+
+fn config(pins: &Path, dir: &Path) -> String {
     format!(
         r#"
 [node]
@@ -40,7 +44,9 @@ conntrack = "shared"
 conntrack_entries = 4096
 slots_per_generation = 65536
 [api]
+socket = "{dir}/api.sock"
 listen = "0.0.0.0:9180"
+read_token_file = "{dir}/read-token"
 [[pool]]
 name = "web"
 [pool.health]
@@ -79,6 +85,7 @@ pool = "web"
 workers = 1
 "#,
         pins = pins.display(),
+        dir = dir.display(),
     )
 }
 
@@ -174,6 +181,7 @@ fn the_status_page_in_chromium() {
         ])
         .unwrap();
     let pins = BpfFs::mount(&dir.join("pins")).unwrap();
+    stator_lab::stator::write_private(&dir.join("read-token"), READ_TOKEN).unwrap();
 
     // The backends' servers: the health checks only need them to accept.
     let server = |host: u8| {
@@ -190,8 +198,8 @@ fn the_status_page_in_chromium() {
         Path::new(env!("CARGO_BIN_EXE_stator")),
         &dir,
         "node",
-        &config(pins.path()),
-        "127.0.0.1:9180".parse().unwrap(),
+        &config(pins.path(), &dir),
+        &dir.join("api.sock"),
     )
     .unwrap();
     run.wait_ready(Duration::from_secs(30)).unwrap();
@@ -226,25 +234,33 @@ fn the_status_page_in_chromium() {
         })
         .unwrap();
 
-    // The tokenless page is for loopback clients: from the node's own veth address, 403.
-    let refused = node
-        .run_in(|| {
+    // Without the token, from the node's own veth address: the page's files (no node data),
+    // not its data.
+    let get = |path: &'static str| {
+        node.run_in(move || {
             let mut s = TcpStream::connect(format!("10.{NET}.0.1:9180")).unwrap();
             s.write_all(
-                format!("GET / HTTP/1.1\r\nHost: 10.{NET}.0.1:9180\r\nConnection: close\r\n\r\n")
-                    .as_bytes(),
+                format!(
+                    "GET {path} HTTP/1.1\r\nHost: 10.{NET}.0.1:9180\r\nConnection: close\r\n\r\n"
+                )
+                .as_bytes(),
             )
             .unwrap();
             let mut out = String::new();
             s.read_to_string(&mut out).unwrap();
             out
         })
-        .unwrap();
-    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
-    assert!(refused.contains("loopback clients only"), "{refused}");
+        .unwrap()
+    };
+    let page = get("/");
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    let data = get("/v1/status");
+    assert!(data.starts_with("HTTP/1.1 401"), "{data}");
 
     let mut browser = cdp::Browser::start(&node, &dir);
-    let tab = browser.open(&format!("http://127.0.0.1:9180/?interval={POLL_SECONDS}"));
+    let tab = browser.open(&format!(
+        "http://127.0.0.1:9180/?interval={POLL_SECONDS}#token={READ_TOKEN}"
+    ));
     browser.viewport(&tab, 1280, 900, false);
     let took = browser.wait_for(
         &tab,

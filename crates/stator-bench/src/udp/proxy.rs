@@ -181,7 +181,7 @@ fn free_udp_port() -> Result<u16> {
 }
 
 fn start_stator(stator: &Path, dir: &Path, port: u16, backend: SocketAddr) -> Result<Proc> {
-    let mut t = stator_pool_config(&[backend])?;
+    let mut t = stator_pool_config(&[backend], &dir.join(format!("stator-udp-{port}.sock")))?;
     t += &format!(
         "[[listener]]\nname = \"bench\"\naddress = \"127.0.0.1:{port}\"\nprotocol = \"udp\"\n\
          pool = \"b\"\nworkers = 2\n[listener.timeouts]\nidle = \"60s\"\n"

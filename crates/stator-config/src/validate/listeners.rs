@@ -95,9 +95,24 @@ pub(super) fn listeners(
         let workers = match l.workers {
             None => Some(None),
             Some(n) => ctx
-                .int(at.key("workers"), n, 1, d::MAX_WORKERS.into())
+                .int::<u16>(at.key("workers"), n, 1, d::MAX_WORKERS.into())
                 .map(Some),
         };
+        if let Some(Some(n)) = workers
+            && l.steering == Some(SteeringName::Source)
+            && n > d::MAX_SOURCE_STEERING_WORKERS
+        {
+            ctx.error(
+                at.key("workers"),
+                Error::Limit {
+                    what: "workers with steering = \"source\"".into(),
+                    count: n.into(),
+                    limit_name: "the steering program's socket array",
+                    limit: d::MAX_SOURCE_STEERING_WORKERS.into(),
+                    hint: "; use fewer workers, or steering = \"kernel\"".into(),
+                },
+            );
+        }
         let persistence = persistence(ctx, &at, l);
         let retries = match l.retries {
             None => Some(d::RETRIES),
@@ -169,7 +184,106 @@ pub(super) fn listeners(
             udp,
         });
     }
+    if ok {
+        loops(ctx, &out, pools);
+    }
     ok.then_some(out)
+}
+
+/// Refuses listeners whose upstreams lead back to a listener of the node, themselves or
+/// through others (`a → b → a`): each request or datagram would come back to be proxied again
+/// until the node runs out of descriptors. An upstream reaches a listener when its port is the
+/// listener's and its address is the listener's, or any local address the listener's
+/// wildcard (`0.0.0.0`, `::`) covers that the configuration knows of: loopback, and the
+/// listeners' own addresses.
+fn loops(ctx: &mut Ctx, listeners: &[Listener], pools: &Pools) {
+    let local: Vec<std::net::IpAddr> = listeners
+        .iter()
+        .map(|l| l.address.ip())
+        .filter(|ip| !ip.is_unspecified())
+        .collect();
+    let reaches = |target: &Listener, addr: SocketAddr| -> bool {
+        if addr.port() != target.address.port() {
+            return false;
+        }
+        let ip = target.address.ip();
+        if ip == addr.ip() {
+            return true;
+        }
+        if !ip.is_unspecified() {
+            return false;
+        }
+        // `[::]` also accepts IPv4 (dual stack) unless the socket says otherwise.
+        let family_ok = ip.is_ipv6() || addr.is_ipv4();
+        family_ok
+            && (addr.ip().is_loopback() || addr.ip().is_unspecified() || local.contains(&addr.ip()))
+    };
+    // next[i]: the listeners that listener i's upstreams reach (same transport).
+    let next: Vec<Vec<usize>> = listeners
+        .iter()
+        .map(|l| {
+            let udp = l.protocol == ListenerProtocol::Udp;
+            (0..listeners.len())
+                .filter(|&j| {
+                    let t = &listeners[j];
+                    (t.protocol == ListenerProtocol::Udp) == udp
+                        && l.upstreams.iter().any(|u| {
+                            let b = &pools.backends[u.backend.0];
+                            reaches(t, SocketAddr::new(b.address, u.port))
+                        })
+                })
+                .collect()
+        })
+        .collect();
+    for (i, l) in listeners.iter().enumerate() {
+        // A path from i back to i, breadth first (shortest loop reported).
+        let mut from = vec![None; listeners.len()];
+        let mut queue = std::collections::VecDeque::from([i]);
+        let mut found = false;
+        while let Some(k) = queue.pop_front() {
+            for &j in &next[k] {
+                if j == i {
+                    from[i] = Some(k);
+                    found = true;
+                    break;
+                }
+                if from[j].is_none() {
+                    from[j] = Some(k);
+                    queue.push_back(j);
+                }
+            }
+            if found {
+                break;
+            }
+        }
+        if !found {
+            continue;
+        }
+        let mut path = vec![l.name.clone()];
+        let mut k = from[i].unwrap_or(i);
+        while k != i {
+            path.push(listeners[k].name.clone());
+            k = from[k].unwrap_or(i);
+        }
+        path.push(l.name.clone());
+        let cycle = if path.len() == 2 {
+            format!("listener {:?} proxies to its own address", l.name)
+        } else {
+            let mut names = path.clone();
+            names[1..path.len() - 1].reverse();
+            format!("a loop of listeners: {}", names.join(" → "))
+        };
+        ctx.error(
+            FieldPath::root().key("listener").index(i).key("pool"),
+            Error::Unsafe {
+                reason: format!(
+                    "{cycle} through pool {:?}: every request would be proxied back to the \
+                     node until it runs out of descriptors",
+                    pools.pools[l.pool.0].name
+                ),
+            },
+        );
+    }
 }
 
 fn scheduler(raw: Option<SchedulerName>) -> Scheduler {
@@ -226,7 +340,7 @@ fn address(
         );
         return None;
     }
-    if api.is_some_and(|a| a.listen == addr) {
+    if api.is_some_and(|a| a.listen == Some(addr)) {
         ctx.error(
             path,
             Error::UnusableAddress {

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use stator_abi::STATOR_MAX_TX_PORTS;
@@ -12,7 +13,10 @@ use crate::error::{Error, FieldPath};
 use crate::raw::{
     DataplaneModeName, EncapName, RawAfxdp, RawApi, RawDataplane, RawEncap, RawLog, RawNode, Scalar,
 };
-use crate::types::{Afxdp, Api, Dataplane, DataplaneMode, Encap, EncapDefaults, Log, Node, Token};
+use crate::types::{
+    Afxdp, Api, Dataplane, DataplaneMode, Encap, EncapDefaults, Log, Node, Secret, SocketGroup,
+    Token,
+};
 
 pub(super) fn node(ctx: &mut Ctx, raw: Option<&RawNode>, proxy_only: bool) -> Option<Node> {
     let at = FieldPath::root().key("node");
@@ -412,10 +416,18 @@ pub(super) fn encap_of(name: EncapName) -> Encap {
 
 pub(super) fn api(ctx: &mut Ctx, raw: &RawApi) -> Option<Api> {
     let at = FieldPath::root().key("api");
+    let socket = match raw.socket.as_deref() {
+        None => Some(PathBuf::from(d::API_SOCKET)),
+        Some(text) => ctx.absolute_path(at.key("socket"), text),
+    };
+    let socket_group = match raw.socket_group.as_deref() {
+        None => Some(SocketGroup::Name(d::API_SOCKET_GROUP.to_owned())),
+        Some(text) => socket_group(ctx, at.key("socket_group"), text),
+    };
     let listen = match raw.listen.as_deref() {
-        None => Some(d::API_LISTEN),
+        None => Some(None),
         Some(text) => match text.parse::<SocketAddr>() {
-            Ok(addr) if addr.port() != 0 => Some(addr),
+            Ok(addr) if addr.port() != 0 => Some(Some(addr)),
             Ok(_) => {
                 ctx.error(
                     at.key("listen"),
@@ -439,32 +451,31 @@ pub(super) fn api(ctx: &mut Ctx, raw: &RawApi) -> Option<Api> {
             }
         },
     };
-    let token = match (&raw.token, &raw.token_file) {
-        (Some(_), Some(_)) => {
-            ctx.error(
-                at.key("token_file"),
-                Error::Exclusive {
-                    first: "api.token",
-                    second: "api.token_file",
-                },
-            );
-            None
-        }
-        (Some(token), None) if token.expose().trim().is_empty() => {
-            ctx.error(
-                at.key("token"),
-                Error::Empty {
-                    hint: "; remove api.token to run without one".into(),
-                },
-            );
-            None
-        }
-        (Some(token), None) => Some(Some(Token::Inline(token.clone()))),
-        (None, Some(file)) => ctx
-            .absolute_path(at.key("token_file"), file)
-            .map(|p| Some(Token::File(p))),
-        (None, None) => Some(None),
-    };
+    let token = bearer(
+        ctx,
+        &at,
+        (&raw.token, "token"),
+        (&raw.token_file, "token_file"),
+    );
+    let read_token = bearer(
+        ctx,
+        &at,
+        (&raw.read_token, "read_token"),
+        (&raw.read_token_file, "read_token_file"),
+    );
+    if let (Some(Some(_)), Some(None), Some(None)) = (&listen, &token, &read_token) {
+        // Loopback included: any local user can reach a loopback port.
+        ctx.error(
+            at.key("listen"),
+            Error::Unsafe {
+                reason: "a TCP endpoint needs a token, loopback included (every local user can \
+                         reach a loopback port): set api.token_file (admin) and/or \
+                         api.read_token_file (read-only), or remove api.listen and use the Unix \
+                         socket (api.socket)"
+                    .into(),
+            },
+        );
+    }
     let drain_timeout = match &raw.drain_timeout {
         None => Some(d::DRAIN_TIMEOUT),
         Some(v) => ctx.duration_in(
@@ -493,12 +504,84 @@ pub(super) fn api(ctx: &mut Ctx, raw: &RawApi) -> Option<Api> {
         ),
     };
     Some(Api {
+        socket: socket?,
+        socket_group: socket_group?,
         listen: listen?,
         token: token?,
+        read_token: read_token?,
         drain_timeout: drain_timeout?,
         max_connections: max_connections?,
         header_read_timeout: header_read_timeout?,
     })
+}
+
+/// A bearer token: inline or from a file, not both, not empty.
+fn bearer(
+    ctx: &mut Ctx,
+    at: &FieldPath,
+    (inline, inline_key): (&Option<Secret>, &'static str),
+    (file, file_key): (&Option<String>, &'static str),
+) -> Option<Option<Token>> {
+    match (inline, file) {
+        (Some(_), Some(_)) => {
+            ctx.error(
+                at.key(file_key),
+                Error::Exclusive {
+                    first: if inline_key == "token" {
+                        "api.token"
+                    } else {
+                        "api.read_token"
+                    },
+                    second: if file_key == "token_file" {
+                        "api.token_file"
+                    } else {
+                        "api.read_token_file"
+                    },
+                },
+            );
+            None
+        }
+        (Some(token), None) if token.expose().trim().is_empty() => {
+            ctx.error(
+                at.key(inline_key),
+                Error::Empty {
+                    hint: format!("; remove api.{inline_key} to run without one"),
+                },
+            );
+            None
+        }
+        (Some(token), None) => Some(Some(Token::Inline(token.clone()))),
+        (None, Some(file)) => ctx
+            .absolute_path(at.key(file_key), file)
+            .map(|p| Some(Token::File(p))),
+        (None, None) => Some(None),
+    }
+}
+
+/// `api.socket_group`: a group name (as `groupadd` allows) or a numeric id.
+fn socket_group(ctx: &mut Ctx, path: FieldPath, text: &str) -> Option<SocketGroup> {
+    if let Ok(id) = text.parse::<u32>() {
+        return Some(SocketGroup::Id(id));
+    }
+    let ok = (1..=32).contains(&text.len())
+        && text.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-'));
+    if ok {
+        Some(SocketGroup::Name(text.to_owned()))
+    } else {
+        ctx.error(
+            path,
+            Error::Invalid {
+                value: format!("{text:?}"),
+                expected: "a group name (lower-case letters, digits, `_`, `-`) or a numeric \
+                           group id"
+                    .into(),
+            },
+        );
+        None
+    }
 }
 
 pub(super) fn log(raw: &RawLog) -> Log {

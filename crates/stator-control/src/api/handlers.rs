@@ -281,6 +281,7 @@ pub async fn config_put(
     let report = ask(&ctx, |reply| Request::Apply {
         text,
         source,
+        origin: crate::reconciler::Origin::Api,
         if_match: expected,
         reply,
     })
@@ -307,6 +308,7 @@ pub async fn config_validate(
     {
         let running = ctx.view();
         let problem = crate::host::reloadable(&running.config, &config)
+            .and_then(|()| crate::host::api_files_unchanged(&running.config, &config))
             .and_then(|()| {
                 if ctx.host_checks {
                     crate::host::forwarding_enabled(&config)

@@ -1,14 +1,14 @@
-//! The admin API: HTTP/JSON on `api.listen` (127.0.0.1:9180 by default), Prometheus
+//! The admin API: HTTP/JSON on a Unix socket (`api.socket`, `/run/stator/api.sock` by
+//! default) and, when configured, on TCP (`api.listen`, only with a token); Prometheus
 //! `/metrics`, the packet tracer, and the status page (`GET /`, [`ui`]). Every endpoint is in
 //! `docs/api.md`.
 //!
-//! - With `api.token` (or `api.token_file`) every request, `/metrics` included, must carry
-//!   `Authorization: Bearer <token>`; the comparison takes the same time whatever the bytes.
-//!   Without one, 401 with `WWW-Authenticate: Bearer`. The one exception is the status
-//!   page's static HTML, CSS and script, which hold no node data (the page asks for the
-//!   token and sends it with every poll); without a token they are served to loopback
-//!   clients only. Cross-origin and (without a token) DNS-rebinding requests are refused:
-//!   see [`ui`].
+//! - Who may do what is [`access`]: the socket's peers by their credentials (root, the node's
+//!   user, `api.socket_group`), TCP clients by their bearer token (`admin` or `read`); a
+//!   missing or wrong token gets 401 with `WWW-Authenticate: Bearer`, a caller below the
+//!   level a request needs 403. The one exception is the status page's static HTML, CSS and
+//!   script, which hold no node data (the page asks for the token and sends it with every
+//!   poll). Cross-origin requests are refused: see [`ui`].
 //! - Errors are JSON, `{"error": "...", "field": "..."}` (plus `errors` for configuration
 //!   errors), with a 4xx status for anything the caller can fix: 400 invalid input, 401, 404
 //!   unknown route / backend / VIP, 405, 412 `If-Match` mismatch, 415 unsupported body type,
@@ -18,10 +18,12 @@
 //!   readers, or send a message to the reconciler and wait for its answer: nothing here can
 //!   stop the node.
 
+pub mod access;
 pub mod feeds;
 mod handlers;
 pub mod metrics;
 pub mod serve;
+pub mod socket;
 pub mod trace;
 mod udp_metrics;
 pub mod ui;
@@ -60,8 +62,8 @@ pub struct Ctx {
     pub board: Board,
     /// The BGP announcer, for its status.
     pub announcer: SharedAnnouncer,
-    /// The bearer token, if one is configured (updated on reload).
-    pub token: Arc<RwLock<Option<String>>>,
+    /// The TCP endpoint's bearer tokens (updated on reload).
+    pub tokens: Arc<RwLock<access::Tokens>>,
     /// Serializes connection-table walks (they can take a while on a big table).
     pub scan: Arc<Mutex<()>>,
     /// Whether a configuration must also suit the host (forwarding sysctls): true unless the
@@ -169,43 +171,74 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn auth(State(ctx): State<Ctx>, req: HttpRequest, next: Next) -> Response {
-    let expected = ctx
-        .token
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    if let Some(refused) = ui::browser_guard(req.headers(), expected.is_some()) {
+    if let Some(refused) = ui::browser_guard(req.headers()) {
         return refused;
     }
     if ui::is_page_request(&req) {
-        // Static files without node data: with a token the page asks for it; without one,
-        // only loopback clients get the page.
-        if expected.is_none() && !ui::from_loopback(&req) {
-            return ui::not_on_loopback();
-        }
+        // Static files without node data: the page asks for the token.
         return next.run(req).await;
     }
-    if let Some(expected) = expected {
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let ok = given.is_some_and(|g| constant_time_eq(g.as_bytes(), expected.as_bytes()));
-        if !ok {
-            let mut r = error_response(
-                StatusCode::UNAUTHORIZED,
-                if given.is_some() {
-                    "invalid bearer token"
-                } else {
-                    "this API needs `Authorization: Bearer <token>` (api.token)"
-                },
+    let level = match req.extensions().get::<access::Peer>() {
+        Some(access::Peer::Unix { level: Some(l), .. }) => *l,
+        Some(access::Peer::Unix { creds, level: None }) => {
+            return error_response(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "uid {} (pid {}) is not root, the node's user or a member of \
+                     api.socket_group: the admin API's socket admits no one else",
+                    creds.uid, creds.pid
+                ),
             );
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
         }
+        Some(access::Peer::Tcp(_)) => {
+            let given = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::trim);
+            let level = given.and_then(|g| {
+                ctx.tokens
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .level(g)
+            });
+            match level {
+                Some(l) => l,
+                None => {
+                    let mut r = error_response(
+                        StatusCode::UNAUTHORIZED,
+                        if given.is_some() {
+                            "invalid bearer token"
+                        } else {
+                            "this API needs `Authorization: Bearer <token>` (api.token_file or \
+                             api.read_token_file)"
+                        },
+                    );
+                    r.headers_mut()
+                        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                    return r;
+                }
+            }
+        }
+        // Every connection sets its peer; a request without one was not served by
+        // `serve` (never trusted).
+        None => {
+            return error_response(StatusCode::FORBIDDEN, "request from an unknown peer");
+        }
+    };
+    let needed = access::required(&req);
+    if level < needed {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "{} {} needs the {} level; this caller has the {} level",
+                req.method(),
+                req.uri().path(),
+                needed.as_str(),
+                level.as_str()
+            ),
+        );
     }
     next.run(req).await
 }

@@ -1,5 +1,8 @@
-//! The admin API's HTTP server: hyper's HTTP/1 connections under two limits, so that clients
-//! holding connections open without sending anything cannot make the API wait.
+//! The admin API's HTTP server: hyper's HTTP/1 connections, on the Unix socket or the TCP
+//! endpoint, under two limits, so that clients holding connections open without sending
+//! anything cannot make the API wait. Each connection's request carry its [`Peer`]: the TCP
+//! client's address, or the Unix peer's credentials and the level they give (read by the
+//! access check, `super::auth`).
 //!
 //! - **Header-read timeout** (`api.header_read_timeout`): a connection must send a complete
 //!   request head within this time of opening, and of its previous response (keep-alive); a
@@ -13,25 +16,103 @@
 //!   1,024-descriptor limit, made `accept` fail with EMFILE).
 //!
 //! Both limits are read from the running configuration at each accept, so a reload changes
-//! them for the next connection. What happens is counted ([`ConnStats`], `/metrics`).
+//! them for the next connection; each endpoint has its own table. What happens is counted
+//! ([`ConnStats`], `/metrics`).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::io;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{Notify, oneshot, watch};
 use tower::ServiceExt as _;
 
 use super::Ctx;
+use super::access::{Peer, UnixPolicy};
+
+/// An endpoint the API serves.
+#[derive(Debug)]
+pub enum Endpoint {
+    /// `api.listen`.
+    Tcp(TcpListener),
+    /// `api.socket`, and who may use it.
+    Unix(UnixListener, UnixPolicy),
+}
+
+impl Endpoint {
+    async fn accept(&self) -> io::Result<(Stream, Peer)> {
+        match self {
+            Endpoint::Tcp(l) => {
+                let (s, addr) = l.accept().await?;
+                Ok((Stream::Tcp(s), Peer::Tcp(addr)))
+            }
+            Endpoint::Unix(l, policy) => {
+                let (s, _) = l.accept().await?;
+                // The credentials the kernel recorded at connect: not the peer's later ones.
+                let creds = stator_sys::creds::peer_creds(&s)?;
+                let level = policy.level(&creds);
+                Ok((Stream::Unix(s), Peer::Unix { creds, level }))
+            }
+        }
+    }
+}
+
+/// A connection of either endpoint.
+#[derive(Debug)]
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::Unix(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
 
 /// How long shutdown waits for requests in progress.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -129,10 +210,10 @@ impl Table {
     }
 }
 
-/// Serves `router` on `listener` until `stop` fires (or is dropped), under the limits of the
+/// Serves `router` on `endpoint` until `stop` fires (or is dropped), under the limits of the
 /// running configuration in `ctx`. Then stops accepting, lets requests in progress finish
 /// (bounded), and returns.
-pub async fn serve(listener: TcpListener, router: Router, ctx: Ctx, stop: oneshot::Receiver<()>) {
+pub async fn serve(endpoint: Endpoint, router: Router, ctx: Ctx, stop: oneshot::Receiver<()>) {
     let table = Arc::new(Table::default());
     let stats = Arc::clone(&ctx.conn_stats);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -141,7 +222,7 @@ pub async fn serve(listener: TcpListener, router: Router, ctx: Ctx, stop: onesho
     let mut stop = std::pin::pin!(stop);
     loop {
         let accepted = tokio::select! {
-            r = listener.accept() => r,
+            r = endpoint.accept() => r,
             _ = &mut stop => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
         };
@@ -190,7 +271,7 @@ pub async fn serve(listener: TcpListener, router: Router, ctx: Ctx, stop: onesho
             stats.open.fetch_sub(1, Ordering::Relaxed);
         });
     }
-    drop(listener);
+    drop(endpoint);
     let _ = shutdown_tx.send(true);
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
         while tasks.join_next().await.is_some() {}
@@ -201,12 +282,10 @@ pub async fn serve(listener: TcpListener, router: Router, ctx: Ctx, stop: onesho
 
 /// One connection: HTTP/1 with keep-alive and the header-read timeout, until the client
 /// closes it, the timeout or an eviction closes it, or the server shuts down (gracefully:
-/// a request in progress is answered first). Handlers find the peer's address in the
-/// request's `ConnectInfo` (the status page without a token is served to loopback clients
-/// only).
+/// a request in progress is answered first). Each request carries the connection's [`Peer`].
 async fn connection(
-    stream: TcpStream,
-    peer: SocketAddr,
+    stream: Stream,
+    peer: Peer,
     router: Router,
     conn: &Arc<Conn>,
     header_read_timeout: Duration,
@@ -214,7 +293,7 @@ async fn connection(
 ) {
     let state = Arc::clone(conn);
     let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-        req.extensions_mut().insert(ConnectInfo(peer));
+        req.extensions_mut().insert(peer.clone());
         let busy = Busy::enter(&state);
         let router = router.clone();
         async move {

@@ -21,6 +21,7 @@ impl Reconciler {
         &mut self,
         text: String,
         source: String,
+        origin: super::Origin,
         if_match: Option<u64>,
     ) -> Result<ApplyReport, ControlError> {
         let started = Instant::now();
@@ -38,10 +39,13 @@ impl Reconciler {
         let config =
             Arc::new(stator_config::from_toml_str(&source, &text).map_err(ControlError::Config)?);
         host::reloadable(&self.config, &config)?;
+        if origin == super::Origin::Api {
+            host::api_files_unchanged(&self.config, &config)?;
+        }
         if self.host_checks {
             host::forwarding_enabled(&config)?;
         }
-        let token = host::resolve_token(&config)?;
+        let tokens = host::resolve_tokens(&config)?;
         host::tls_files(&config)?;
         let plan = config.health_plan();
         let (ids, assignment) = self
@@ -78,7 +82,7 @@ impl Reconciler {
         self.runner
             .apply(&plan, unchecked_addresses(&config, &plan));
         self.plan = plan;
-        *self.token.write().unwrap_or_else(PoisonError::into_inner) = token;
+        *self.tokens.write().unwrap_or_else(PoisonError::into_inner) = tokens;
         self.accept(built, build_time, commit_time);
         if old_bgp != config.bgp {
             self.reconfigure_announcer().await;

@@ -63,6 +63,8 @@ pub enum Request {
         text: String,
         /// Where it came from (for messages and status).
         source: String,
+        /// Who sent it: the API may not name new files.
+        origin: Origin,
         /// Apply only if the running config has this generation.
         if_match: Option<u64>,
         /// The answer.
@@ -89,6 +91,16 @@ pub enum Request {
         /// Answered when done, with the withdrawal's error if it failed.
         reply: oneshot::Sender<Result<(), ControlError>>,
     },
+}
+
+/// Where a configuration to apply comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The configuration file (SIGHUP), or the node's own process: trusted with file paths.
+    File,
+    /// A caller of the admin API: may not name files the running configuration does not
+    /// ([`crate::host::api_files_unchanged`]).
+    Api,
 }
 
 /// What a successful reload did.
@@ -142,8 +154,8 @@ pub struct Parts {
     pub interfaces: Vec<String>,
     /// The announcer slot, shared with the API.
     pub announcer: SharedAnnouncer,
-    /// The API token, shared with the API.
-    pub token: Arc<RwLock<Option<String>>>,
+    /// The API's tokens, shared with the API.
+    pub tokens: Arc<RwLock<crate::api::access::Tokens>>,
     /// Set when shutting down (the forwarder-health loop stops repairing).
     pub stopping: Arc<AtomicBool>,
     /// Where health probes connect (none but in tests: [`ProbeRoutes`]).
@@ -177,7 +189,7 @@ pub struct Reconciler {
     reader: Arc<dyn PlaneReader>,
     runner: Runner,
     announcer: SharedAnnouncer,
-    token: Arc<RwLock<Option<String>>>,
+    tokens: Arc<RwLock<crate::api::access::Tokens>>,
     stopping: Arc<AtomicBool>,
     events: EventLog,
     host_checks: bool,
@@ -264,7 +276,7 @@ impl Reconciler {
             reader: parts.reader,
             runner,
             announcer: parts.announcer,
-            token: parts.token,
+            tokens: parts.tokens,
             stopping: parts.stopping,
             events: parts.events,
             host_checks: parts.host_checks,
@@ -408,11 +420,12 @@ impl Reconciler {
             Request::Apply {
                 text,
                 source,
+                origin,
                 if_match,
                 reply,
             } => {
                 let from = source.clone();
-                let result = self.apply(text, source, if_match).await;
+                let result = self.apply(text, source, origin, if_match).await;
                 if let Err(e) = &result {
                     self.stats.reloads_failed += 1;
                     self.events.push(

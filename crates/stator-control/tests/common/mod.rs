@@ -29,20 +29,27 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// A path for a test node's API socket that no other test (of this binary or another) uses,
+/// in the temporary directory (sticky, so no other user can take the name over). The node
+/// removes the socket when it shuts down.
+pub fn api_socket_path() -> std::path::PathBuf {
+    stator_testkit::scratch::unique_path("stator-api", ".sock")
+}
+
 /// A node started from `toml` as `stator run` would (its own plane, whatever the config's
-/// `dataplane.mode` says), its API on an ephemeral loopback port, and a client of that API.
+/// `dataplane.mode` says), its API on a private Unix socket, and a client of that API.
 pub fn start_node(rt: &tokio::runtime::Runtime, toml: String) -> (stator_control::Node, ApiClient) {
     let node = rt
         .block_on(stator_control::Node::start(
             toml,
             "t.toml".into(),
             stator_control::NodeOptions {
-                listen: Some("127.0.0.1:0".parse().unwrap()),
+                socket: Some(api_socket_path()),
                 ..stator_control::NodeOptions::default()
             },
         ))
         .unwrap();
-    let api = ApiClient::new(&node.api_addr().to_string(), None).unwrap();
+    let api = ApiClient::unix(node.api_socket());
     (node, api)
 }
 

@@ -118,7 +118,7 @@ pub fn node_toml(lab: &Lab, pins: &Pins, slots: u32) -> String {
 }
 
 /// Starts a node over the real XDP forwarder (loaded with `opts`, not attached), its API on
-/// an ephemeral port. Call inside the lab's thread, with the lab's runtime.
+/// a private Unix socket. Call inside the lab's thread, with the lab's runtime.
 pub fn start_node(rt: &tokio::runtime::Runtime, toml: &str, opts: &XdpOptions) -> Node {
     let plane = XdpPlane::load(opts).unwrap();
     rt.block_on(Node::start(
@@ -128,7 +128,7 @@ pub fn start_node(rt: &tokio::runtime::Runtime, toml: &str, opts: &XdpOptions) -
             plane: Some(Box::new(plane)),
             no_attach: true,
             no_preflight: true,
-            listen: Some("127.0.0.1:0".parse().unwrap()),
+            socket: Some(super::api_socket_path()),
             ..NodeOptions::default()
         },
     ))

@@ -53,7 +53,7 @@ pub fn state(slots: u32) -> Arc<CoreState> {
     )
 }
 
-/// Starts a node over a core plane on `state`, its API on an ephemeral loopback port, its
+/// Starts a node over a core plane on `state`, its API on a private Unix socket, its
 /// probes routed by `routes`. Call inside a runtime.
 pub async fn start(
     toml: &str,
@@ -63,12 +63,32 @@ pub async fn start(
     start_with(toml, Box::new(CorePlane::new(Arc::clone(state))), routes).await
 }
 
-/// Starts a node over `plane` (not attached, no host checks), its API on an ephemeral
-/// loopback port, its probes routed by `routes`. Call inside a runtime.
+/// Starts a node over `plane` (not attached, no host checks), its API on a private Unix
+/// socket, its probes routed by `routes`. Call inside a runtime.
 pub async fn start_with(
     toml: &str,
     plane: Box<dyn DataPlane>,
     routes: ProbeRoutes,
+) -> Result<Node, stator_control::ControlError> {
+    start_opts(toml, plane, routes, None).await
+}
+
+/// [`start`], with the API's TCP endpoint on an ephemeral loopback port as well (the
+/// configuration must set a token).
+pub async fn start_tcp(
+    toml: &str,
+    state: &Arc<CoreState>,
+    routes: ProbeRoutes,
+) -> Result<Node, stator_control::ControlError> {
+    let plane = Box::new(CorePlane::new(Arc::clone(state)));
+    start_opts(toml, plane, routes, Some("127.0.0.1:0".parse().unwrap())).await
+}
+
+async fn start_opts(
+    toml: &str,
+    plane: Box<dyn DataPlane>,
+    routes: ProbeRoutes,
+    listen: Option<SocketAddr>,
 ) -> Result<Node, stator_control::ControlError> {
     Node::start(
         toml.to_owned(),
@@ -77,7 +97,8 @@ pub async fn start_with(
             plane: Some(plane),
             no_attach: true,
             no_preflight: true,
-            listen: Some("127.0.0.1:0".parse().unwrap()),
+            socket: Some(super::api_socket_path()),
+            listen,
             probe_routes: routes,
             ..NodeOptions::default()
         },

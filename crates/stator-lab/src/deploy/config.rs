@@ -66,8 +66,11 @@ connect_retry = "1s"
 error_wait = "1s"
 {bfd_session}
 [api]
+socket = "{socket}"
 # every address of the namespace: the lab's Prometheus scrapes the node's address
 listen = "0.0.0.0:{api_port}"
+token_file = "{dir}/{admin_token}"
+read_token_file = "{dir}/{read_token}"
 
 [log]
 format = "json"
@@ -91,6 +94,9 @@ format = "json"
             hold = spec.hold_time,
             ka = (spec.hold_time / 3).max(1),
             api_port = super::NODE_API.port(),
+            socket = super::node_socket(&spec.dir, j).display(),
+            admin_token = super::ADMIN_TOKEN_FILE,
+            read_token = super::READ_TOKEN_FILE,
         );
         let cluster = spec.node_cluster(j);
         if spec.fragments {

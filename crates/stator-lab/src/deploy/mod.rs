@@ -47,7 +47,7 @@ use crate::bird::{Bird, kernel_next_hops, wait_next_hops};
 use crate::lan::{RouterBgp, node_bird_config, router_bird_config};
 use crate::netns::{ChildGuard, Netns, NetnsError, Result, is_root};
 use crate::prometheus::Prometheus;
-use crate::stator::{ApiAnswer, BpfFs, StatorRun, api_request};
+use crate::stator::{ApiAnswer, BpfFs, StatorRun, api_request, write_private};
 use crate::topo::{DsrLab, DsrSpec, Host};
 use crate::wait::wait_until;
 
@@ -75,8 +75,38 @@ pub const LISTENER_PORT: u16 = 8080;
 pub const ROUTER_AS: u32 = 65000;
 /// The nodes' AS.
 pub const NODE_AS: u32 = 65010;
-/// Where each node's admin API listens (inside the node's namespace).
+/// Where each node's admin API listens on TCP (inside the node's namespace, on every address:
+/// the lab's Prometheus scrapes it from the router with the read token).
 pub const NODE_API: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9180);
+/// The lab's `admin` token file, in its directory (mode 0600).
+pub const ADMIN_TOKEN_FILE: &str = "api-token";
+/// The lab's `read` token file, in its directory (mode 0600; Prometheus runs as root here).
+pub const READ_TOKEN_FILE: &str = "read-token";
+
+/// Node `j`'s admin API socket in the lab's directory `dir`.
+pub fn node_socket(dir: &Path, j: usize) -> PathBuf {
+    dir.join(format!("stator-n{j}.sock"))
+}
+
+/// A token of 32 random hex digits (from the kernel's generator).
+fn new_token() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .map_err(|source| NetnsError::File {
+            path: "/dev/urandom".into(),
+            source,
+        })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The lab's token of `file` ([`ADMIN_TOKEN_FILE`] or [`READ_TOKEN_FILE`]) in `dir`.
+pub fn lab_token(dir: &Path, file: &str) -> Result<String> {
+    let path = dir.join(file);
+    std::fs::read_to_string(&path)
+        .map(|t| t.trim().to_owned())
+        .map_err(|source| NetnsError::File { path, source })
+}
 
 /// How long a node may take to start, and the router to learn it.
 const START: Duration = Duration::from_secs(60);
@@ -315,6 +345,9 @@ impl Deployment {
         down(&spec.prefix, &spec.dir)?;
         std::fs::create_dir_all(&spec.dir).map_err(file_err(&spec.dir))?;
         write_state(spec)?;
+        for file in [ADMIN_TOKEN_FILE, READ_TOKEN_FILE] {
+            write_private(&spec.dir.join(file), &(new_token()? + "\n"))?;
+        }
         let mut d = Self {
             spec: spec.clone(),
             nodes: Vec::new(),
@@ -402,7 +435,7 @@ impl Deployment {
                 &spec.dir,
                 &format!("stator-{name}"),
                 &config,
-                NODE_API,
+                &node_socket(&spec.dir, j),
             )?;
             write_pid(&spec.dir, &format!("stator-{name}"), run.pid())?;
             d.nodes.push(Node { host, bird, run });
@@ -434,7 +467,12 @@ impl Deployment {
                     )
                 })
                 .collect();
-            let p = Prometheus::start(d.router(), &spec.dir, &targets)?;
+            let p = Prometheus::start(
+                d.router(),
+                &spec.dir,
+                &targets,
+                &spec.dir.join(READ_TOKEN_FILE),
+            )?;
             write_pid(&spec.dir, "prometheus", p.pid())?;
             d.prometheus = Some(p);
         }
@@ -514,7 +552,7 @@ impl Deployment {
 
     /// Sends `method path` to node `j`'s admin API.
     pub fn api(&self, j: usize, method: &str, path: &str) -> Result<ApiAnswer> {
-        api_request(&self.nodes[j].host.ns, NODE_API, method, path)
+        api_request(self.nodes[j].run.socket(), method, path)
     }
 
     /// Stops node `j`'s `stator run` gracefully (SIGTERM: it withdraws its VIPs, then

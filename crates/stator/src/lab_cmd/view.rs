@@ -53,8 +53,8 @@ pub struct Sample {
     pub backends: Vec<BackendRow>,
 }
 
-fn json(state: &LabState, j: usize, path: &str) -> Option<Value> {
-    let a = api_request(&state.node_ns(j), NODE_API, "GET", path).ok()?;
+fn json(dir: &Path, j: usize, path: &str) -> Option<Value> {
+    let a = api_request(&deploy::node_socket(dir, j), "GET", path).ok()?;
     (a.status == 200)
         .then(|| serde_json::from_str(&a.body).ok())
         .flatten()
@@ -72,18 +72,18 @@ pub fn sample(state: &LabState, dir: &Path) -> Sample {
             phase: "down".into(),
             ..NodeRow::default()
         };
-        if let Some(st) = json(state, j, "/v1/status") {
+        if let Some(st) = json(dir, j, "/v1/status") {
             row.phase = st["phase"].as_str().unwrap_or("?").to_owned();
             row.announced = st["bgp"]["announced"].as_array().map_or(0, Vec::len);
         }
-        if let Some(v) = json(state, j, "/v1/vips") {
+        if let Some(v) = json(dir, j, "/v1/vips") {
             row.packets = v["vips"].as_array().map_or(0, |vips| {
                 vips.iter()
                     .map(|x| x["traffic"]["packets"].as_u64().unwrap_or(0))
                     .sum()
             });
         }
-        if let Some(b) = json(state, j, "/v1/backends") {
+        if let Some(b) = json(dir, j, "/v1/backends") {
             for be in b["backends"].as_array().into_iter().flatten() {
                 let conns: u64 = be["vips"].as_array().map_or(0, |v| {
                     v.iter()
@@ -303,13 +303,21 @@ pub fn print_guide(d: &Deployment) {
         "  try:  ip netns exec {p}c0 curl -s http://{}/",
         deploy::VIP_V4
     );
-    println!("        nsenter --net=/run/netns/{p}l0 stator status      (a node's admin API)");
+    let dir = d.spec().dir.display();
+    println!(
+        "        stator status --socket {}      (node n0's admin API)",
+        deploy::node_socket(&d.spec().dir, 0).display()
+    );
     println!(
         "        ip netns exec {p}r ip route show {}",
         deploy::VIP_V4
     );
     println!(
-        "        nsenter --net=/run/netns/{p}l0 curl -s http://127.0.0.1:{}/   (the status page)",
+        "        nsenter --net=/run/netns/{p}l0 curl -s -H \"Authorization: Bearer $(cat \
+         {dir}/{})\" http://127.0.0.1:{}/v1/status   (its TCP endpoint; the status page is \
+         http://127.0.0.1:{}/#token=… there)",
+        deploy::READ_TOKEN_FILE,
+        NODE_API.port(),
         NODE_API.port()
     );
     if d.prometheus().is_some() {
