@@ -147,7 +147,8 @@ pub struct UdpSpec {
     pub responses: Option<u32>,
     /// Sessions per worker (least recently used evicted first).
     pub max_sessions: usize,
-    /// Put a PROXY protocol v2 header before the first datagram of each session.
+    /// Put a PROXY protocol v2 header before the first datagram of each session (and drop
+    /// client datagrams that begin with the header's signature).
     pub proxy_protocol: bool,
     /// Ask for UDP GRO on the listening and upstream sockets (the kernel may refuse).
     pub gro: bool,

@@ -125,7 +125,9 @@ pub enum UdpDrop {
     NoUpstream,
     /// A new session whose upstream socket could not be opened (out of descriptors).
     SessionSocket,
-    /// Sending a client's datagram to its upstream failed (send buffer full, or an error).
+    /// Sending a client's datagram to its upstream failed (send buffer full, or an error). With
+    /// `proxy_protocol`, a session whose header has not gone out yet forwards nothing without
+    /// it: each datagram is tried with the header until one is sent.
     UpstreamSend,
     /// A reply that did not fit in the worker's reply queue.
     ReplyQueueFull,
@@ -134,17 +136,21 @@ pub enum UdpDrop {
     /// A client datagram the kernel dropped because the listening socket's receive buffer was
     /// full: the worker did not keep up (read from the socket, `SO_MEMINFO`).
     SocketOverflow,
+    /// A client datagram that begins with the PROXY v2 signature on a listener that sends
+    /// PROXY v2 headers itself: a client naming an address of its choice to the upstream.
+    ClientProxyHeader,
 }
 
 impl UdpDrop {
     /// Every reason, in metric order.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::NoUpstream,
         Self::SessionSocket,
         Self::UpstreamSend,
         Self::ReplyQueueFull,
         Self::ClientSend,
         Self::SocketOverflow,
+        Self::ClientProxyHeader,
     ];
 
     /// The metric label.
@@ -156,6 +162,7 @@ impl UdpDrop {
             Self::ReplyQueueFull => "reply_queue_full",
             Self::ClientSend => "client_send",
             Self::SocketOverflow => "socket_overflow",
+            Self::ClientProxyHeader => "client_proxy_header",
         }
     }
 }
