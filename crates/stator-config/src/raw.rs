@@ -590,6 +590,14 @@ pub struct RawListenerTimeouts {
     pub idle: Option<Scalar>,
     /// Upstream response head.
     pub response: Option<Scalar>,
+    /// A request body that stops arriving from the client.
+    pub client_read: Option<Scalar>,
+    /// A client that stops reading.
+    pub client_write: Option<Scalar>,
+    /// A response body that stops arriving from the upstream.
+    pub upstream_read: Option<Scalar>,
+    /// An upstream that stops reading.
+    pub upstream_write: Option<Scalar>,
 }
 
 /// `[listener.http]`.

@@ -678,6 +678,16 @@ pub struct ListenerTimeouts {
     pub idle: Duration,
     /// Waiting for an upstream's response head (HTTP); then 504.
     pub response: Duration,
+    /// A request body that makes no progress this long while the upstream waits for it
+    /// (HTTP); then 408 and close.
+    pub client_read: Duration,
+    /// A write to the client that makes no progress this long (HTTP, TCP); then close.
+    pub client_write: Duration,
+    /// A response body that makes no progress this long (HTTP); then the response is cut.
+    pub upstream_read: Duration,
+    /// A write to the upstream that makes no progress this long (HTTP, TCP); then 504 (HTTP,
+    /// before a response head) and close.
+    pub upstream_write: Duration,
 }
 
 /// `[listener.udp]`.

@@ -226,6 +226,10 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
                 header_read: l.timeouts.header_read,
                 idle: l.timeouts.idle,
                 response: l.timeouts.response,
+                client_read: l.timeouts.client_read,
+                client_write: l.timeouts.client_write,
+                upstream_read: l.timeouts.upstream_read,
+                upstream_write: l.timeouts.upstream_write,
             },
             http: HttpSpec {
                 forwarded_for: l.http.forwarded_for,

@@ -12,7 +12,14 @@
 //! scheduler); a failure to connect — or a kept-alive connection found closed before the
 //! request went out — moves on to the next upstream, up to `retries` more, never one already
 //! tried. Answers of our own: `503` when no upstream is usable, `502` when every one tried
-//! failed, `504` when the response head is later than `timeouts.response`.
+//! failed, `504` when the response head is later than `timeouts.response` or the upstream
+//! stops reading the request for `timeouts.upstream_write`, `408` when the client stops
+//! sending the request body for `timeouts.client_read`.
+//!
+//! Every wait of an exchange is bounded by an inactivity timer (see [`crate::io`]): the
+//! request body here ([`ReqBody`], `client_read`), the response body here ([`ProxyBody`],
+//! `upstream_read`), the writes to the client ([`ClientIo`], `client_write`) and to the
+//! upstream (its [`Counted`] socket, `upstream_write`).
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
@@ -31,22 +38,29 @@ use hyper_util::rt::TokioIo;
 use stator_sched::Tried;
 use tokio::net::TcpStream;
 
-use crate::io::{ClientIo, ConnState, Counted, CounterPair, Done};
+use crate::io::{ClientIo, ConnState, Counted, CounterPair, Done, Stalled};
 use crate::shared::ListenerShared;
-use crate::stats::{ClientErrorKind, ErrorKind, Gauge32, GaugeField, ListenerStats, add};
+use crate::stats::{
+    ClientErrorKind, ErrorKind, Gauge32, GaugeField, ListenerStats, UpstreamStats, add,
+};
 use crate::tcp::connect;
 use crate::worker::{Sender, WorkerCtx};
+
+/// A body's error: ours ([`Stalled`]) or hyper's.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Serves one client connection until it closes.
 pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, stream: TcpStream, peer: SocketAddr) {
     let shared = ctx.shared();
-    let st = ConnState::new();
+    let t = shared.spec.timeouts;
+    let st = ConnState::new(Arc::clone(&ctx.stats), t.client_read, t.upstream_read);
     let io = ClientIo::new(
         stream,
         Rc::clone(&st),
         Arc::clone(&ctx.stats),
-        shared.spec.timeouts.header_read,
-        shared.spec.timeouts.idle,
+        t.header_read,
+        t.idle,
+        t.client_write,
     );
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -93,9 +107,12 @@ async fn handle(
     add(&ctx.stats.requests, 1);
     let shared = ctx.shared();
     let (mut parts, body) = req.into_parts();
+    st.body_in.borrow_mut().progress();
     let body = ReqBody {
         inner: body,
         done: req_done,
+        exchange: st.exchange(),
+        st: Rc::clone(&st),
     };
     let finish = Finish {
         stats: Arc::clone(&ctx.stats),
@@ -109,31 +126,55 @@ async fn handle(
             &shared,
             StatusCode::BAD_REQUEST,
             reason,
+            true,
             finish,
         ));
     }
     let req = http::Request::from_parts(parts, body);
     let resp = match forward(&ctx, &st, &shared, peer.ip(), req, finish).await {
         Ok(r) => r,
-        Err((status, why, finish)) => {
-            let kind = if status == StatusCode::SERVICE_UNAVAILABLE {
-                ClientErrorKind::NoUpstream
-            } else {
-                ClientErrorKind::UpstreamFailed
-            };
-            ctx.stats.client_error(kind);
-            local(&ctx, &shared, status, why, finish)
+        Err(f) => {
+            if let Some(kind) = f.count {
+                ctx.stats.client_error(kind);
+            }
+            local(&ctx, &shared, f.status, f.text, f.close, f.finish)
         }
     };
     Ok(resp)
 }
 
-type Failure = (StatusCode, &'static str, Finish);
+/// An exchange that ends with an answer of the proxy's own.
+struct Failure {
+    status: StatusCode,
+    text: &'static str,
+    /// The client-side error to count (`None`: counted where it happened).
+    count: Option<ClientErrorKind>,
+    /// Close the client connection after the answer (a request body may be left unread).
+    close: bool,
+    finish: Finish,
+}
+
+impl Failure {
+    fn upstream(status: StatusCode, text: &'static str, finish: Finish) -> Self {
+        let count = if status == StatusCode::SERVICE_UNAVAILABLE {
+            ClientErrorKind::NoUpstream
+        } else {
+            ClientErrorKind::UpstreamFailed
+        };
+        Self {
+            status,
+            text,
+            count: Some(count),
+            close: false,
+            finish,
+        }
+    }
+}
 
 /// Sends `req` to an upstream, retrying on connect failures.
 async fn forward(
     ctx: &Rc<WorkerCtx>,
-    st: &ConnState,
+    st: &Rc<ConnState>,
     shared: &Arc<ListenerShared>,
     client: IpAddr,
     mut req: http::Request<ReqBody>,
@@ -145,13 +186,13 @@ async fn forward(
     loop {
         let Some(i) = ctx.pick(shared, client, &tried) else {
             return Err(if failures == 0 {
-                (
+                Failure::upstream(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "no usable upstream\n",
                     finish,
                 )
             } else {
-                (
+                Failure::upstream(
                     StatusCode::BAD_GATEWAY,
                     "every upstream tried failed\n",
                     finish,
@@ -170,14 +211,14 @@ async fn forward(
                 }
                 ctx.remember(shared, client, i);
                 return Ok(upstream_response(
-                    ctx, shared, resp, addr, sender, active, finish,
+                    ctx, st, shared, resp, addr, sender, ustats, active, finish,
                 ));
             }
             Err(Unsent::Back(back, kind)) => {
                 ustats.error(kind);
                 failures += 1;
                 if failures > spec.retries {
-                    return Err((
+                    return Err(Failure::upstream(
                         StatusCode::BAD_GATEWAY,
                         "every upstream tried failed\n",
                         finish,
@@ -189,12 +230,26 @@ async fn forward(
             Err(Unsent::Lost(kind)) => {
                 add(&ustats.requests, 1);
                 ustats.error(kind);
-                let status = if kind == ErrorKind::Timeout {
+                let status = if matches!(kind, ErrorKind::Timeout | ErrorKind::WriteTimeout) {
                     StatusCode::GATEWAY_TIMEOUT
                 } else {
                     StatusCode::BAD_GATEWAY
                 };
-                return Err((status, "the upstream failed\n", finish));
+                let mut f = Failure::upstream(status, "the upstream failed\n", finish);
+                // the request body may be left half read
+                f.close = kind == ErrorKind::WriteTimeout;
+                return Err(f);
+            }
+            Err(Unsent::ClientRead) => {
+                // counted by the body when it stalled
+                add(&ustats.requests, 1);
+                return Err(Failure {
+                    status: StatusCode::REQUEST_TIMEOUT,
+                    text: "the request body stopped arriving\n",
+                    count: None,
+                    close: true,
+                    finish,
+                });
             }
         }
     }
@@ -208,6 +263,8 @@ enum Unsent {
     Back(http::Request<ReqBody>, ErrorKind),
     /// It was (at least partly) sent and failed: no retry.
     Lost(ErrorKind),
+    /// It was partly sent and its body stopped arriving from the client (`client_read`).
+    ClientRead,
 }
 
 /// Sends on a kept-alive connection to upstream `i` or a new one.
@@ -240,7 +297,14 @@ async fn send(
                 // closed meanwhile — try another one (not a retry of the request).
                 Some(back) if reused => req = back,
                 Some(back) => return Err(Unsent::Back(back, ErrorKind::Reset)),
-                None => return Err(Unsent::Lost(classify(e.error()))),
+                None => {
+                    let e = e.into_error();
+                    return Err(match Stalled::find(&e) {
+                        Some(Stalled::ClientRead) => Unsent::ClientRead,
+                        Some(Stalled::UpstreamWrite) => Unsent::Lost(ErrorKind::WriteTimeout),
+                        _ => Unsent::Lost(classify(&e)),
+                    });
+                }
             },
             Err(_) => return Err(Unsent::Lost(ErrorKind::Timeout)),
         }
@@ -264,7 +328,8 @@ async fn open(ctx: &Rc<WorkerCtx>, shared: &ListenerShared, i: usize) -> Result<
     let ustats = Arc::clone(&shared.stats[i]);
     add(&ustats.connects, 1);
     let counters: Arc<dyn CounterPair> = ustats.clone();
-    let io = Counted::new(stream, counters, None);
+    let stall = (shared.spec.timeouts.upstream_write, Stalled::UpstreamWrite);
+    let io = Counted::new(stream, counters, None, stall);
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|_| ErrorKind::ConnectOther)?;
@@ -389,12 +454,15 @@ fn prepare_request(
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn upstream_response(
     ctx: &Rc<WorkerCtx>,
+    st: &Rc<ConnState>,
     shared: &ListenerShared,
     resp: Response<Incoming>,
     addr: SocketAddr,
     sender: Sender,
+    stats: Arc<UpstreamStats>,
     active: Gauge32,
     finish: Finish,
 ) -> Response<ProxyBody> {
@@ -410,9 +478,12 @@ fn upstream_response(
     } else {
         Some((Rc::clone(ctx), addr, sender))
     };
+    st.body_out.borrow_mut().progress();
     let body = ProxyBody::Upstream {
         inner: body,
         back,
+        st: Rc::clone(st),
+        stats,
         _active: active,
         _finish: finish,
     };
@@ -428,12 +499,14 @@ fn served_by(ctx: &WorkerCtx, shared: &ListenerShared, headers: &mut HeaderMap) 
     }
 }
 
-/// An answer of the proxy's own; it closes the client connection after a 5xx.
+/// An answer of the proxy's own; `close`: the client connection closes after it (a
+/// malformed or refused request, a timeout with a request body left unread).
 fn local(
     ctx: &WorkerCtx,
     shared: &ListenerShared,
     status: StatusCode,
     text: &'static str,
+    close: bool,
     finish: Finish,
 ) -> Response<ProxyBody> {
     ctx.stats.response(status.as_u16());
@@ -450,7 +523,7 @@ fn local(
     if status == StatusCode::SERVICE_UNAVAILABLE {
         h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
-    if status == StatusCode::BAD_REQUEST {
+    if close {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     served_by(ctx, shared, h);
@@ -458,27 +531,46 @@ fn local(
 }
 
 /// The request body sent upstream: the client's, streamed; marks the request part of the
-/// exchange done when it ends (or is dropped).
+/// exchange done when it ends (or is dropped). Polled by the upstream connection's task: when
+/// it has nothing to give for `timeouts.client_read`, it ends with [`Stalled::ClientRead`]
+/// (counted here), which aborts the upstream request.
 #[derive(Debug)]
 pub(crate) struct ReqBody {
     inner: Incoming,
     done: Done,
+    st: Rc<ConnState>,
+    /// The exchange it belongs to: the connection's `client_read` timer is its own only while
+    /// that exchange is the current one.
+    exchange: u64,
 }
 
 impl Body for ReqBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
         let r = Pin::new(&mut this.inner).poll_frame(cx);
-        if matches!(r, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
-            this.done.finish();
+        match &r {
+            Poll::Pending => {
+                if this.st.exchange() == this.exchange && this.st.body_in.borrow_mut().blocked(cx)
+                {
+                    this.st.stats.client_error(ClientErrorKind::ReadTimeout);
+                    this.done.finish();
+                    return Poll::Ready(Some(Err(Box::new(Stalled::ClientRead))));
+                }
+                return Poll::Pending;
+            }
+            Poll::Ready(Some(Ok(_))) => this.st.body_in.borrow_mut().progress(),
+            Poll::Ready(None | Some(Err(_))) => {
+                this.st.body_in.borrow_mut().progress();
+                this.done.finish();
+            }
         }
-        r
+        r.map(|f| f.map(|f| f.map_err(Into::into)))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -509,10 +601,14 @@ impl Drop for Finish {
 /// The response body sent to the client.
 #[derive(Debug)]
 pub(crate) enum ProxyBody {
-    /// Streamed from an upstream; its connection goes back to the pool at the end.
+    /// Streamed from an upstream; its connection goes back to the pool at the end. When it
+    /// has nothing to give for `timeouts.upstream_read`, it ends with
+    /// [`Stalled::UpstreamRead`] (counted on the upstream), which cuts the response.
     Upstream {
         inner: Incoming,
         back: Option<(Rc<WorkerCtx>, SocketAddr, Sender)>,
+        st: Rc<ConnState>,
+        stats: Arc<UpstreamStats>,
         _active: Gauge32,
         _finish: Finish,
     },
@@ -525,16 +621,38 @@ pub(crate) enum ProxyBody {
 
 impl Body for ProxyBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match &mut *self {
             ProxyBody::Local { data, .. } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            ProxyBody::Upstream { inner, back, .. } => {
+            ProxyBody::Upstream {
+                inner,
+                back,
+                st,
+                stats,
+                ..
+            } => {
                 let r = Pin::new(&mut *inner).poll_frame(cx);
+                match &r {
+                    Poll::Pending => {
+                        if st.body_out.borrow_mut().blocked(cx) {
+                            stats.error(ErrorKind::ReadTimeout);
+                            return Poll::Ready(Some(Err(Box::new(Stalled::UpstreamRead))));
+                        }
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Some(Err(e))) => {
+                        // the upstream stopped reading a request body it answered early
+                        if Stalled::find(e) == Some(Stalled::UpstreamWrite) {
+                            stats.error(ErrorKind::WriteTimeout);
+                        }
+                    }
+                    Poll::Ready(_) => st.body_out.borrow_mut().progress(),
+                }
                 // The end is either a `None` frame or, after the last data frame, a body that
                 // says it is at its end (hyper then stops polling).
                 let ended = match &r {
@@ -545,7 +663,7 @@ impl Body for ProxyBody {
                 if ended && let Some((ctx, addr, sender)) = back.take() {
                     ctx.checkin(addr, sender);
                 }
-                r
+                r.map(|f| f.map(|f| f.map_err(Into::into)))
             }
         }
     }

@@ -34,11 +34,16 @@ pub enum ErrorKind {
     Protocol,
     /// The upstream answered with a 5xx status.
     Http5xx,
+    /// The response body stopped arriving for `timeouts.upstream_read`: the response was cut.
+    ReadTimeout,
+    /// The upstream stopped reading what the proxy sent for `timeouts.upstream_write`: 504
+    /// (HTTP, before a response head) or closed.
+    WriteTimeout,
 }
 
 impl ErrorKind {
     /// Every kind, in metric order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 9] = [
         Self::ConnectRefused,
         Self::ConnectTimeout,
         Self::ConnectOther,
@@ -46,6 +51,8 @@ impl ErrorKind {
         Self::Timeout,
         Self::Protocol,
         Self::Http5xx,
+        Self::ReadTimeout,
+        Self::WriteTimeout,
     ];
 
     /// The metric label.
@@ -58,6 +65,8 @@ impl ErrorKind {
             Self::Timeout => "timeout",
             Self::Protocol => "protocol",
             Self::Http5xx => "http_5xx",
+            Self::ReadTimeout => "read_timeout",
+            Self::WriteTimeout => "write_timeout",
         }
     }
 
@@ -89,11 +98,16 @@ pub enum ClientErrorKind {
     NoUpstream,
     /// Every upstream tried failed: 502 (or 504 after a response timeout).
     UpstreamFailed,
+    /// A request body that stopped arriving for `timeouts.client_read`: 408 (or the
+    /// connection cut, once a response head was sent).
+    ReadTimeout,
+    /// A client that stopped reading for `timeouts.client_write`: closed.
+    WriteTimeout,
 }
 
 impl ClientErrorKind {
     /// Every kind, in metric order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 9] = [
         Self::BadRequest,
         Self::HeaderTooLarge,
         Self::HeaderTimeout,
@@ -101,6 +115,8 @@ impl ClientErrorKind {
         Self::Rejected,
         Self::NoUpstream,
         Self::UpstreamFailed,
+        Self::ReadTimeout,
+        Self::WriteTimeout,
     ];
 
     /// The metric label.
@@ -113,6 +129,8 @@ impl ClientErrorKind {
             Self::Rejected => "rejected",
             Self::NoUpstream => "no_upstream",
             Self::UpstreamFailed => "upstream_failed",
+            Self::ReadTimeout => "read_timeout",
+            Self::WriteTimeout => "write_timeout",
         }
     }
 }
@@ -222,7 +240,7 @@ pub struct UpstreamStats {
     pub bytes_out: AtomicU64,
     /// Bytes received from it.
     pub bytes_in: AtomicU64,
-    errors: [AtomicU64; 7],
+    errors: [AtomicU64; ErrorKind::ALL.len()],
 }
 
 impl UpstreamStats {
@@ -297,7 +315,7 @@ pub struct ListenerStats {
     pub duration: Histogram,
     /// UDP listeners' datagram counters.
     pub udp: UdpStats,
-    client_errors: [AtomicU64; 7],
+    client_errors: [AtomicU64; ClientErrorKind::ALL.len()],
     upstreams: Mutex<HashMap<String, Arc<UpstreamStats>>>,
 }
 

@@ -19,6 +19,7 @@ use crate::raw::{
     ListenerProtocolName, RawListener, RawListenerHttp, RawListenerTimeouts, RawListenerUdp,
     SchedulerName, SteeringName,
 };
+use crate::raw::Scalar;
 use crate::types::{
     Api, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Persistence, PoolId, Scheduler,
     Steering, UdpOptions, Upstream, Vip,
@@ -375,55 +376,88 @@ fn persistence(ctx: &mut Ctx, at: &FieldPath, raw: &RawListener) -> Option<Optio
     }))
 }
 
+/// Which listeners a timeout applies to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Applies {
+    /// Every protocol.
+    All,
+    /// TCP and HTTP (a connection, no request head).
+    Stream,
+    /// HTTP only; the reason it is not TCP's.
+    Http(&'static str),
+}
+
 fn timeouts(
     ctx: &mut Ctx,
     at: &FieldPath,
     raw: &RawListenerTimeouts,
     protocol: Option<ListenerProtocol>,
 ) -> Option<ListenerTimeouts> {
-    let mut one =
-        |key: &str, value: Option<&crate::raw::Scalar>, default, http_only: bool| match value {
-            None => Some(default),
-            Some(_) if http_only && protocol == Some(ListenerProtocol::Tcp) => {
-                ctx.error(
-                    at.key(key),
-                    Error::NotApplicable {
-                        reason: format!(
-                            "timeouts.{key} applies to protocol = \"http\" only (a TCP listener \
-                             reads no request head)"
-                        ),
-                    },
-                );
-                None
-            }
-            Some(_) if key != "idle" && protocol == Some(ListenerProtocol::Udp) => {
-                ctx.error(
-                    at.key(key),
-                    Error::NotApplicable {
-                        reason: format!(
-                            "timeouts.{key} does not apply to protocol = \"udp\" (a UDP session \
-                             has no connection and no request head; it ends after timeouts.idle)"
-                        ),
-                    },
-                );
-                None
-            }
-            Some(v) => ctx.duration_in(at.key(key), v, d::MIN_PROXY_TIMEOUT, d::MAX_PROXY_TIMEOUT),
+    let mut one = |key: &str, value: Option<&Scalar>, default, applies: Applies| {
+        let Some(v) = value else {
+            return Some(default);
         };
-    let connect = one("connect", raw.connect.as_ref(), d::CONNECT_TIMEOUT, false);
+        let reason = match (applies, protocol) {
+            (Applies::Http(why), Some(ListenerProtocol::Tcp)) => {
+                format!("timeouts.{key} applies to protocol = \"http\" only ({why})")
+            }
+            (Applies::Stream | Applies::Http(_), Some(ListenerProtocol::Udp)) => format!(
+                "timeouts.{key} does not apply to protocol = \"udp\" (a UDP session has no \
+                 connection and no request head; it ends after timeouts.idle)"
+            ),
+            _ => {
+                return ctx.duration_in(at.key(key), v, d::MIN_PROXY_TIMEOUT, d::MAX_PROXY_TIMEOUT);
+            }
+        };
+        ctx.error(at.key(key), Error::NotApplicable { reason });
+        None
+    };
+    const NO_HEAD: Applies = Applies::Http("a TCP listener reads no request head");
+    const NO_BODY: Applies = Applies::Http(
+        "a TCP listener has no body to wait for: timeouts.idle bounds a silence both ways",
+    );
+    let connect = one("connect", raw.connect.as_ref(), d::CONNECT_TIMEOUT, Applies::Stream);
     let header_read = one(
         "header_read",
         raw.header_read.as_ref(),
         d::HEADER_READ_TIMEOUT,
-        true,
+        NO_HEAD,
     );
-    let idle = one("idle", raw.idle.as_ref(), d::IDLE_TIMEOUT, false);
-    let response = one("response", raw.response.as_ref(), d::RESPONSE_TIMEOUT, true);
+    let idle = one("idle", raw.idle.as_ref(), d::IDLE_TIMEOUT, Applies::All);
+    let response = one("response", raw.response.as_ref(), d::RESPONSE_TIMEOUT, NO_HEAD);
+    let client_read = one(
+        "client_read",
+        raw.client_read.as_ref(),
+        d::CLIENT_READ_TIMEOUT,
+        NO_BODY,
+    );
+    let client_write = one(
+        "client_write",
+        raw.client_write.as_ref(),
+        d::CLIENT_WRITE_TIMEOUT,
+        Applies::Stream,
+    );
+    let upstream_read = one(
+        "upstream_read",
+        raw.upstream_read.as_ref(),
+        d::UPSTREAM_READ_TIMEOUT,
+        NO_BODY,
+    );
+    let upstream_write = one(
+        "upstream_write",
+        raw.upstream_write.as_ref(),
+        d::UPSTREAM_WRITE_TIMEOUT,
+        Applies::Stream,
+    );
     Some(ListenerTimeouts {
         connect: connect?,
         header_read: header_read?,
         idle: idle?,
         response: response?,
+        client_read: client_read?,
+        client_write: client_write?,
+        upstream_read: upstream_read?,
+        upstream_write: upstream_write?,
     })
 }
 
