@@ -163,7 +163,11 @@ pub(crate) struct ConnState {
 }
 
 impl ConnState {
-    pub fn new(stats: Arc<ListenerStats>, client_read: Duration, upstream_read: Duration) -> Rc<Self> {
+    pub fn new(
+        stats: Arc<ListenerStats>,
+        client_read: Duration,
+        upstream_read: Duration,
+    ) -> Rc<Self> {
         Rc::new(Self {
             open: Cell::new(0),
             requests: Cell::new(0),
@@ -282,7 +286,11 @@ impl ClientIo {
     }
 
     /// A write's outcome, through the `client_write` stall timer.
-    fn wrote(&mut self, r: Poll<io::Result<usize>>, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    fn wrote(
+        &mut self,
+        r: Poll<io::Result<usize>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<usize>> {
         match r {
             Poll::Ready(Ok(n)) => {
                 add(&self.stats.bytes_out, n as u64);

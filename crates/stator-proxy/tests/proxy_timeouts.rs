@@ -149,7 +149,11 @@ fn http_client_that_stops_reading_is_closed_after_client_write() {
     let (got, closed) = read_to_close(&mut c);
     assert!(closed, "the client connection was closed");
     assert!(got.starts_with(b"HTTP/1.1 200"), "the response had begun");
-    assert!((got.len() as u64) < HUGE, "and was cut: {} bytes", got.len());
+    assert!(
+        (got.len() as u64) < HUGE,
+        "and was cut: {} bytes",
+        got.len()
+    );
     // The upstream connection that was feeding it is released too.
     assert!(
         eventually(|| v.upstreams[0].stats.open.load(Ordering::Relaxed) == 0),
@@ -172,7 +176,10 @@ fn http_request_body_that_stalls_gets_408_after_client_read() {
     let (got, closed) = read_to_close(&mut c);
     let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("HTTP/1.1 408"), "{text:?}");
-    assert!(text.to_ascii_lowercase().contains("connection: close"), "{text:?}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text:?}"
+    );
     assert!(closed, "closed after the 408");
     let v = &p.listeners()[0];
     assert_eq!(v.stats.client_errors(ClientErrorKind::ReadTimeout), 1);
@@ -181,7 +188,11 @@ fn http_request_body_that_stalls_gets_408_after_client_read() {
         0,
         "the upstream is not to blame"
     );
-    assert_eq!(a.requests.load(Ordering::SeqCst), 1, "the request had gone out");
+    assert_eq!(
+        a.requests.load(Ordering::SeqCst),
+        1,
+        "the request had gone out"
+    );
     for k in ErrorKind::ALL {
         assert_eq!(v.upstreams[0].stats.errors(k), 0, "{}", k.label());
     }
@@ -208,9 +219,17 @@ fn http_response_body_that_stalls_is_cut_after_upstream_read() {
     c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let (got, closed) = read_to_close(&mut c);
     let text = String::from_utf8_lossy(&got);
-    assert!(text.starts_with("HTTP/1.1 200"), "{:?}", &text[..text.len().min(80)]);
+    assert!(
+        text.starts_with("HTTP/1.1 200"),
+        "{:?}",
+        &text[..text.len().min(80)]
+    );
     let head_end = text.find("\r\n\r\n").unwrap() + 4;
-    assert_eq!(got.len() - head_end, 50_000, "the half that came, and no more");
+    assert_eq!(
+        got.len() - head_end,
+        50_000,
+        "the half that came, and no more"
+    );
     assert!(closed, "the client connection was cut");
     assert_eq!(
         heard.recv_timeout(WAIT).unwrap(),
@@ -251,7 +270,11 @@ fn http_upstream_that_stops_reading_gets_504_after_upstream_write() {
     let v = &p.listeners()[0];
     assert_eq!(v.upstreams[0].stats.errors(ErrorKind::WriteTimeout), 1);
     go.send(()).unwrap();
-    assert_eq!(heard.recv_timeout(WAIT).unwrap(), "closed=true", "upstream closed");
+    assert_eq!(
+        heard.recv_timeout(WAIT).unwrap(),
+        "closed=true",
+        "upstream closed"
+    );
     assert_eq!(v.stats.client_errors(ClientErrorKind::UpstreamFailed), 1);
     p.shutdown(Duration::from_secs(2));
 }
@@ -266,7 +289,9 @@ fn tcp_client_that_stops_reading_is_closed_after_client_write_not_idle() {
         let closed = loop {
             match s.write(&chunk) {
                 Ok(n) => sent += n as u64,
-                Err(e) => break !matches!(e.kind(), IoErrorKind::WouldBlock | IoErrorKind::TimedOut),
+                Err(e) => {
+                    break !matches!(e.kind(), IoErrorKind::WouldBlock | IoErrorKind::TimedOut);
+                }
             }
             if sent >= HUGE {
                 break false;
@@ -284,7 +309,11 @@ fn tcp_client_that_stops_reading_is_closed_after_client_write_not_idle() {
         eventually(|| v.stats.client_errors(ClientErrorKind::WriteTimeout) == 1),
         "client_write fired"
     );
-    assert_eq!(heard.recv_timeout(WAIT).unwrap(), "closed=true", "upstream closed");
+    assert_eq!(
+        heard.recv_timeout(WAIT).unwrap(),
+        "closed=true",
+        "upstream closed"
+    );
     let (got, closed) = read_to_close(&mut c);
     assert!(closed, "the client connection was closed");
     assert!((got.len() as u64) < HUGE);
@@ -319,7 +348,11 @@ fn tcp_upstream_that_stops_reading_is_closed_after_upstream_write_not_idle() {
     assert!(closed, "the client connection was closed");
     assert!(writer.join().unwrap() < HUGE);
     go.send(()).unwrap();
-    assert_eq!(heard.recv_timeout(WAIT).unwrap(), "closed=true", "upstream closed");
+    assert_eq!(
+        heard.recv_timeout(WAIT).unwrap(),
+        "closed=true",
+        "upstream closed"
+    );
     assert_eq!(v.stats.client_errors(ClientErrorKind::IdleTimeout), 0);
     p.shutdown(Duration::from_secs(2));
 }

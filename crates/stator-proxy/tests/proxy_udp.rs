@@ -261,11 +261,8 @@ fn client_datagrams_that_carry_a_proxy_header_are_dropped() {
     let me = c.local_addr().unwrap();
     let forged = |payload: &[u8]| {
         let mut head = [0u8; stator_proxy::udp::ppv2::MAX_LEN];
-        let n = stator_proxy::udp::ppv2::encode(
-            "203.0.113.9:1234".parse().unwrap(),
-            addr,
-            &mut head,
-        );
+        let n =
+            stator_proxy::udp::ppv2::encode("203.0.113.9:1234".parse().unwrap(), addr, &mut head);
         let mut d = head[..n].to_vec();
         d.extend_from_slice(payload);
         d
@@ -276,7 +273,11 @@ fn client_datagrams_that_carry_a_proxy_header_are_dropped() {
     assert!(eventually(WAIT, || dropped() == 1));
     assert_eq!(stats.connections.load(Relaxed), 0);
     let hello = String::from_utf8(ask(&c, addr, b"hello", WAIT).unwrap()).unwrap();
-    assert_eq!(hello, format!("e|{me}|hello"), "the address the listener saw");
+    assert_eq!(
+        hello,
+        format!("e|{me}|hello"),
+        "the address the listener saw"
+    );
     // Within a session: dropped all the same.
     c.send_to(&forged(b"later"), addr).unwrap();
     assert!(eventually(WAIT, || dropped() == 2));

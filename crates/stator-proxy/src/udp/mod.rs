@@ -215,7 +215,8 @@ fn from_client(
     add(&stats.udp.datagrams_in, count);
     add(&stats.bytes_in, data.len() as u64);
     let shared = w.ctx.shared();
-    if shared.spec.udp.proxy_protocol && data.chunks(stride).any(|d| d.starts_with(&ppv2::SIGNATURE))
+    if shared.spec.udp.proxy_protocol
+        && data.chunks(stride).any(|d| d.starts_with(&ppv2::SIGNATURE))
     {
         // A client that writes a PROXY header of its own would name the address of its
         // choice to an upstream that reads ours: such datagrams are dropped, the others go
@@ -248,8 +249,7 @@ fn forward(
     let stats = &w.ctx.stats;
     let spec = shared.spec.udp;
     let count = data.len().div_ceil(stride).max(1) as u64;
-    let Some((sock, state, upstream, ustats, header_pending)) =
-        session_for(w, shared, client, now)
+    let Some((sock, state, upstream, ustats, header_pending)) = session_for(w, shared, client, now)
     else {
         return;
     };
@@ -425,7 +425,13 @@ fn session_for(
     // the evicted session's gauge goes down before the new one's goes up
     drop(inserted);
     add(&stats.active, 1);
-    Some((sock, state, upstream, ustats, shared.spec.udp.proxy_protocol))
+    Some((
+        sock,
+        state,
+        upstream,
+        ustats,
+        shared.spec.udp.proxy_protocol,
+    ))
 }
 
 /// A socket connected to `upstream`, from an ephemeral port.
