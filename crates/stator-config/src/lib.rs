@@ -54,9 +54,10 @@ pub use health::{
 pub use raw::RawConfig;
 pub use types::{
     Afxdp, AfxdpBindMode, Api, Backend, BackendId, Bgp, Config, ConntrackMode, Dataplane,
-    DataplaneMode, Encap, EncapDefaults, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts,
-    Log, LogFormat, LogLevel, Member, Neighbor, Node, OnExit, Persistence, Pool, PoolId, Proto,
-    Scheduler, Secret, Steering, Token, UdpOptions, Upstream, Vip, VipFlags, VipKey, XdpMode,
+    DataplaneMode, Encap, EncapDefaults, ForwardedMode, HttpOptions, Listener, ListenerProtocol,
+    ListenerTimeouts, Log, LogFormat, LogLevel, Member, Neighbor, Node, OnExit, Persistence, Pool,
+    PoolId, Proto, Scheduler, Secret, Steering, Token, UdpOptions, Upstream, Vip, VipFlags, VipKey,
+    XdpMode,
 };
 pub use validate::validate;
 

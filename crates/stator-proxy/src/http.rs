@@ -6,8 +6,12 @@
 //! worker and upstream for reuse (`http.keepalive_pool`); a connection goes back to the pool
 //! when its response body has been read to the end.
 //!
-//! Per request: hop-by-hop headers removed both ways (RFC 9110 §7.6.1, plus those `Connection`
-//! names), `X-Forwarded-For` / `Forwarded` appended, the target in origin form, `Host` kept.
+//! Per request: the head is checked by [`crate::rules`] first (no `CONNECT`, no transfer
+//! coding but `chunked`, one valid `Host`, an absolute-form target sent in origin form with
+//! its authority as `Host`; a head that fails gets 400, 405 or 501 and the connection
+//! closes); hop-by-hop headers removed both ways (RFC 9110 §7.6.1, plus those `Connection`
+//! names); every `X-Forwarded-For` / `Forwarded` line the client sent kept only when it is a
+//! trusted proxy (`http.trusted_proxies`), its address appended or put in their place.
 //! Bodies are streamed both ways, never buffered whole. An upstream is picked (session or
 //! scheduler); a failure to connect — or a kept-alive connection found closed before the
 //! request went out — moves on to the next upstream, up to `retries` more, never one already
@@ -39,6 +43,7 @@ use stator_sched::Tried;
 use tokio::net::TcpStream;
 
 use crate::io::{ClientIo, ConnState, Counted, CounterPair, Done, Stalled};
+use crate::rules::{self, Forwarding, Rejection, Rewrite, Verdict};
 use crate::shared::ListenerShared;
 use crate::stats::{
     ClientErrorKind, ErrorKind, Gauge32, GaugeField, ListenerStats, UpstreamStats, add,
@@ -62,16 +67,27 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, stream: TcpStream, peer: SocketAd
         t.idle,
         t.client_write,
     );
+    // Whether the client is a proxy whose forwarding headers are believed: once per
+    // connection.
+    let trusted = shared
+        .spec
+        .http
+        .trusted_proxies
+        .iter()
+        .any(|p| p.contains(peer.ip()));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .keep_alive(true)
         .max_buf_size(shared.spec.http.max_header_size.max(8192))
+        // max_buf_size alone is soft: a head that arrives in one read larger than it is
+        // parsed all the same. This one is the limit (431 above it).
+        .max_header_size(shared.spec.http.max_header_size)
         .header_read_timeout(None);
     drop(shared);
     let svc_ctx = Rc::clone(ctx);
     let svc_st = Rc::clone(&st);
     let service = hyper::service::service_fn(move |req| {
-        handle(Rc::clone(&svc_ctx), Rc::clone(&svc_st), peer, req)
+        handle(Rc::clone(&svc_ctx), Rc::clone(&svc_st), peer, trusted, req)
     });
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
@@ -100,6 +116,7 @@ async fn handle(
     ctx: Rc<WorkerCtx>,
     st: Rc<ConnState>,
     peer: SocketAddr,
+    trusted: bool,
     req: http::Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let started = Instant::now();
@@ -119,16 +136,14 @@ async fn handle(
         started,
         done: resp_done,
     };
-    if let Err(reason) = prepare_request(&mut parts, peer.ip(), &shared) {
-        ctx.stats.client_error(ClientErrorKind::BadRequest);
-        return Ok(local(
-            &ctx,
-            &shared,
-            StatusCode::BAD_REQUEST,
-            reason,
-            true,
-            finish,
-        ));
+    if let Err(r) = prepare_request(&mut parts, peer.ip(), trusted, &shared) {
+        ctx.stats.client_error(if r.is_unsupported() {
+            ClientErrorKind::Unsupported
+        } else {
+            ClientErrorKind::BadRequest
+        });
+        let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
+        return Ok(local(&ctx, &shared, status, r.reason, true, finish));
     }
     let req = http::Request::from_parts(parts, body);
     let resp = match forward(&ctx, &st, &shared, peer.ip(), req, finish).await {
@@ -251,6 +266,18 @@ async fn forward(
                     finish,
                 });
             }
+            Err(Unsent::ClientBody { malformed }) => {
+                // The client's fault, not the upstream's: a malformed body is a bad request;
+                // a client gone mid-body gets an answer nobody reads, and no count.
+                add(&ustats.requests, 1);
+                return Err(Failure {
+                    status: StatusCode::BAD_REQUEST,
+                    text: "malformed request body\n",
+                    count: malformed.then_some(ClientErrorKind::BadRequest),
+                    close: true,
+                    finish,
+                });
+            }
         }
     }
 }
@@ -265,6 +292,8 @@ enum Unsent {
     Lost(ErrorKind),
     /// It was partly sent and its body stopped arriving from the client (`client_read`).
     ClientRead,
+    /// Reading its body from the client failed: malformed (a bad chunk), or the client left.
+    ClientBody { malformed: bool },
 }
 
 /// Sends on a kept-alive connection to upstream `i` or a new one.
@@ -302,7 +331,12 @@ async fn send(
                     return Err(match Stalled::find(&e) {
                         Some(Stalled::ClientRead) => Unsent::ClientRead,
                         Some(Stalled::UpstreamWrite) => Unsent::Lost(ErrorKind::WriteTimeout),
-                        _ => Unsent::Lost(classify(&e)),
+                        _ => match ClientBodyError::find(&e) {
+                            Some(b) => Unsent::ClientBody {
+                                malformed: !b.is_incomplete_message(),
+                            },
+                            None => Unsent::Lost(classify(&e)),
+                        },
                     });
                 }
             },
@@ -404,55 +438,87 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Rewrites a request head for the upstream; an error is a reason for `400`.
+/// Rewrites a request head for the upstream, or refuses it ([`rules::check`]).
 fn prepare_request(
     parts: &mut http::request::Parts,
     client: IpAddr,
+    trusted: bool,
     shared: &ListenerShared,
-) -> Result<(), &'static str> {
-    // Origin form: absolute-form targets (`GET http://host/path`) keep only path and query
-    // (a target already in origin form, nearly every one, is kept as it is).
-    if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
-        let path = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
-        parts.uri = path.parse::<Uri>().map_err(|_| "bad request target\n")?;
+) -> Result<(), Rejection> {
+    const BAD_TARGET: Rejection = Rejection {
+        status: 400,
+        reason: "bad request target\n",
+    };
+    let version = if parts.version == http::Version::HTTP_10 {
+        rules::Version::Http10
+    } else {
+        rules::Version::Http11
+    };
+    // The target as received: an origin-form one (nearly every one) as it is, another form
+    // written out.
+    let written;
+    let target = if parts.uri.scheme().is_none() && parts.uri.authority().is_none() {
+        parts.uri.path_and_query().map_or("/", |p| p.as_str())
+    } else {
+        written = parts.uri.to_string();
+        written.as_str()
+    };
+    let lines = parts
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_bytes()));
+    let (uri, host) = match rules::check(parts.method.as_str(), target, version, lines) {
+        Verdict::Reject(r) => return Err(r),
+        Verdict::Forward(edits) => (
+            edits
+                .target
+                .map(|t| t.parse::<Uri>().map_err(|_| BAD_TARGET))
+                .transpose()?,
+            edits
+                .host
+                .map(|h| HeaderValue::from_str(h).map_err(|_| BAD_TARGET))
+                .transpose()?,
+        ),
+    };
+    if let Some(uri) = uri {
+        parts.uri = uri;
     }
     parts.version = http::Version::HTTP_11;
     let h = &mut parts.headers;
+    if let Some(host) = host {
+        h.insert(header::HOST, host);
+    }
     strip_hop_by_hop(h);
     // The proxy answers `Expect: 100-continue` itself (hyper sends 100 when the body is read).
     h.remove(header::EXPECT);
     let http = &shared.spec.http;
-    if http.forwarded_for {
-        let value = match h.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-            Some(prev) => format!("{prev}, {client}"),
-            None => client.to_string(),
+    for (which, name) in [
+        (Forwarding::XForwardedFor, X_FORWARDED_FOR),
+        (Forwarding::Forwarded, header::FORWARDED),
+    ] {
+        let mode = match which {
+            Forwarding::XForwardedFor => http.forwarded_for,
+            Forwarding::Forwarded => http.forwarded,
         };
-        h.insert(
-            "x-forwarded-for",
-            HeaderValue::from_str(&value).map_err(|_| "bad X-Forwarded-For\n")?,
-        );
-    }
-    if http.forwarded {
-        let node = match client {
-            IpAddr::V4(a) => a.to_string(),
-            IpAddr::V6(a) => format!("\"[{a}]\""),
-        };
-        let element = format!("for={node};proto=http");
-        let value = match h.get(header::FORWARDED).and_then(|v| v.to_str().ok()) {
-            Some(prev) => format!("{prev}, {element}"),
-            None => element,
-        };
-        h.insert(
-            header::FORWARDED,
-            HeaderValue::from_str(&value).map_err(|_| "bad Forwarded\n")?,
-        );
+        let lines = h.get_all(&name).iter().map(HeaderValue::as_bytes);
+        match rules::forwarding(which, mode, trusted, client, lines) {
+            Rewrite::Keep => {}
+            Rewrite::Remove => {
+                h.remove(&name);
+            }
+            Rewrite::Set(v) => {
+                let v = HeaderValue::from_maybe_shared(Bytes::from(v)).map_err(|_| Rejection {
+                    status: 400,
+                    reason: "a forwarding header that cannot be extended\n",
+                })?;
+                h.insert(name, v);
+            }
+        }
     }
     Ok(())
 }
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 #[allow(clippy::too_many_arguments)]
 fn upstream_response(
@@ -556,8 +622,7 @@ impl Body for ReqBody {
         let r = Pin::new(&mut this.inner).poll_frame(cx);
         match &r {
             Poll::Pending => {
-                if this.st.exchange() == this.exchange && this.st.body_in.borrow_mut().blocked(cx)
-                {
+                if this.st.exchange() == this.exchange && this.st.body_in.borrow_mut().blocked(cx) {
                     this.st.stats.client_error(ClientErrorKind::ReadTimeout);
                     this.done.finish();
                     return Poll::Ready(Some(Err(Box::new(Stalled::ClientRead))));
@@ -570,7 +635,9 @@ impl Body for ReqBody {
                 this.done.finish();
             }
         }
-        r.map(|f| f.map(|f| f.map_err(Into::into)))
+        // hyper's error on the client's body (a bad chunk, a closed connection) is the
+        // client's: marked, so that the upstream is not blamed for it
+        r.map(|f| f.map(|f| f.map_err(|e| Box::new(ClientBodyError(e)) as BoxError)))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -579,6 +646,37 @@ impl Body for ReqBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// An error reading the client's request body (hyper's, wrapped so that it is known as the
+/// client's when it comes back from the upstream connection).
+#[derive(Debug)]
+struct ClientBodyError(hyper::Error);
+
+impl std::fmt::Display for ClientBodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the client's request body: {}", self.0)
+    }
+}
+
+impl std::error::Error for ClientBodyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+impl ClientBodyError {
+    /// hyper's error on the client's body, if `e` has one in its chain.
+    fn find<'e>(e: &'e (dyn std::error::Error + 'static)) -> Option<&'e hyper::Error> {
+        let mut cur = Some(e);
+        while let Some(e) = cur {
+            if let Some(b) = e.downcast_ref::<Self>() {
+                return Some(&b.0);
+            }
+            cur = e.source();
+        }
+        None
     }
 }
 

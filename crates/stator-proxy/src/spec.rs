@@ -3,7 +3,7 @@
 //! that; what the proxy itself must refuse (a scheduler over no upstream, a port in use) is
 //! refused when the listener starts or a reload is applied.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 pub use stator_sched::Algorithm;
@@ -126,13 +126,59 @@ impl Default for Timeouts {
     }
 }
 
-/// HTTP options of a listener.
+/// What a listener does with a forwarding header (`X-Forwarded-For`, `Forwarded`). Lines a
+/// client sent are kept only when the client is a trusted proxy ([`HttpSpec::trusted_proxies`]):
+/// the backend never sees an address an untrusted client wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ForwardedMode {
+    /// Nothing added; the lines of an untrusted client are removed, a trusted one's kept.
+    Off,
+    /// A trusted client's lines, merged into one, with the client address appended; an
+    /// untrusted client's replaced by its address alone.
+    #[default]
+    Append,
+    /// Every line replaced by the client address alone, trusted or not (the edge proxy).
+    Replace,
+}
+
+/// An address prefix (`10.0.0.0/8`): which clients are trusted proxies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IpPrefix {
+    /// The network address (host bits zero).
+    pub addr: IpAddr,
+    /// Its length in bits (at most 32 / 128).
+    pub len: u8,
+}
+
+impl IpPrefix {
+    /// Whether `ip` lies in the prefix; an IPv4-mapped IPv6 address (`::ffff:10.1.2.3`, what a
+    /// dual-stack socket reports) is matched as the IPv4 address it is.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip.to_canonical()) {
+            (IpAddr::V4(net), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
+                a.to_bits() & mask == net.to_bits() & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.len))
+                    .unwrap_or(0);
+                a.to_bits() & mask == net.to_bits() & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// HTTP options of a listener.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HttpSpec {
-    /// Append the client address to `X-Forwarded-For`.
-    pub forwarded_for: bool,
-    /// Append an RFC 7239 `Forwarded` element.
-    pub forwarded: bool,
+    /// `X-Forwarded-For`.
+    pub forwarded_for: ForwardedMode,
+    /// RFC 7239 `Forwarded` (`for=<client>;proto=http`).
+    pub forwarded: ForwardedMode,
+    /// Clients whose forwarding headers are believed (other proxies in front of this one).
+    pub trusted_proxies: Vec<IpPrefix>,
     /// Largest request head, bytes.
     pub max_header_size: usize,
     /// Idle upstream connections kept per worker and upstream.
@@ -146,8 +192,9 @@ pub struct HttpSpec {
 impl Default for HttpSpec {
     fn default() -> Self {
         Self {
-            forwarded_for: true,
-            forwarded: false,
+            forwarded_for: ForwardedMode::Append,
+            forwarded: ForwardedMode::Off,
+            trusted_proxies: Vec::new(),
             max_header_size: 32 * 1024,
             keepalive_pool: 32,
             keepalive_timeout: Duration::from_secs(60),

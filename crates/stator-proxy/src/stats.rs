@@ -98,6 +98,9 @@ pub enum ClientErrorKind {
     NoUpstream,
     /// Every upstream tried failed: 502 (or 504 after a response timeout).
     UpstreamFailed,
+    /// A request the proxy does not forward although it is well formed: `CONNECT` (405), a
+    /// transfer coding other than `chunked` (501). Answered, then closed.
+    Unsupported,
     /// A request body that stopped arriving for `timeouts.client_read`: 408 (or the
     /// connection cut, once a response head was sent).
     ReadTimeout,
@@ -107,7 +110,7 @@ pub enum ClientErrorKind {
 
 impl ClientErrorKind {
     /// Every kind, in metric order.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::BadRequest,
         Self::HeaderTooLarge,
         Self::HeaderTimeout,
@@ -115,6 +118,7 @@ impl ClientErrorKind {
         Self::Rejected,
         Self::NoUpstream,
         Self::UpstreamFailed,
+        Self::Unsupported,
         Self::ReadTimeout,
         Self::WriteTimeout,
     ];
@@ -129,6 +133,7 @@ impl ClientErrorKind {
             Self::Rejected => "rejected",
             Self::NoUpstream => "no_upstream",
             Self::UpstreamFailed => "upstream_failed",
+            Self::Unsupported => "unsupported",
             Self::ReadTimeout => "read_timeout",
             Self::WriteTimeout => "write_timeout",
         }

@@ -15,14 +15,14 @@ use super::{Ctx, suggest_pool};
 use crate::defaults as d;
 use crate::error::{Error, FieldPath};
 use crate::flatten::{flatten, sorted_members};
+use crate::raw::Scalar;
 use crate::raw::{
     ListenerProtocolName, RawListener, RawListenerHttp, RawListenerTimeouts, RawListenerUdp,
     SchedulerName, SteeringName,
 };
-use crate::raw::Scalar;
 use crate::types::{
-    Api, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Persistence, PoolId, Scheduler,
-    Steering, UdpOptions, Upstream, Vip,
+    Api, ForwardedMode, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Persistence,
+    PoolId, Scheduler, Steering, UdpOptions, Upstream, Vip,
 };
 
 pub(super) fn listeners(
@@ -416,7 +416,12 @@ fn timeouts(
     const NO_BODY: Applies = Applies::Http(
         "a TCP listener has no body to wait for: timeouts.idle bounds a silence both ways",
     );
-    let connect = one("connect", raw.connect.as_ref(), d::CONNECT_TIMEOUT, Applies::Stream);
+    let connect = one(
+        "connect",
+        raw.connect.as_ref(),
+        d::CONNECT_TIMEOUT,
+        Applies::Stream,
+    );
     let header_read = one(
         "header_read",
         raw.header_read.as_ref(),
@@ -424,7 +429,12 @@ fn timeouts(
         NO_HEAD,
     );
     let idle = one("idle", raw.idle.as_ref(), d::IDLE_TIMEOUT, Applies::All);
-    let response = one("response", raw.response.as_ref(), d::RESPONSE_TIMEOUT, NO_HEAD);
+    let response = one(
+        "response",
+        raw.response.as_ref(),
+        d::RESPONSE_TIMEOUT,
+        NO_HEAD,
+    );
     let client_read = one(
         "client_read",
         raw.client_read.as_ref(),
@@ -461,6 +471,30 @@ fn timeouts(
     })
 }
 
+/// `http.forwarded_for` / `http.forwarded`: a mode, or the bool these keys were before the
+/// modes (`true` reads as `"append"`, `false` as `"off"`).
+fn forwarded_mode(ctx: &mut Ctx, at: FieldPath, raw: &Scalar) -> Option<ForwardedMode> {
+    match raw {
+        Scalar::Bool(true) => Some(ForwardedMode::Append),
+        Scalar::Bool(false) => Some(ForwardedMode::Off),
+        Scalar::Str(s) if s == "append" => Some(ForwardedMode::Append),
+        Scalar::Str(s) if s == "replace" => Some(ForwardedMode::Replace),
+        Scalar::Str(s) if s == "off" => Some(ForwardedMode::Off),
+        other => {
+            ctx.error(
+                at,
+                Error::Invalid {
+                    value: other.to_string(),
+                    expected: "\"append\", \"replace\" or \"off\" (true and false, from before \
+                               the modes, read as \"append\" and \"off\")"
+                        .into(),
+                },
+            );
+            None
+        }
+    }
+}
+
 fn http(
     ctx: &mut Ctx,
     at: &FieldPath,
@@ -468,8 +502,9 @@ fn http(
     protocol: Option<ListenerProtocol>,
 ) -> Option<HttpOptions> {
     let defaults = HttpOptions {
-        forwarded_for: true,
-        forwarded: false,
+        forwarded_for: ForwardedMode::Append,
+        forwarded: ForwardedMode::Off,
+        trusted_proxies: Vec::new(),
         max_header_size: d::MAX_HEADER_SIZE,
         keepalive_pool: d::KEEPALIVE_POOL,
         keepalive_timeout: d::KEEPALIVE_TIMEOUT,
@@ -512,9 +547,26 @@ fn http(
             d::MAX_PROXY_TIMEOUT,
         ),
     };
+    let forwarded_for = match &raw.forwarded_for {
+        None => Some(defaults.forwarded_for),
+        Some(v) => forwarded_mode(ctx, at.key("forwarded_for"), v),
+    };
+    let forwarded = match &raw.forwarded {
+        None => Some(defaults.forwarded),
+        Some(v) => forwarded_mode(ctx, at.key("forwarded"), v),
+    };
+    let mut trusted_proxies = Some(Vec::new());
+    for (i, text) in raw.trusted_proxies.iter().flatten().enumerate() {
+        let p = super::cluster::prefix(ctx, at.key("trusted_proxies").index(i), text);
+        match (p, trusted_proxies.as_mut()) {
+            (Some(p), Some(list)) => list.push(p),
+            _ => trusted_proxies = None,
+        }
+    }
     Some(HttpOptions {
-        forwarded_for: raw.forwarded_for.unwrap_or(defaults.forwarded_for),
-        forwarded: raw.forwarded.unwrap_or(defaults.forwarded),
+        forwarded_for: forwarded_for?,
+        forwarded: forwarded?,
+        trusted_proxies: trusted_proxies?,
         max_header_size: max_header_size?,
         keepalive_pool: keepalive_pool?,
         keepalive_timeout: keepalive_timeout?,
