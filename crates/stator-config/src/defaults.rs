@@ -131,6 +131,14 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// `listener.timeouts.response` (nginx's `proxy_read_timeout`).
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+/// `listener.timeouts.client_read` (nginx's `client_body_timeout`).
+pub const CLIENT_READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// `listener.timeouts.client_write` (nginx's `send_timeout`).
+pub const CLIENT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// `listener.timeouts.upstream_read` (nginx's `proxy_read_timeout`).
+pub const UPSTREAM_READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// `listener.timeouts.upstream_write` (nginx's `proxy_send_timeout`).
+pub const UPSTREAM_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Bounds of every listener timeout.
 pub const MIN_PROXY_TIMEOUT: Duration = Duration::from_millis(1);
 /// Bounds of every listener timeout.

@@ -598,16 +598,27 @@ pub struct RawListenerTimeouts {
     pub idle: Option<Scalar>,
     /// Upstream response head.
     pub response: Option<Scalar>,
+    /// A request body that stops arriving from the client.
+    pub client_read: Option<Scalar>,
+    /// A client that stops reading.
+    pub client_write: Option<Scalar>,
+    /// A response body that stops arriving from the upstream.
+    pub upstream_read: Option<Scalar>,
+    /// An upstream that stops reading.
+    pub upstream_write: Option<Scalar>,
 }
 
 /// `[listener.http]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawListenerHttp {
-    /// Append `X-Forwarded-For`.
-    pub forwarded_for: Option<bool>,
-    /// Append an RFC 7239 `Forwarded` element.
-    pub forwarded: Option<bool>,
+    /// `X-Forwarded-For`: `"append"`, `"replace"` or `"off"` (`true`, `false`: `"append"`,
+    /// `"off"`, as before these modes).
+    pub forwarded_for: Option<Scalar>,
+    /// RFC 7239 `Forwarded`: the same values.
+    pub forwarded: Option<Scalar>,
+    /// Prefixes of clients whose forwarding headers are kept.
+    pub trusted_proxies: Option<Vec<String>>,
     /// Largest request head, bytes.
     pub max_header_size: Option<i64>,
     /// Idle upstream connections kept per worker.

@@ -729,6 +729,41 @@ pub struct ListenerTimeouts {
     pub idle: Duration,
     /// Waiting for an upstream's response head (HTTP); then 504.
     pub response: Duration,
+    /// A request body that makes no progress this long while the upstream waits for it
+    /// (HTTP); then 408 and close.
+    pub client_read: Duration,
+    /// A write to the client that makes no progress this long (HTTP, TCP); then close.
+    pub client_write: Duration,
+    /// A response body that makes no progress this long (HTTP); then the response is cut.
+    pub upstream_read: Duration,
+    /// A write to the upstream that makes no progress this long (HTTP, TCP); then 504 (HTTP,
+    /// before a response head) and close.
+    pub upstream_write: Duration,
+}
+
+/// What a listener does with a forwarding header (`http.forwarded_for`, `http.forwarded`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ForwardedMode {
+    /// Nothing added; an untrusted client's lines removed, a trusted one's kept.
+    Off,
+    /// A trusted client's lines merged with the client address appended; an untrusted
+    /// client's replaced by its address.
+    #[default]
+    Append,
+    /// Every line replaced by the client address, trusted or not.
+    Replace,
+}
+
+impl ForwardedMode {
+    /// The name as written in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Append => "append",
+            Self::Replace => "replace",
+        }
+    }
 }
 
 /// `[listener.udp]`.
@@ -747,12 +782,14 @@ pub struct UdpOptions {
 }
 
 /// `[listener.http]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HttpOptions {
-    /// Append the client address to `X-Forwarded-For`.
-    pub forwarded_for: bool,
-    /// Append an RFC 7239 `Forwarded: for=...;proto=http` element.
-    pub forwarded: bool,
+    /// `X-Forwarded-For`.
+    pub forwarded_for: ForwardedMode,
+    /// RFC 7239 `Forwarded: for=...;proto=http`.
+    pub forwarded: ForwardedMode,
+    /// Clients whose forwarding headers are kept (proxies in front of this one).
+    pub trusted_proxies: Vec<stator_core::Prefix>,
     /// Largest request head, bytes (larger: 431).
     pub max_header_size: u32,
     /// Idle upstream connections kept per worker and upstream (0: no upstream keep-alive).

@@ -671,7 +671,11 @@ idle = "5m"
     assert_eq!(web.retries, 2);
     assert_eq!(web.persistence.unwrap().timeout.as_secs(), 600);
     assert_eq!(web.persistence.unwrap().max_entries, 65536);
-    assert!(web.http.forwarded_for && !web.http.forwarded);
+    assert_eq!(web.http.forwarded_for, stator_config::ForwardedMode::Append);
+    assert_eq!(web.http.forwarded, stator_config::ForwardedMode::Off);
+    assert!(web.http.trusted_proxies.is_empty());
+    assert_eq!(web.timeouts.client_read.as_secs(), 60);
+    assert_eq!(web.timeouts.upstream_write.as_secs(), 60);
     // Sorted by stable name; a member's own port wins over backend_port; weights kept.
     let ups: Vec<(String, u16, u32)> = web
         .upstreams
@@ -700,6 +704,69 @@ idle = "5m"
     );
     assert!(r.is_ok(), "{r}");
     assert!(r.to_string().contains("data plane none"), "{r}");
+}
+
+/// The stall timeouts and the forwarding-header modes as written, old booleans included.
+#[test]
+fn listener_stall_timeouts_and_forwarding_modes() {
+    let listener = |http: &str| {
+        let c = stator_config::from_toml_str(
+            "t.toml",
+            &format!(
+                r#"
+[node]
+name = "p1"
+[dataplane]
+mode = "none"
+[[pool]]
+name = "web"
+[[pool.backend]]
+address = "10.1.1.1"
+port = 80
+[[listener]]
+address = "0.0.0.0:8080"
+protocol = "http"
+pool = "web"
+[listener.timeouts]
+client_read = "1s"
+client_write = "2s"
+upstream_read = "3s"
+upstream_write = "4s"
+[listener.http]
+{http}
+"#
+            ),
+        )
+        .unwrap();
+        c.listeners[0].clone()
+    };
+    use stator_config::ForwardedMode::{Append, Off, Replace};
+    let l = listener("forwarded_for = true\nforwarded = false");
+    assert_eq!((l.http.forwarded_for, l.http.forwarded), (Append, Off));
+    assert_eq!(
+        [
+            l.timeouts.client_read,
+            l.timeouts.client_write,
+            l.timeouts.upstream_read,
+            l.timeouts.upstream_write
+        ]
+        .map(|d| d.as_secs()),
+        [1, 2, 3, 4]
+    );
+    let l = listener("forwarded_for = false\nforwarded = true");
+    assert_eq!((l.http.forwarded_for, l.http.forwarded), (Off, Append));
+    let l = listener(
+        "forwarded_for = \"replace\"\nforwarded = \"off\"\n\
+         trusted_proxies = [\"10.0.0.0/8\", \"2001:db8::/32\"]",
+    );
+    assert_eq!((l.http.forwarded_for, l.http.forwarded), (Replace, Off));
+    let p: Vec<String> = l
+        .http
+        .trusted_proxies
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    assert_eq!(p, ["10.0.0.0/8", "2001:db8::/32"]);
 }
 
 /// Fragments, failover, classes and the tracer as a node forwards with them: the peers with

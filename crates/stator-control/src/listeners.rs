@@ -20,10 +20,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::time::Instant;
 
-use stator_config::{Config, ListenerProtocol, Scheduler, Steering};
+use stator_config::{Config, ForwardedMode, ListenerProtocol, Scheduler, Steering};
 use stator_proxy::{
-    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Prepared, Protocol, Proxy, ProxyError,
-    SourceSteering, SteeringGroup, Timeouts, UdpSpec, UpstreamSpec, UpstreamState,
+    Algorithm, HttpSpec, IpPrefix, ListenerSpec, PersistenceSpec, Prepared, Protocol, Proxy,
+    ProxyError, SourceSteering, SteeringGroup, Timeouts, UdpSpec, UpstreamSpec, UpstreamState,
 };
 use tokio::sync::watch;
 
@@ -226,10 +226,23 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
                 header_read: l.timeouts.header_read,
                 idle: l.timeouts.idle,
                 response: l.timeouts.response,
+                client_read: l.timeouts.client_read,
+                client_write: l.timeouts.client_write,
+                upstream_read: l.timeouts.upstream_read,
+                upstream_write: l.timeouts.upstream_write,
             },
             http: HttpSpec {
-                forwarded_for: l.http.forwarded_for,
-                forwarded: l.http.forwarded,
+                forwarded_for: forwarded_mode(l.http.forwarded_for),
+                forwarded: forwarded_mode(l.http.forwarded),
+                trusted_proxies: l
+                    .http
+                    .trusted_proxies
+                    .iter()
+                    .map(|p| IpPrefix {
+                        addr: p.addr,
+                        len: p.len,
+                    })
+                    .collect(),
                 max_header_size: l.http.max_header_size as usize,
                 keepalive_pool: l.http.keepalive_pool as usize,
                 keepalive_timeout: l.http.keepalive_timeout,
@@ -244,4 +257,12 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
             },
         })
         .collect()
+}
+
+fn forwarded_mode(m: ForwardedMode) -> stator_proxy::ForwardedMode {
+    match m {
+        ForwardedMode::Off => stator_proxy::ForwardedMode::Off,
+        ForwardedMode::Append => stator_proxy::ForwardedMode::Append,
+        ForwardedMode::Replace => stator_proxy::ForwardedMode::Replace,
+    }
 }

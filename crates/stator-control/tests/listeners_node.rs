@@ -239,6 +239,27 @@ fn a_proxy_only_node_serves_reports_heals_and_reloads() {
         ),
         Some(20.0)
     );
+    // Every reason of the trust work has its series, at 0 here.
+    for kind in ["unsupported", "read_timeout", "write_timeout"] {
+        assert_eq!(
+            prom::value(
+                &samples,
+                "stator_proxy_client_errors_total",
+                &[("listener", "web"), ("kind", kind)]
+            ),
+            Some(0.0),
+            "{kind}"
+        );
+    }
+    for kind in ["read_timeout", "write_timeout"] {
+        assert!(
+            samples
+                .iter()
+                .any(|s| s.name == "stator_proxy_backend_errors_total"
+                    && s.labels.get("kind").is_some_and(|v| v == kind)),
+            "{kind}"
+        );
+    }
 
     // Backend b dies: its health check (fall 2 × 100 ms) takes it out of the listener.
     let b_addr = b.addr;

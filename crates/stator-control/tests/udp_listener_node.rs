@@ -145,6 +145,14 @@ fn a_node_serves_reports_heals_and_reloads_a_udp_listener() {
         ),
         Some(0.0)
     );
+    assert_eq!(
+        prom::value(
+            &samples,
+            "stator_proxy_udp_drops_total",
+            &[("listener", "dns"), ("reason", "client_proxy_header")]
+        ),
+        Some(0.0)
+    );
 
     // Backend b dies: its UDP health check takes it out, and new clients all reach a.
     drop(b);

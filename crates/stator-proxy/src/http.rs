@@ -6,13 +6,24 @@
 //! worker and upstream for reuse (`http.keepalive_pool`); a connection goes back to the pool
 //! when its response body has been read to the end.
 //!
-//! Per request: hop-by-hop headers removed both ways (RFC 9110 §7.6.1, plus those `Connection`
-//! names), `X-Forwarded-For` / `Forwarded` appended, the target in origin form, `Host` kept.
+//! Per request: the head is checked by [`crate::rules`] first (no `CONNECT`, no transfer
+//! coding but `chunked`, one valid `Host`, an absolute-form target sent in origin form with
+//! its authority as `Host`; a head that fails gets 400, 405 or 501 and the connection
+//! closes); hop-by-hop headers removed both ways (RFC 9110 §7.6.1, plus those `Connection`
+//! names); every `X-Forwarded-For` / `Forwarded` line the client sent kept only when it is a
+//! trusted proxy (`http.trusted_proxies`), its address appended or put in their place.
 //! Bodies are streamed both ways, never buffered whole. An upstream is picked (session or
 //! scheduler); a failure to connect — or a kept-alive connection found closed before the
 //! request went out — moves on to the next upstream, up to `retries` more, never one already
 //! tried. Answers of our own: `503` when no upstream is usable, `502` when every one tried
-//! failed, `504` when the response head is later than `timeouts.response`.
+//! failed, `504` when the response head is later than `timeouts.response` or the upstream
+//! stops reading the request for `timeouts.upstream_write`, `408` when the client stops
+//! sending the request body for `timeouts.client_read`.
+//!
+//! Every wait of an exchange is bounded by an inactivity timer (see [`crate::io`]): the
+//! request body here ([`ReqBody`], `client_read`), the response body here ([`ProxyBody`],
+//! `upstream_read`), the writes to the client ([`ClientIo`], `client_write`) and to the
+//! upstream (its [`Counted`] socket, `upstream_write`).
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
@@ -31,33 +42,52 @@ use hyper_util::rt::TokioIo;
 use stator_sched::Tried;
 use tokio::net::TcpStream;
 
-use crate::io::{ClientIo, ConnState, Counted, CounterPair, Done};
+use crate::io::{ClientIo, ConnState, Counted, CounterPair, Done, Stalled};
+use crate::rules::{self, Forwarding, Rejection, Rewrite, Verdict};
 use crate::shared::ListenerShared;
-use crate::stats::{ClientErrorKind, ErrorKind, Gauge32, GaugeField, ListenerStats, add};
+use crate::stats::{
+    ClientErrorKind, ErrorKind, Gauge32, GaugeField, ListenerStats, UpstreamStats, add,
+};
 use crate::tcp::connect;
 use crate::worker::{Sender, WorkerCtx};
+
+/// A body's error: ours ([`Stalled`]) or hyper's.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Serves one client connection until it closes.
 pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, stream: TcpStream, peer: SocketAddr) {
     let shared = ctx.shared();
-    let st = ConnState::new();
+    let t = shared.spec.timeouts;
+    let st = ConnState::new(Arc::clone(&ctx.stats), t.client_read, t.upstream_read);
     let io = ClientIo::new(
         stream,
         Rc::clone(&st),
         Arc::clone(&ctx.stats),
-        shared.spec.timeouts.header_read,
-        shared.spec.timeouts.idle,
+        t.header_read,
+        t.idle,
+        t.client_write,
     );
+    // Whether the client is a proxy whose forwarding headers are believed: once per
+    // connection.
+    let trusted = shared
+        .spec
+        .http
+        .trusted_proxies
+        .iter()
+        .any(|p| p.contains(peer.ip()));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .keep_alive(true)
         .max_buf_size(shared.spec.http.max_header_size.max(8192))
+        // max_buf_size alone is soft: a head that arrives in one read larger than it is
+        // parsed all the same. This one is the limit (431 above it).
+        .max_header_size(shared.spec.http.max_header_size)
         .header_read_timeout(None);
     drop(shared);
     let svc_ctx = Rc::clone(ctx);
     let svc_st = Rc::clone(&st);
     let service = hyper::service::service_fn(move |req| {
-        handle(Rc::clone(&svc_ctx), Rc::clone(&svc_st), peer, req)
+        handle(Rc::clone(&svc_ctx), Rc::clone(&svc_st), peer, trusted, req)
     });
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
@@ -86,6 +116,7 @@ async fn handle(
     ctx: Rc<WorkerCtx>,
     st: Rc<ConnState>,
     peer: SocketAddr,
+    trusted: bool,
     req: http::Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let started = Instant::now();
@@ -93,47 +124,72 @@ async fn handle(
     add(&ctx.stats.requests, 1);
     let shared = ctx.shared();
     let (mut parts, body) = req.into_parts();
+    st.body_in.borrow_mut().progress();
     let body = ReqBody {
         inner: body,
         done: req_done,
+        exchange: st.exchange(),
+        st: Rc::clone(&st),
     };
     let finish = Finish {
         stats: Arc::clone(&ctx.stats),
         started,
         done: resp_done,
     };
-    if let Err(reason) = prepare_request(&mut parts, peer.ip(), &shared) {
-        ctx.stats.client_error(ClientErrorKind::BadRequest);
-        return Ok(local(
-            &ctx,
-            &shared,
-            StatusCode::BAD_REQUEST,
-            reason,
-            finish,
-        ));
+    if let Err(r) = prepare_request(&mut parts, peer.ip(), trusted, &shared) {
+        ctx.stats.client_error(if r.is_unsupported() {
+            ClientErrorKind::Unsupported
+        } else {
+            ClientErrorKind::BadRequest
+        });
+        let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
+        return Ok(local(&ctx, &shared, status, r.reason, true, finish));
     }
     let req = http::Request::from_parts(parts, body);
     let resp = match forward(&ctx, &st, &shared, peer.ip(), req, finish).await {
         Ok(r) => r,
-        Err((status, why, finish)) => {
-            let kind = if status == StatusCode::SERVICE_UNAVAILABLE {
-                ClientErrorKind::NoUpstream
-            } else {
-                ClientErrorKind::UpstreamFailed
-            };
-            ctx.stats.client_error(kind);
-            local(&ctx, &shared, status, why, finish)
+        Err(f) => {
+            if let Some(kind) = f.count {
+                ctx.stats.client_error(kind);
+            }
+            local(&ctx, &shared, f.status, f.text, f.close, f.finish)
         }
     };
     Ok(resp)
 }
 
-type Failure = (StatusCode, &'static str, Finish);
+/// An exchange that ends with an answer of the proxy's own.
+struct Failure {
+    status: StatusCode,
+    text: &'static str,
+    /// The client-side error to count (`None`: counted where it happened).
+    count: Option<ClientErrorKind>,
+    /// Close the client connection after the answer (a request body may be left unread).
+    close: bool,
+    finish: Finish,
+}
+
+impl Failure {
+    fn upstream(status: StatusCode, text: &'static str, finish: Finish) -> Self {
+        let count = if status == StatusCode::SERVICE_UNAVAILABLE {
+            ClientErrorKind::NoUpstream
+        } else {
+            ClientErrorKind::UpstreamFailed
+        };
+        Self {
+            status,
+            text,
+            count: Some(count),
+            close: false,
+            finish,
+        }
+    }
+}
 
 /// Sends `req` to an upstream, retrying on connect failures.
 async fn forward(
     ctx: &Rc<WorkerCtx>,
-    st: &ConnState,
+    st: &Rc<ConnState>,
     shared: &Arc<ListenerShared>,
     client: IpAddr,
     mut req: http::Request<ReqBody>,
@@ -145,13 +201,13 @@ async fn forward(
     loop {
         let Some(i) = ctx.pick(shared, client, &tried) else {
             return Err(if failures == 0 {
-                (
+                Failure::upstream(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "no usable upstream\n",
                     finish,
                 )
             } else {
-                (
+                Failure::upstream(
                     StatusCode::BAD_GATEWAY,
                     "every upstream tried failed\n",
                     finish,
@@ -170,14 +226,14 @@ async fn forward(
                 }
                 ctx.remember(shared, client, i);
                 return Ok(upstream_response(
-                    ctx, shared, resp, addr, sender, active, finish,
+                    ctx, st, shared, resp, addr, sender, ustats, active, finish,
                 ));
             }
             Err(Unsent::Back(back, kind)) => {
                 ustats.error(kind);
                 failures += 1;
                 if failures > spec.retries {
-                    return Err((
+                    return Err(Failure::upstream(
                         StatusCode::BAD_GATEWAY,
                         "every upstream tried failed\n",
                         finish,
@@ -189,12 +245,38 @@ async fn forward(
             Err(Unsent::Lost(kind)) => {
                 add(&ustats.requests, 1);
                 ustats.error(kind);
-                let status = if kind == ErrorKind::Timeout {
+                let status = if matches!(kind, ErrorKind::Timeout | ErrorKind::WriteTimeout) {
                     StatusCode::GATEWAY_TIMEOUT
                 } else {
                     StatusCode::BAD_GATEWAY
                 };
-                return Err((status, "the upstream failed\n", finish));
+                let mut f = Failure::upstream(status, "the upstream failed\n", finish);
+                // the request body may be left half read
+                f.close = kind == ErrorKind::WriteTimeout;
+                return Err(f);
+            }
+            Err(Unsent::ClientRead) => {
+                // counted by the body when it stalled
+                add(&ustats.requests, 1);
+                return Err(Failure {
+                    status: StatusCode::REQUEST_TIMEOUT,
+                    text: "the request body stopped arriving\n",
+                    count: None,
+                    close: true,
+                    finish,
+                });
+            }
+            Err(Unsent::ClientBody { malformed }) => {
+                // The client's fault, not the upstream's: a malformed body is a bad request;
+                // a client gone mid-body gets an answer nobody reads, and no count.
+                add(&ustats.requests, 1);
+                return Err(Failure {
+                    status: StatusCode::BAD_REQUEST,
+                    text: "malformed request body\n",
+                    count: malformed.then_some(ClientErrorKind::BadRequest),
+                    close: true,
+                    finish,
+                });
             }
         }
     }
@@ -208,6 +290,10 @@ enum Unsent {
     Back(http::Request<ReqBody>, ErrorKind),
     /// It was (at least partly) sent and failed: no retry.
     Lost(ErrorKind),
+    /// It was partly sent and its body stopped arriving from the client (`client_read`).
+    ClientRead,
+    /// Reading its body from the client failed: malformed (a bad chunk), or the client left.
+    ClientBody { malformed: bool },
 }
 
 /// Sends on a kept-alive connection to upstream `i` or a new one.
@@ -240,7 +326,19 @@ async fn send(
                 // closed meanwhile — try another one (not a retry of the request).
                 Some(back) if reused => req = back,
                 Some(back) => return Err(Unsent::Back(back, ErrorKind::Reset)),
-                None => return Err(Unsent::Lost(classify(e.error()))),
+                None => {
+                    let e = e.into_error();
+                    return Err(match Stalled::find(&e) {
+                        Some(Stalled::ClientRead) => Unsent::ClientRead,
+                        Some(Stalled::UpstreamWrite) => Unsent::Lost(ErrorKind::WriteTimeout),
+                        _ => match ClientBodyError::find(&e) {
+                            Some(b) => Unsent::ClientBody {
+                                malformed: !b.is_incomplete_message(),
+                            },
+                            None => Unsent::Lost(classify(&e)),
+                        },
+                    });
+                }
             },
             Err(_) => return Err(Unsent::Lost(ErrorKind::Timeout)),
         }
@@ -264,7 +362,8 @@ async fn open(ctx: &Rc<WorkerCtx>, shared: &ListenerShared, i: usize) -> Result<
     let ustats = Arc::clone(&shared.stats[i]);
     add(&ustats.connects, 1);
     let counters: Arc<dyn CounterPair> = ustats.clone();
-    let io = Counted::new(stream, counters, None);
+    let stall = (shared.spec.timeouts.upstream_write, Stalled::UpstreamWrite);
+    let io = Counted::new(stream, counters, None, stall);
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|_| ErrorKind::ConnectOther)?;
@@ -339,62 +438,97 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Rewrites a request head for the upstream; an error is a reason for `400`.
+/// Rewrites a request head for the upstream, or refuses it ([`rules::check`]).
 fn prepare_request(
     parts: &mut http::request::Parts,
     client: IpAddr,
+    trusted: bool,
     shared: &ListenerShared,
-) -> Result<(), &'static str> {
-    // Origin form: absolute-form targets (`GET http://host/path`) keep only path and query
-    // (a target already in origin form, nearly every one, is kept as it is).
-    if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
-        let path = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
-        parts.uri = path.parse::<Uri>().map_err(|_| "bad request target\n")?;
+) -> Result<(), Rejection> {
+    const BAD_TARGET: Rejection = Rejection {
+        status: 400,
+        reason: "bad request target\n",
+    };
+    let version = if parts.version == http::Version::HTTP_10 {
+        rules::Version::Http10
+    } else {
+        rules::Version::Http11
+    };
+    // The target as received: an origin-form one (nearly every one) as it is, another form
+    // written out.
+    let written;
+    let target = if parts.uri.scheme().is_none() && parts.uri.authority().is_none() {
+        parts.uri.path_and_query().map_or("/", |p| p.as_str())
+    } else {
+        written = parts.uri.to_string();
+        written.as_str()
+    };
+    let lines = parts
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_bytes()));
+    let (uri, host) = match rules::check(parts.method.as_str(), target, version, lines) {
+        Verdict::Reject(r) => return Err(r),
+        Verdict::Forward(edits) => (
+            edits
+                .target
+                .map(|t| t.parse::<Uri>().map_err(|_| BAD_TARGET))
+                .transpose()?,
+            edits
+                .host
+                .map(|h| HeaderValue::from_str(h).map_err(|_| BAD_TARGET))
+                .transpose()?,
+        ),
+    };
+    if let Some(uri) = uri {
+        parts.uri = uri;
     }
     parts.version = http::Version::HTTP_11;
     let h = &mut parts.headers;
+    if let Some(host) = host {
+        h.insert(header::HOST, host);
+    }
     strip_hop_by_hop(h);
     // The proxy answers `Expect: 100-continue` itself (hyper sends 100 when the body is read).
     h.remove(header::EXPECT);
     let http = &shared.spec.http;
-    if http.forwarded_for {
-        let value = match h.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-            Some(prev) => format!("{prev}, {client}"),
-            None => client.to_string(),
+    for (which, name) in [
+        (Forwarding::XForwardedFor, X_FORWARDED_FOR),
+        (Forwarding::Forwarded, header::FORWARDED),
+    ] {
+        let mode = match which {
+            Forwarding::XForwardedFor => http.forwarded_for,
+            Forwarding::Forwarded => http.forwarded,
         };
-        h.insert(
-            "x-forwarded-for",
-            HeaderValue::from_str(&value).map_err(|_| "bad X-Forwarded-For\n")?,
-        );
-    }
-    if http.forwarded {
-        let node = match client {
-            IpAddr::V4(a) => a.to_string(),
-            IpAddr::V6(a) => format!("\"[{a}]\""),
-        };
-        let element = format!("for={node};proto=http");
-        let value = match h.get(header::FORWARDED).and_then(|v| v.to_str().ok()) {
-            Some(prev) => format!("{prev}, {element}"),
-            None => element,
-        };
-        h.insert(
-            header::FORWARDED,
-            HeaderValue::from_str(&value).map_err(|_| "bad Forwarded\n")?,
-        );
+        let lines = h.get_all(&name).iter().map(HeaderValue::as_bytes);
+        match rules::forwarding(which, mode, trusted, client, lines) {
+            Rewrite::Keep => {}
+            Rewrite::Remove => {
+                h.remove(&name);
+            }
+            Rewrite::Set(v) => {
+                let v = HeaderValue::from_maybe_shared(Bytes::from(v)).map_err(|_| Rejection {
+                    status: 400,
+                    reason: "a forwarding header that cannot be extended\n",
+                })?;
+                h.insert(name, v);
+            }
+        }
     }
     Ok(())
 }
 
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+#[allow(clippy::too_many_arguments)]
 fn upstream_response(
     ctx: &Rc<WorkerCtx>,
+    st: &Rc<ConnState>,
     shared: &ListenerShared,
     resp: Response<Incoming>,
     addr: SocketAddr,
     sender: Sender,
+    stats: Arc<UpstreamStats>,
     active: Gauge32,
     finish: Finish,
 ) -> Response<ProxyBody> {
@@ -410,9 +544,12 @@ fn upstream_response(
     } else {
         Some((Rc::clone(ctx), addr, sender))
     };
+    st.body_out.borrow_mut().progress();
     let body = ProxyBody::Upstream {
         inner: body,
         back,
+        st: Rc::clone(st),
+        stats,
         _active: active,
         _finish: finish,
     };
@@ -428,12 +565,14 @@ fn served_by(ctx: &WorkerCtx, shared: &ListenerShared, headers: &mut HeaderMap) 
     }
 }
 
-/// An answer of the proxy's own; it closes the client connection after a 5xx.
+/// An answer of the proxy's own; `close`: the client connection closes after it (a
+/// malformed or refused request, a timeout with a request body left unread).
 fn local(
     ctx: &WorkerCtx,
     shared: &ListenerShared,
     status: StatusCode,
     text: &'static str,
+    close: bool,
     finish: Finish,
 ) -> Response<ProxyBody> {
     ctx.stats.response(status.as_u16());
@@ -450,7 +589,7 @@ fn local(
     if status == StatusCode::SERVICE_UNAVAILABLE {
         h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
-    if status == StatusCode::BAD_REQUEST {
+    if close {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     served_by(ctx, shared, h);
@@ -458,27 +597,47 @@ fn local(
 }
 
 /// The request body sent upstream: the client's, streamed; marks the request part of the
-/// exchange done when it ends (or is dropped).
+/// exchange done when it ends (or is dropped). Polled by the upstream connection's task: when
+/// it has nothing to give for `timeouts.client_read`, it ends with [`Stalled::ClientRead`]
+/// (counted here), which aborts the upstream request.
 #[derive(Debug)]
 pub(crate) struct ReqBody {
     inner: Incoming,
     done: Done,
+    st: Rc<ConnState>,
+    /// The exchange it belongs to: the connection's `client_read` timer is its own only while
+    /// that exchange is the current one.
+    exchange: u64,
 }
 
 impl Body for ReqBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
         let r = Pin::new(&mut this.inner).poll_frame(cx);
-        if matches!(r, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
-            this.done.finish();
+        match &r {
+            Poll::Pending => {
+                if this.st.exchange() == this.exchange && this.st.body_in.borrow_mut().blocked(cx) {
+                    this.st.stats.client_error(ClientErrorKind::ReadTimeout);
+                    this.done.finish();
+                    return Poll::Ready(Some(Err(Box::new(Stalled::ClientRead))));
+                }
+                return Poll::Pending;
+            }
+            Poll::Ready(Some(Ok(_))) => this.st.body_in.borrow_mut().progress(),
+            Poll::Ready(None | Some(Err(_))) => {
+                this.st.body_in.borrow_mut().progress();
+                this.done.finish();
+            }
         }
-        r
+        // hyper's error on the client's body (a bad chunk, a closed connection) is the
+        // client's: marked, so that the upstream is not blamed for it
+        r.map(|f| f.map(|f| f.map_err(|e| Box::new(ClientBodyError(e)) as BoxError)))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -487,6 +646,37 @@ impl Body for ReqBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// An error reading the client's request body (hyper's, wrapped so that it is known as the
+/// client's when it comes back from the upstream connection).
+#[derive(Debug)]
+struct ClientBodyError(hyper::Error);
+
+impl std::fmt::Display for ClientBodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the client's request body: {}", self.0)
+    }
+}
+
+impl std::error::Error for ClientBodyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+impl ClientBodyError {
+    /// hyper's error on the client's body, if `e` has one in its chain.
+    fn find<'e>(e: &'e (dyn std::error::Error + 'static)) -> Option<&'e hyper::Error> {
+        let mut cur = Some(e);
+        while let Some(e) = cur {
+            if let Some(b) = e.downcast_ref::<Self>() {
+                return Some(&b.0);
+            }
+            cur = e.source();
+        }
+        None
     }
 }
 
@@ -509,10 +699,14 @@ impl Drop for Finish {
 /// The response body sent to the client.
 #[derive(Debug)]
 pub(crate) enum ProxyBody {
-    /// Streamed from an upstream; its connection goes back to the pool at the end.
+    /// Streamed from an upstream; its connection goes back to the pool at the end. When it
+    /// has nothing to give for `timeouts.upstream_read`, it ends with
+    /// [`Stalled::UpstreamRead`] (counted on the upstream), which cuts the response.
     Upstream {
         inner: Incoming,
         back: Option<(Rc<WorkerCtx>, SocketAddr, Sender)>,
+        st: Rc<ConnState>,
+        stats: Arc<UpstreamStats>,
         _active: Gauge32,
         _finish: Finish,
     },
@@ -525,16 +719,38 @@ pub(crate) enum ProxyBody {
 
 impl Body for ProxyBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match &mut *self {
             ProxyBody::Local { data, .. } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            ProxyBody::Upstream { inner, back, .. } => {
+            ProxyBody::Upstream {
+                inner,
+                back,
+                st,
+                stats,
+                ..
+            } => {
                 let r = Pin::new(&mut *inner).poll_frame(cx);
+                match &r {
+                    Poll::Pending => {
+                        if st.body_out.borrow_mut().blocked(cx) {
+                            stats.error(ErrorKind::ReadTimeout);
+                            return Poll::Ready(Some(Err(Box::new(Stalled::UpstreamRead))));
+                        }
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Some(Err(e))) => {
+                        // the upstream stopped reading a request body it answered early
+                        if Stalled::find(e) == Some(Stalled::UpstreamWrite) {
+                            stats.error(ErrorKind::WriteTimeout);
+                        }
+                    }
+                    Poll::Ready(_) => st.body_out.borrow_mut().progress(),
+                }
                 // The end is either a `None` frame or, after the last data frame, a body that
                 // says it is at its end (hyper then stops polling).
                 let ended = match &r {
@@ -545,7 +761,7 @@ impl Body for ProxyBody {
                 if ended && let Some((ctx, addr, sender)) = back.take() {
                     ctx.checkin(addr, sender);
                 }
-                r
+                r.map(|f| f.map(|f| f.map_err(Into::into)))
             }
         }
     }

@@ -1,5 +1,5 @@
-//! Socket adapters: byte counting, activity time, and the HTTP client side's head and idle
-//! timers.
+//! Socket adapters: byte counting, activity time, the HTTP client side's head and idle
+//! timers, and the stall timers that bound every other wait.
 //!
 //! hyper's own `header_read_timeout` closes the connection silently and also runs while a
 //! kept-alive connection waits for its next request. Stator wants HAProxy's behaviour instead:
@@ -8,6 +8,18 @@
 //! kept-alive connection with no new request for `timeouts.idle` is closed quietly. Both live
 //! in [`ClientIo::poll_read`], driven by the connection's [`ConnState`]: the service marks a
 //! request in progress, and tokens held by the request and response bodies mark it done.
+//!
+//! Once an exchange is under way every wait is an inactivity timer ([`Stall`], nginx's
+//! `send_timeout` / `proxy_read_timeout` model: the time since the last progress, not the
+//! length of the exchange): a write to the client (`client_write`, here in
+//! [`ClientIo::poll_write`]) or to an upstream (`upstream_write`, in [`Counted`]) that
+//! accepts no byte, a request body the upstream waits for (`client_read`, in the HTTP request
+//! body) and a response body the client waits for (`upstream_read`, in the HTTP response
+//! body). A stall ends the wait with an error carrying a [`Stalled`], which whoever sees it
+//! turns into an answer (408, 504) and a counter. Like the head timer, a stall timer costs
+//! nothing while bytes move: a poll that makes progress clears a deadline (no clock read), the
+//! first blocked poll after it reads the clock once, and the timer itself is allocated on the
+//! first stall of its owner's life and re-armed lazily after that.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -29,6 +41,106 @@ use crate::stats::{ClientErrorKind, ListenerStats, add};
 const REQUEST_TIMEOUT: &[u8] =
     b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
 
+/// Which wait stalled: the source of the error that ends it (an [`io::Error`] of kind
+/// `TimedOut` around it on a socket, the body error itself on a body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stalled {
+    /// The client stopped sending a request body the upstream waits for.
+    ClientRead,
+    /// The client stopped reading.
+    ClientWrite,
+    /// The upstream stopped sending a response body.
+    UpstreamRead,
+    /// The upstream stopped reading.
+    UpstreamWrite,
+}
+
+impl std::fmt::Display for Stalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::ClientRead => "timeouts.client_read: the request body stopped arriving",
+            Self::ClientWrite => "timeouts.client_write: the client stopped reading",
+            Self::UpstreamRead => "timeouts.upstream_read: the response body stopped arriving",
+            Self::UpstreamWrite => "timeouts.upstream_write: the upstream stopped reading",
+        })
+    }
+}
+
+impl std::error::Error for Stalled {}
+
+impl Stalled {
+    /// The I/O error a socket adapter ends its wait with.
+    pub fn io(self) -> io::Error {
+        io::Error::new(io::ErrorKind::TimedOut, self)
+    }
+
+    /// The stall at the root of `e`, if one is there (hyper wraps body and I/O errors; an I/O
+    /// error wraps ours).
+    pub fn find(e: &(dyn std::error::Error + 'static)) -> Option<Self> {
+        let mut cur = Some(e);
+        while let Some(e) = cur {
+            if let Some(s) = e.downcast_ref::<Self>() {
+                return Some(*s);
+            }
+            if let Some(s) = e
+                .downcast_ref::<io::Error>()
+                .and_then(io::Error::get_ref)
+                .and_then(|inner| inner.downcast_ref::<Self>())
+            {
+                return Some(*s);
+            }
+            cur = e.source();
+        }
+        None
+    }
+}
+
+/// One inactivity timer: how long a wait may go without progress.
+///
+/// [`Stall::progress`] (the wait moved) clears the deadline — a field write, no clock read;
+/// [`Stall::blocked`] (the wait would block) sets it on the first blocked poll after progress
+/// and polls the timer towards it. The timer is allocated on the first stall of the owner's
+/// life, then re-armed only when it fires early (see [`expired`]).
+#[derive(Debug)]
+pub(crate) struct Stall {
+    limit: Duration,
+    due: Option<tokio::time::Instant>,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl Stall {
+    pub fn new(limit: Duration) -> Self {
+        Self {
+            limit,
+            due: None,
+            timer: None,
+        }
+    }
+
+    /// The wait made progress.
+    pub fn progress(&mut self) {
+        self.due = None;
+    }
+
+    /// The wait would block: whether it has been blocked for the limit since its last
+    /// progress (the task is woken when it will have been).
+    pub fn blocked(&mut self, cx: &mut Context<'_>) -> bool {
+        let limit = self.limit;
+        let due = *self
+            .due
+            .get_or_insert_with(|| tokio::time::Instant::now() + limit);
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+        if expired(timer, due, cx) {
+            self.due = None;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// Where a client connection is between requests.
 #[derive(Debug)]
 pub(crate) struct ConnState {
@@ -42,16 +154,34 @@ pub(crate) struct ConnState {
     /// The connection's response timer (one exchange at a time), made on first use and
     /// re-armed lazily like [`ClientIo`]'s.
     timer: RefCell<Option<Pin<Box<Sleep>>>>,
+    /// `timeouts.client_read`: the request body, polled by the upstream connection's task.
+    pub body_in: RefCell<Stall>,
+    /// `timeouts.upstream_read`: the response body, polled by this connection's task.
+    pub body_out: RefCell<Stall>,
+    /// The listener's counters (a body that stalls counts itself).
+    pub stats: Arc<ListenerStats>,
 }
 
 impl ConnState {
-    pub fn new() -> Rc<Self> {
+    pub fn new(
+        stats: Arc<ListenerStats>,
+        client_read: Duration,
+        upstream_read: Duration,
+    ) -> Rc<Self> {
         Rc::new(Self {
             open: Cell::new(0),
             requests: Cell::new(0),
             timed_out: Cell::new(false),
             timer: RefCell::new(None),
+            body_in: RefCell::new(Stall::new(client_read)),
+            body_out: RefCell::new(Stall::new(upstream_read)),
+            stats,
         })
+    }
+
+    /// Requests begun on this connection (which exchange a body belongs to).
+    pub fn exchange(&self) -> u64 {
+        self.requests.get()
     }
 
     /// A request head arrived: two parts are open until their tokens drop.
@@ -127,6 +257,8 @@ pub(crate) struct ClientIo {
     /// When a kept-alive connection waiting with no byte of a new request closes.
     idle_due: Option<tokio::time::Instant>,
     timer: Pin<Box<Sleep>>,
+    /// `timeouts.client_write`.
+    write: Stall,
 }
 
 impl ClientIo {
@@ -136,6 +268,7 @@ impl ClientIo {
         stats: Arc<ListenerStats>,
         header_read: Duration,
         idle: Duration,
+        client_write: Duration,
     ) -> Self {
         let first = tokio::time::Instant::now() + header_read;
         Self {
@@ -148,6 +281,27 @@ impl ClientIo {
             head_due: Some(first),
             idle_due: None,
             timer: Box::pin(tokio::time::sleep_until(first)),
+            write: Stall::new(client_write),
+        }
+    }
+
+    /// A write's outcome, through the `client_write` stall timer.
+    fn wrote(
+        &mut self,
+        r: Poll<io::Result<usize>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<usize>> {
+        match r {
+            Poll::Ready(Ok(n)) => {
+                add(&self.stats.bytes_out, n as u64);
+                self.write.progress();
+                Poll::Ready(Ok(n))
+            }
+            Poll::Pending if self.write.blocked(cx) => {
+                self.stats.client_error(ClientErrorKind::WriteTimeout);
+                Poll::Ready(Err(Stalled::ClientWrite.io()))
+            }
+            other => other,
         }
     }
 
@@ -248,9 +402,8 @@ impl AsyncWrite for ClientIo {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let n = ready!(Pin::new(&mut this.stream).poll_write(cx, buf))?;
-        add(&this.stats.bytes_out, n as u64);
-        Poll::Ready(Ok(n))
+        let r = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.wrote(r, cx)
     }
 
     fn poll_write_vectored(
@@ -259,9 +412,8 @@ impl AsyncWrite for ClientIo {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let n = ready!(Pin::new(&mut this.stream).poll_write_vectored(cx, bufs))?;
-        add(&this.stats.bytes_out, n as u64);
-        Poll::Ready(Ok(n))
+        let r = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.wrote(r, cx)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -277,13 +429,18 @@ impl AsyncWrite for ClientIo {
     }
 }
 
-/// A socket that counts bytes both ways into two counters and notes when it last moved one.
+/// A socket that counts bytes both ways into two counters, notes when it last moved one, and
+/// ends a write that makes no progress for its stall limit with [`Stalled`] (the caller
+/// counts it: it knows which side this is).
 #[derive(Debug)]
 pub(crate) struct Counted<S> {
     inner: S,
     read: Arc<dyn CounterPair>,
     /// Where the time of the last byte goes (the TCP proxy's idle timer; HTTP has none).
     last: Option<Rc<Cell<Instant>>>,
+    /// The write stall timer and what its expiry is called.
+    write: Stall,
+    stalled: Stalled,
 }
 
 /// Where a [`Counted`] socket adds its bytes: (read, written).
@@ -292,11 +449,19 @@ pub(crate) trait CounterPair: std::fmt::Debug {
 }
 
 impl<S> Counted<S> {
-    pub fn new(inner: S, counters: Arc<dyn CounterPair>, last: Option<Rc<Cell<Instant>>>) -> Self {
+    /// `write_stall`: how long a write may make no progress, and which stall that is.
+    pub fn new(
+        inner: S,
+        counters: Arc<dyn CounterPair>,
+        last: Option<Rc<Cell<Instant>>>,
+        write_stall: (Duration, Stalled),
+    ) -> Self {
         Self {
             inner,
             read: counters,
             last,
+            write: Stall::new(write_stall.0),
+            stalled: write_stall.1,
         }
     }
 }
@@ -328,7 +493,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let n = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
+        let n = match Pin::new(&mut this.inner).poll_write(cx, buf) {
+            Poll::Ready(r) => r?,
+            Poll::Pending if this.write.blocked(cx) => {
+                return Poll::Ready(Err(this.stalled.io()));
+            }
+            Poll::Pending => return Poll::Pending,
+        };
+        this.write.progress();
         if n > 0 {
             add(this.read.pair().1, n as u64);
             if let Some(last) = &this.last {

@@ -13,14 +13,25 @@
 //!   program keyed by the client address (`"source"`, through [`SourceSteering`]), so that a
 //!   client always reaches the same worker and that worker's [`session`] table keeps it on the
 //!   same backend.
-//! - **TCP** ([`tcp`]): bytes both ways, half-close propagated, idle timeout, counters.
+//! - **TCP** ([`tcp`]): bytes both ways, half-close propagated, idle and write-stall
+//!   timeouts, counters.
 //! - **HTTP/1.1** ([`http`]): hyper's connection-level API both ways; keep-alive with a
 //!   per-worker upstream pool; streamed bodies; retries of connect failures on the next
-//!   upstream; 400/408/431 from the client side, 502/503/504 of our own.
+//!   upstream; 400/408/431 from the client side, 502/503/504 of our own. Every request head
+//!   passes [`rules`] first — pure functions over the head, engine-independent: no
+//!   `CONNECT` (405), no transfer coding but `chunked` (501), one valid `Host`, absolute-form
+//!   targets sent in origin form with their authority as `Host`, forwarding headers kept only
+//!   from trusted proxies.
+//! - **Every wait is bounded** (the stall timers of `io.rs`): a request head (`header_read`), a
+//!   kept-alive client (`idle`), a response head (`response`), and inside an exchange the
+//!   request body (`client_read`), the client reading (`client_write`), the response body
+//!   (`upstream_read`) and the upstream reading (`upstream_write`) — inactivity timers, armed
+//!   lazily, no timer allocated per read or write.
 //! - **UDP** ([`udp`]): a session per client address and port with its own connected upstream
 //!   socket, idle timeout and `responses` hint, in a bounded LRU table per worker; batched
 //!   receive with GRO and GSO bursts through quinn-udp, replies to many clients in one
-//!   `sendmmsg`. The only `unsafe` of the crate is there (`udp::sys`: `sendmmsg`,
+//!   `sendmmsg`; an optional PROXY v2 header that fails closed (nothing forwarded without it,
+//!   a client's own dropped). The only `unsafe` of the crate is there (`udp::sys`: `sendmmsg`,
 //!   `setsockopt`, `getsockopt`), each block with its `SAFETY` comment.
 //! - **Reload** ([`Proxy::apply`]): new schedulers and upstreams are swapped (`ArcSwap`) under
 //!   running workers; listeners added or removed open and close; a changed address re-binds;
@@ -29,7 +40,9 @@
 //! Contract: bad input from the network never panics a worker — a malformed request gets 400
 //! and its connection closes, a datagram that cannot be forwarded is dropped and counted under
 //! its reason; floods are bounded (`max_connections` per worker, bounded session tables) and
-//! counted ([`stats`]). A reload that fails changes nothing.
+//! counted ([`stats`]); a peer that stops reading or sending holds nothing for longer than
+//! its timeout; a backend never sees a client address a client wrote unless that client is a
+//! trusted proxy. A reload that fails changes nothing.
 //!
 //! What it must never do: read the configuration file or health-check anything (the
 //! controller tells it), share a scheduler's mutable state between workers, buffer a whole
@@ -41,6 +54,7 @@ mod error;
 pub mod http;
 mod io;
 mod proxy;
+pub mod rules;
 pub mod session;
 mod shared;
 pub mod spec;
@@ -53,8 +67,8 @@ pub mod worker;
 pub use error::ProxyError;
 pub use proxy::{ListenerView, Prepared, Proxy, SourceSteering, SteeringGroup, UpstreamView};
 pub use spec::{
-    Algorithm, HttpSpec, ListenerSpec, PersistenceSpec, Protocol, Steering, Timeouts, UdpSpec,
-    UpstreamSpec, UpstreamState,
+    Algorithm, ForwardedMode, HttpSpec, IpPrefix, ListenerSpec, PersistenceSpec, Protocol,
+    Steering, Timeouts, UdpSpec, UpstreamSpec, UpstreamState,
 };
 pub use stats::{
     ClientErrorKind, DURATION_BUCKETS, ErrorKind, ListenerStats, UdpDrop, UdpStats, UpstreamStats,

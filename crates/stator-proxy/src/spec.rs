@@ -3,7 +3,7 @@
 //! that; what the proxy itself must refuse (a scheduler over no upstream, a port in use) is
 //! refused when the listener starts or a reload is applied.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 pub use stator_sched::Algorithm;
@@ -85,7 +85,9 @@ pub struct PersistenceSpec {
     pub max_entries: usize,
 }
 
-/// Timeouts of a listener.
+/// Timeouts of a listener. The four stall timeouts (`client_read` … `upstream_write`) are
+/// inactivity timers, as nginx's: each bounds the time since the last progress of one wait,
+/// not the length of a whole exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Timeouts {
     /// Connecting to an upstream.
@@ -96,6 +98,17 @@ pub struct Timeouts {
     pub idle: Duration,
     /// Waiting for an upstream's response head (HTTP); then 504.
     pub response: Duration,
+    /// A request body that stops arriving while the upstream waits for it (HTTP): 408 when
+    /// no response head was sent yet, else the connection is cut.
+    pub client_read: Duration,
+    /// A write to the client that makes no progress — the client stopped reading (HTTP, TCP):
+    /// the connection is closed.
+    pub client_write: Duration,
+    /// A response body that stops arriving from the upstream (HTTP): the response is cut.
+    pub upstream_read: Duration,
+    /// A write to the upstream that makes no progress — the upstream stopped reading (HTTP,
+    /// TCP): 504 when no response head was sent yet, else the connection is cut.
+    pub upstream_write: Duration,
 }
 
 impl Default for Timeouts {
@@ -105,17 +118,67 @@ impl Default for Timeouts {
             header_read: Duration::from_secs(10),
             idle: Duration::from_secs(60),
             response: Duration::from_secs(60),
+            client_read: Duration::from_secs(60),
+            client_write: Duration::from_secs(60),
+            upstream_read: Duration::from_secs(60),
+            upstream_write: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What a listener does with a forwarding header (`X-Forwarded-For`, `Forwarded`). Lines a
+/// client sent are kept only when the client is a trusted proxy ([`HttpSpec::trusted_proxies`]):
+/// the backend never sees an address an untrusted client wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ForwardedMode {
+    /// Nothing added; the lines of an untrusted client are removed, a trusted one's kept.
+    Off,
+    /// A trusted client's lines, merged into one, with the client address appended; an
+    /// untrusted client's replaced by its address alone.
+    #[default]
+    Append,
+    /// Every line replaced by the client address alone, trusted or not (the edge proxy).
+    Replace,
+}
+
+/// An address prefix (`10.0.0.0/8`): which clients are trusted proxies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IpPrefix {
+    /// The network address (host bits zero).
+    pub addr: IpAddr,
+    /// Its length in bits (at most 32 / 128).
+    pub len: u8,
+}
+
+impl IpPrefix {
+    /// Whether `ip` lies in the prefix; an IPv4-mapped IPv6 address (`::ffff:10.1.2.3`, what a
+    /// dual-stack socket reports) is matched as the IPv4 address it is.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip.to_canonical()) {
+            (IpAddr::V4(net), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
+                a.to_bits() & mask == net.to_bits() & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.len))
+                    .unwrap_or(0);
+                a.to_bits() & mask == net.to_bits() & mask
+            }
+            _ => false,
         }
     }
 }
 
 /// HTTP options of a listener.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HttpSpec {
-    /// Append the client address to `X-Forwarded-For`.
-    pub forwarded_for: bool,
-    /// Append an RFC 7239 `Forwarded` element.
-    pub forwarded: bool,
+    /// `X-Forwarded-For`.
+    pub forwarded_for: ForwardedMode,
+    /// RFC 7239 `Forwarded` (`for=<client>;proto=http`).
+    pub forwarded: ForwardedMode,
+    /// Clients whose forwarding headers are believed (other proxies in front of this one).
+    pub trusted_proxies: Vec<IpPrefix>,
     /// Largest request head, bytes.
     pub max_header_size: usize,
     /// Idle upstream connections kept per worker and upstream.
@@ -129,8 +192,9 @@ pub struct HttpSpec {
 impl Default for HttpSpec {
     fn default() -> Self {
         Self {
-            forwarded_for: true,
-            forwarded: false,
+            forwarded_for: ForwardedMode::Append,
+            forwarded: ForwardedMode::Off,
+            trusted_proxies: Vec::new(),
             max_header_size: 32 * 1024,
             keepalive_pool: 32,
             keepalive_timeout: Duration::from_secs(60),
@@ -147,7 +211,8 @@ pub struct UdpSpec {
     pub responses: Option<u32>,
     /// Sessions per worker (least recently used evicted first).
     pub max_sessions: usize,
-    /// Put a PROXY protocol v2 header before the first datagram of each session.
+    /// Put a PROXY protocol v2 header before the first datagram of each session (and drop
+    /// client datagrams that begin with the header's signature).
     pub proxy_protocol: bool,
     /// Ask for UDP GRO on the listening and upstream sockets (the kernel may refuse).
     pub gro: bool,

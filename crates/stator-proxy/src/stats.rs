@@ -34,11 +34,16 @@ pub enum ErrorKind {
     Protocol,
     /// The upstream answered with a 5xx status.
     Http5xx,
+    /// The response body stopped arriving for `timeouts.upstream_read`: the response was cut.
+    ReadTimeout,
+    /// The upstream stopped reading what the proxy sent for `timeouts.upstream_write`: 504
+    /// (HTTP, before a response head) or closed.
+    WriteTimeout,
 }
 
 impl ErrorKind {
     /// Every kind, in metric order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 9] = [
         Self::ConnectRefused,
         Self::ConnectTimeout,
         Self::ConnectOther,
@@ -46,6 +51,8 @@ impl ErrorKind {
         Self::Timeout,
         Self::Protocol,
         Self::Http5xx,
+        Self::ReadTimeout,
+        Self::WriteTimeout,
     ];
 
     /// The metric label.
@@ -58,6 +65,8 @@ impl ErrorKind {
             Self::Timeout => "timeout",
             Self::Protocol => "protocol",
             Self::Http5xx => "http_5xx",
+            Self::ReadTimeout => "read_timeout",
+            Self::WriteTimeout => "write_timeout",
         }
     }
 
@@ -89,11 +98,19 @@ pub enum ClientErrorKind {
     NoUpstream,
     /// Every upstream tried failed: 502 (or 504 after a response timeout).
     UpstreamFailed,
+    /// A request the proxy does not forward although it is well formed: `CONNECT` (405), a
+    /// transfer coding other than `chunked` (501). Answered, then closed.
+    Unsupported,
+    /// A request body that stopped arriving for `timeouts.client_read`: 408 (or the
+    /// connection cut, once a response head was sent).
+    ReadTimeout,
+    /// A client that stopped reading for `timeouts.client_write`: closed.
+    WriteTimeout,
 }
 
 impl ClientErrorKind {
     /// Every kind, in metric order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 10] = [
         Self::BadRequest,
         Self::HeaderTooLarge,
         Self::HeaderTimeout,
@@ -101,6 +118,9 @@ impl ClientErrorKind {
         Self::Rejected,
         Self::NoUpstream,
         Self::UpstreamFailed,
+        Self::Unsupported,
+        Self::ReadTimeout,
+        Self::WriteTimeout,
     ];
 
     /// The metric label.
@@ -113,6 +133,9 @@ impl ClientErrorKind {
             Self::Rejected => "rejected",
             Self::NoUpstream => "no_upstream",
             Self::UpstreamFailed => "upstream_failed",
+            Self::Unsupported => "unsupported",
+            Self::ReadTimeout => "read_timeout",
+            Self::WriteTimeout => "write_timeout",
         }
     }
 }
@@ -125,7 +148,9 @@ pub enum UdpDrop {
     NoUpstream,
     /// A new session whose upstream socket could not be opened (out of descriptors).
     SessionSocket,
-    /// Sending a client's datagram to its upstream failed (send buffer full, or an error).
+    /// Sending a client's datagram to its upstream failed (send buffer full, or an error). With
+    /// `proxy_protocol`, a session whose header has not gone out yet forwards nothing without
+    /// it: each datagram is tried with the header until one is sent.
     UpstreamSend,
     /// A reply that did not fit in the worker's reply queue.
     ReplyQueueFull,
@@ -134,17 +159,21 @@ pub enum UdpDrop {
     /// A client datagram the kernel dropped because the listening socket's receive buffer was
     /// full: the worker did not keep up (read from the socket, `SO_MEMINFO`).
     SocketOverflow,
+    /// A client datagram that begins with the PROXY v2 signature on a listener that sends
+    /// PROXY v2 headers itself: a client naming an address of its choice to the upstream.
+    ClientProxyHeader,
 }
 
 impl UdpDrop {
     /// Every reason, in metric order.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::NoUpstream,
         Self::SessionSocket,
         Self::UpstreamSend,
         Self::ReplyQueueFull,
         Self::ClientSend,
         Self::SocketOverflow,
+        Self::ClientProxyHeader,
     ];
 
     /// The metric label.
@@ -156,6 +185,7 @@ impl UdpDrop {
             Self::ReplyQueueFull => "reply_queue_full",
             Self::ClientSend => "client_send",
             Self::SocketOverflow => "socket_overflow",
+            Self::ClientProxyHeader => "client_proxy_header",
         }
     }
 }
@@ -215,7 +245,7 @@ pub struct UpstreamStats {
     pub bytes_out: AtomicU64,
     /// Bytes received from it.
     pub bytes_in: AtomicU64,
-    errors: [AtomicU64; 7],
+    errors: [AtomicU64; ErrorKind::ALL.len()],
 }
 
 impl UpstreamStats {
@@ -290,7 +320,7 @@ pub struct ListenerStats {
     pub duration: Histogram,
     /// UDP listeners' datagram counters.
     pub udp: UdpStats,
-    client_errors: [AtomicU64; 7],
+    client_errors: [AtomicU64; ClientErrorKind::ALL.len()],
     upstreams: Mutex<HashMap<String, Arc<UpstreamStats>>>,
 }
 

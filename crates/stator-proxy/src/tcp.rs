@@ -1,7 +1,11 @@
 //! TCP proxying: pick an upstream, connect (next upstream on failure, bounded), then copy
 //! bytes both ways until both directions have ended. A read of end-of-stream on one side
 //! shuts down writing on the other (half-close), so a client that sends a request and shuts
-//! its side still gets the whole answer. No bytes either way for `timeouts.idle` closes both.
+//! its side still gets the whole answer. No bytes either way for `timeouts.idle` closes both;
+//! so does a write that makes no progress for `timeouts.client_write` (the client stopped
+//! reading) or `timeouts.upstream_write` (the upstream did) — while the other side still
+//! sends, the idle timer alone would never fire. Reads have no timer of their own: silence
+//! is the protocol's business, and `idle` bounds it.
 //!
 //! Copying is tokio's `copy_bidirectional` through [`Counted`] sockets (bytes per listener and
 //! per upstream, and the time of the last byte for the idle timer). `splice(2)` would save a
@@ -17,7 +21,7 @@ use std::time::Instant;
 use stator_sched::Tried;
 use tokio::net::TcpStream;
 
-use crate::io::{Counted, CounterPair};
+use crate::io::{Counted, CounterPair, Stalled};
 use crate::stats::{ClientErrorKind, ErrorKind, Gauge32, GaugeField, add};
 use crate::worker::WorkerCtx;
 
@@ -61,8 +65,19 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAd
     let last = Rc::new(Cell::new(Instant::now()));
     let listener_counters: Arc<dyn CounterPair> = ctx.stats.clone();
     let upstream_counters: Arc<dyn CounterPair> = ustats.clone();
-    let mut a = Counted::new(client, listener_counters, Some(Rc::clone(&last)));
-    let mut b = Counted::new(upstream, upstream_counters, Some(Rc::clone(&last)));
+    let t = spec.timeouts;
+    let mut a = Counted::new(
+        client,
+        listener_counters,
+        Some(Rc::clone(&last)),
+        (t.client_write, Stalled::ClientWrite),
+    );
+    let mut b = Counted::new(
+        upstream,
+        upstream_counters,
+        Some(Rc::clone(&last)),
+        (t.upstream_write, Stalled::UpstreamWrite),
+    );
     let idle = spec.timeouts.idle;
     drop(shared);
     let copy = tokio::io::copy_bidirectional(&mut a, &mut b);
@@ -71,10 +86,17 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAd
         let due = last.get() + idle;
         tokio::select! {
             r = &mut copy => {
-                if let Err(e) = r
-                    && e.kind() == io::ErrorKind::ConnectionReset
-                {
-                    ustats.error(ErrorKind::Reset);
+                if let Err(e) = r {
+                    match Stalled::find(&e) {
+                        Some(Stalled::ClientWrite) => {
+                            ctx.stats.client_error(ClientErrorKind::WriteTimeout);
+                        }
+                        Some(_) => ustats.error(ErrorKind::WriteTimeout),
+                        None if e.kind() == io::ErrorKind::ConnectionReset => {
+                            ustats.error(ErrorKind::Reset);
+                        }
+                        None => {}
+                    }
                 }
                 break;
             }

@@ -13,7 +13,7 @@ use stator_proxy::{ClientErrorKind, ErrorKind, Protocol, UpstreamSpec, UpstreamS
 fn keep_alive_reuses_upstream_connections_and_adds_forwarded_headers() {
     let (a, b) = (Backend::start("a"), Backend::start("b"));
     let mut s = spec("ka", Protocol::Http, vec![a.upstream(), b.upstream()]);
-    s.http.forwarded = true;
+    s.http.forwarded = stator_proxy::ForwardedMode::Append;
     s.http.served_by = true;
     let (p, addr) = proxy(s);
     let mut c = Client::connect(addr);

@@ -1,7 +1,8 @@
 //! The UDP listener on loopback (127.0.0.0/8 gives many client addresses without a
 //! namespace): replies reach the client that asked, sessions expire and end on the
 //! `responses` hint, a backend that goes down gets no new session, a flood of source ports is
-//! bounded and counted, PROXY v2 names the client. Unprivileged.
+//! bounded and counted, PROXY v2 names the client and fails closed (no datagram without the
+//! header before it went, no header of the client's own). Unprivileged.
 
 mod udp_common;
 
@@ -227,4 +228,65 @@ fn proxy_protocol_v2_names_the_client_on_the_first_datagram() {
         second, "e|again",
         "only the first datagram of a session has the header"
     );
+}
+
+#[test]
+fn proxy_protocol_v2_waits_for_a_header_that_could_not_be_sent() {
+    let e = Echo::start("e", "127.0.0.1:0");
+    let mut s = spec("ppv2-first", &[&e]);
+    s.udp.proxy_protocol = true;
+    let (_p, addr, stats) = udp_proxy(s);
+    let c = client("127.0.5.10");
+    let me = c.local_addr().unwrap();
+    // The largest IPv4 UDP payload is 65,507 bytes: with the 28-byte header in front, this
+    // first datagram cannot be sent upstream.
+    c.send_to(&vec![b'x'; 65_490], addr).unwrap();
+    assert!(eventually(WAIT, || stats.udp.drops(UdpDrop::UpstreamSend) == 1));
+    assert_eq!(e.count(), 0);
+    // The session's next datagram carries the header in its place — never goes bare.
+    let next = String::from_utf8(ask(&c, addr, b"small", WAIT).unwrap()).unwrap();
+    assert_eq!(next, format!("e|{me}|small"));
+    let then = String::from_utf8(ask(&c, addr, b"then", WAIT).unwrap()).unwrap();
+    assert_eq!(then, "e|then", "once sent, the header is not repeated");
+    assert_eq!(stats.connections.load(Relaxed), 1, "one session throughout");
+}
+
+#[test]
+fn client_datagrams_that_carry_a_proxy_header_are_dropped() {
+    let e = Echo::start("e", "127.0.0.1:0");
+    let mut s = spec("ppv2-forged", &[&e]);
+    s.udp.proxy_protocol = true;
+    let (_p, addr, stats) = udp_proxy(s);
+    let c = client("127.0.5.11");
+    let me = c.local_addr().unwrap();
+    let forged = |payload: &[u8]| {
+        let mut head = [0u8; stator_proxy::udp::ppv2::MAX_LEN];
+        let n =
+            stator_proxy::udp::ppv2::encode("203.0.113.9:1234".parse().unwrap(), addr, &mut head);
+        let mut d = head[..n].to_vec();
+        d.extend_from_slice(payload);
+        d
+    };
+    // As a session's first datagram: dropped, no session opened.
+    c.send_to(&forged(b"first"), addr).unwrap();
+    let dropped = || stats.udp.drops(UdpDrop::ClientProxyHeader);
+    assert!(eventually(WAIT, || dropped() == 1));
+    assert_eq!(stats.connections.load(Relaxed), 0);
+    let hello = String::from_utf8(ask(&c, addr, b"hello", WAIT).unwrap()).unwrap();
+    assert_eq!(
+        hello,
+        format!("e|{me}|hello"),
+        "the address the listener saw"
+    );
+    // Within a session: dropped all the same.
+    c.send_to(&forged(b"later"), addr).unwrap();
+    assert!(eventually(WAIT, || dropped() == 2));
+    let again = String::from_utf8(ask(&c, addr, b"again", WAIT).unwrap()).unwrap();
+    assert_eq!(again, "e|again");
+    assert_eq!(e.count(), 2, "only hello and again reached the upstream");
+    for why in UdpDrop::ALL {
+        if why != UdpDrop::ClientProxyHeader {
+            assert_eq!(stats.udp.drops(why), 0, "{}", why.label());
+        }
+    }
 }

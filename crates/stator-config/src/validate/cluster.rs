@@ -167,7 +167,7 @@ pub(super) fn tracer(ctx: &mut Ctx, raw: &RawTracer) -> Option<Tracer> {
 }
 
 /// A prefix written `address/length`, its host bits zero.
-fn prefix(ctx: &mut Ctx, at: FieldPath, text: &str) -> Option<Prefix> {
+pub(super) fn prefix(ctx: &mut Ctx, at: FieldPath, text: &str) -> Option<Prefix> {
     let bad = |ctx: &mut Ctx, expected: String| {
         ctx.error(
             at.clone(),

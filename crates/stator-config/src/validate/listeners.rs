@@ -15,13 +15,14 @@ use super::{Ctx, suggest_pool};
 use crate::defaults as d;
 use crate::error::{Error, FieldPath};
 use crate::flatten::{flatten, sorted_members};
+use crate::raw::Scalar;
 use crate::raw::{
     ListenerProtocolName, RawListener, RawListenerHttp, RawListenerTimeouts, RawListenerUdp,
     SchedulerName, SteeringName,
 };
 use crate::types::{
-    Api, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Persistence, PoolId, Scheduler,
-    Steering, UdpOptions, Upstream, Vip,
+    Api, ForwardedMode, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Persistence,
+    PoolId, Scheduler, Steering, UdpOptions, Upstream, Vip,
 };
 
 pub(super) fn listeners(
@@ -489,56 +490,123 @@ fn persistence(ctx: &mut Ctx, at: &FieldPath, raw: &RawListener) -> Option<Optio
     }))
 }
 
+/// Which listeners a timeout applies to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Applies {
+    /// Every protocol.
+    All,
+    /// TCP and HTTP (a connection, no request head).
+    Stream,
+    /// HTTP only; the reason it is not TCP's.
+    Http(&'static str),
+}
+
 fn timeouts(
     ctx: &mut Ctx,
     at: &FieldPath,
     raw: &RawListenerTimeouts,
     protocol: Option<ListenerProtocol>,
 ) -> Option<ListenerTimeouts> {
-    let mut one =
-        |key: &str, value: Option<&crate::raw::Scalar>, default, http_only: bool| match value {
-            None => Some(default),
-            Some(_) if http_only && protocol == Some(ListenerProtocol::Tcp) => {
-                ctx.error(
-                    at.key(key),
-                    Error::NotApplicable {
-                        reason: format!(
-                            "timeouts.{key} applies to protocol = \"http\" only (a TCP listener \
-                             reads no request head)"
-                        ),
-                    },
-                );
-                None
-            }
-            Some(_) if key != "idle" && protocol == Some(ListenerProtocol::Udp) => {
-                ctx.error(
-                    at.key(key),
-                    Error::NotApplicable {
-                        reason: format!(
-                            "timeouts.{key} does not apply to protocol = \"udp\" (a UDP session \
-                             has no connection and no request head; it ends after timeouts.idle)"
-                        ),
-                    },
-                );
-                None
-            }
-            Some(v) => ctx.duration_in(at.key(key), v, d::MIN_PROXY_TIMEOUT, d::MAX_PROXY_TIMEOUT),
+    let mut one = |key: &str, value: Option<&Scalar>, default, applies: Applies| {
+        let Some(v) = value else {
+            return Some(default);
         };
-    let connect = one("connect", raw.connect.as_ref(), d::CONNECT_TIMEOUT, false);
+        let reason = match (applies, protocol) {
+            (Applies::Http(why), Some(ListenerProtocol::Tcp)) => {
+                format!("timeouts.{key} applies to protocol = \"http\" only ({why})")
+            }
+            (Applies::Stream | Applies::Http(_), Some(ListenerProtocol::Udp)) => format!(
+                "timeouts.{key} does not apply to protocol = \"udp\" (a UDP session has no \
+                 connection and no request head; it ends after timeouts.idle)"
+            ),
+            _ => {
+                return ctx.duration_in(at.key(key), v, d::MIN_PROXY_TIMEOUT, d::MAX_PROXY_TIMEOUT);
+            }
+        };
+        ctx.error(at.key(key), Error::NotApplicable { reason });
+        None
+    };
+    const NO_HEAD: Applies = Applies::Http("a TCP listener reads no request head");
+    const NO_BODY: Applies = Applies::Http(
+        "a TCP listener has no body to wait for: timeouts.idle bounds a silence both ways",
+    );
+    let connect = one(
+        "connect",
+        raw.connect.as_ref(),
+        d::CONNECT_TIMEOUT,
+        Applies::Stream,
+    );
     let header_read = one(
         "header_read",
         raw.header_read.as_ref(),
         d::HEADER_READ_TIMEOUT,
-        true,
+        NO_HEAD,
     );
-    let idle = one("idle", raw.idle.as_ref(), d::IDLE_TIMEOUT, false);
-    let response = one("response", raw.response.as_ref(), d::RESPONSE_TIMEOUT, true);
+    let idle = one("idle", raw.idle.as_ref(), d::IDLE_TIMEOUT, Applies::All);
+    let response = one(
+        "response",
+        raw.response.as_ref(),
+        d::RESPONSE_TIMEOUT,
+        NO_HEAD,
+    );
+    let client_read = one(
+        "client_read",
+        raw.client_read.as_ref(),
+        d::CLIENT_READ_TIMEOUT,
+        NO_BODY,
+    );
+    let client_write = one(
+        "client_write",
+        raw.client_write.as_ref(),
+        d::CLIENT_WRITE_TIMEOUT,
+        Applies::Stream,
+    );
+    let upstream_read = one(
+        "upstream_read",
+        raw.upstream_read.as_ref(),
+        d::UPSTREAM_READ_TIMEOUT,
+        NO_BODY,
+    );
+    let upstream_write = one(
+        "upstream_write",
+        raw.upstream_write.as_ref(),
+        d::UPSTREAM_WRITE_TIMEOUT,
+        Applies::Stream,
+    );
     Some(ListenerTimeouts {
         connect: connect?,
         header_read: header_read?,
         idle: idle?,
         response: response?,
+        client_read: client_read?,
+        client_write: client_write?,
+        upstream_read: upstream_read?,
+        upstream_write: upstream_write?,
     })
+}
+
+/// `http.forwarded_for` / `http.forwarded`: a mode, or the bool these keys were before the
+/// modes (`true` reads as `"append"`, `false` as `"off"`).
+fn forwarded_mode(ctx: &mut Ctx, at: FieldPath, raw: &Scalar) -> Option<ForwardedMode> {
+    match raw {
+        Scalar::Bool(true) => Some(ForwardedMode::Append),
+        Scalar::Bool(false) => Some(ForwardedMode::Off),
+        Scalar::Str(s) if s == "append" => Some(ForwardedMode::Append),
+        Scalar::Str(s) if s == "replace" => Some(ForwardedMode::Replace),
+        Scalar::Str(s) if s == "off" => Some(ForwardedMode::Off),
+        other => {
+            ctx.error(
+                at,
+                Error::Invalid {
+                    value: other.to_string(),
+                    expected: "\"append\", \"replace\" or \"off\" (true and false, from before \
+                               the modes, read as \"append\" and \"off\")"
+                        .into(),
+                },
+            );
+            None
+        }
+    }
 }
 
 fn http(
@@ -548,8 +616,9 @@ fn http(
     protocol: Option<ListenerProtocol>,
 ) -> Option<HttpOptions> {
     let defaults = HttpOptions {
-        forwarded_for: true,
-        forwarded: false,
+        forwarded_for: ForwardedMode::Append,
+        forwarded: ForwardedMode::Off,
+        trusted_proxies: Vec::new(),
         max_header_size: d::MAX_HEADER_SIZE,
         keepalive_pool: d::KEEPALIVE_POOL,
         keepalive_timeout: d::KEEPALIVE_TIMEOUT,
@@ -592,9 +661,26 @@ fn http(
             d::MAX_PROXY_TIMEOUT,
         ),
     };
+    let forwarded_for = match &raw.forwarded_for {
+        None => Some(defaults.forwarded_for),
+        Some(v) => forwarded_mode(ctx, at.key("forwarded_for"), v),
+    };
+    let forwarded = match &raw.forwarded {
+        None => Some(defaults.forwarded),
+        Some(v) => forwarded_mode(ctx, at.key("forwarded"), v),
+    };
+    let mut trusted_proxies = Some(Vec::new());
+    for (i, text) in raw.trusted_proxies.iter().flatten().enumerate() {
+        let p = super::cluster::prefix(ctx, at.key("trusted_proxies").index(i), text);
+        match (p, trusted_proxies.as_mut()) {
+            (Some(p), Some(list)) => list.push(p),
+            _ => trusted_proxies = None,
+        }
+    }
     Some(HttpOptions {
-        forwarded_for: raw.forwarded_for.unwrap_or(defaults.forwarded_for),
-        forwarded: raw.forwarded.unwrap_or(defaults.forwarded),
+        forwarded_for: forwarded_for?,
+        forwarded: forwarded?,
+        trusted_proxies: trusted_proxies?,
         max_header_size: max_header_size?,
         keepalive_pool: keepalive_pool?,
         keepalive_timeout: keepalive_timeout?,

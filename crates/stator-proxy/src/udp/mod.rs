@@ -21,6 +21,12 @@
 //! keeps receiving its datagrams. An upstream that is down gets no new session, and a session
 //! whose upstream went down is opened again on another; a draining one keeps its sessions.
 //! Every datagram dropped is counted under its reason ([`crate::UdpDrop`]).
+//!
+//! With `proxy_protocol` the PROXY v2 header fails closed: a session forwards nothing without
+//! the header before a datagram has gone with it (a failed send leaves it pending and the next
+//! datagram carries it), and a client datagram that itself begins with the header's
+//! signature is dropped (`client_proxy_header`) — the upstream can only learn the address
+//! this listener saw.
 
 pub mod ppv2;
 pub mod sys;
@@ -69,6 +75,8 @@ struct Session {
     /// Client datagrams sent upstream, and replies received (for `udp.responses`).
     requests: u64,
     replies: u64,
+    /// `proxy_protocol`: no datagram has gone upstream with the header yet.
+    header_pending: bool,
     _active: Gauge32,
     open: Rc<Cell<u64>>,
     listener_active: Arc<crate::ListenerStats>,
@@ -202,30 +210,74 @@ fn from_client(
     now: Instant,
 ) {
     let stats = &w.ctx.stats;
-    let count = data.len().div_ceil(stride.max(1)).max(1) as u64;
+    let stride = stride.max(1);
+    let count = data.len().div_ceil(stride).max(1) as u64;
     add(&stats.udp.datagrams_in, count);
     add(&stats.bytes_in, data.len() as u64);
     let shared = w.ctx.shared();
+    if shared.spec.udp.proxy_protocol
+        && data.chunks(stride).any(|d| d.starts_with(&ppv2::SIGNATURE))
+    {
+        // A client that writes a PROXY header of its own would name the address of its
+        // choice to an upstream that reads ours: such datagrams are dropped, the others go
+        // one by one.
+        for d in data.chunks(stride) {
+            if d.starts_with(&ppv2::SIGNATURE) {
+                stats.udp.count_drop(UdpDrop::ClientProxyHeader, 1);
+            } else {
+                forward(w, &shared, client, dst_ip, d, d.len().max(1), now);
+            }
+        }
+        return;
+    }
+    forward(w, &shared, client, dst_ip, data, stride, now);
+}
+
+/// Sends datagrams of `stride` bytes from `client` upstream on its session. With
+/// `proxy_protocol`, nothing goes without the header before the header has gone: each
+/// datagram is sent with it until one is (a failed send is counted, and the next datagram,
+/// of this buffer or a later one, tries again), then the rest without it.
+fn forward(
+    w: &Rc<Worker>,
+    shared: &ListenerShared,
+    client: SocketAddr,
+    dst_ip: Option<IpAddr>,
+    data: &[u8],
+    stride: usize,
+    now: Instant,
+) {
+    let stats = &w.ctx.stats;
     let spec = shared.spec.udp;
-    let Some((sock, state, upstream, ustats, first)) = session_for(w, &shared, client, now) else {
+    let count = data.len().div_ceil(stride).max(1) as u64;
+    let Some((sock, state, upstream, ustats, header_pending)) = session_for(w, shared, client, now)
+    else {
         return;
     };
     let mut rest = data;
     let mut sent = 0u64;
-    if first && spec.proxy_protocol {
-        // the header goes before the first datagram only
+    if header_pending && spec.proxy_protocol {
         let dst = SocketAddr::new(dst_ip.unwrap_or(w.local.ip()), w.local.port());
         let mut head = [0u8; ppv2::MAX_LEN];
         let n = ppv2::encode(client, dst, &mut head);
-        let one = stride.min(rest.len());
-        let mut dgram = Vec::with_capacity(n + one);
-        dgram.extend_from_slice(&head[..n]);
-        dgram.extend_from_slice(&rest[..one]);
-        if send_upstream(w, &sock, &state, upstream, &dgram, dgram.len(), &spec) {
-            sent += 1;
-            add(&ustats.bytes_out, dgram.len() as u64);
+        let mut dgram = Vec::with_capacity(n + stride.min(rest.len()));
+        loop {
+            let one = stride.min(rest.len());
+            dgram.clear();
+            dgram.extend_from_slice(&head[..n]);
+            dgram.extend_from_slice(&rest[..one]);
+            rest = &rest[one..];
+            if send_upstream(w, &sock, &state, upstream, &dgram, dgram.len(), &spec) {
+                sent += 1;
+                add(&ustats.bytes_out, dgram.len() as u64);
+                if let Some(s) = w.table.borrow_mut().peek_mut(client) {
+                    s.header_pending = false;
+                }
+                break;
+            }
+            if rest.is_empty() {
+                break;
+            }
         }
-        rest = &rest[one..];
     }
     if !rest.is_empty() && send_upstream(w, &sock, &state, upstream, rest, stride, &spec) {
         sent += rest.len().div_ceil(stride) as u64;
@@ -272,6 +324,7 @@ fn send_upstream(
         .all(|d| raw.send(d).is_ok_and(|n| n == d.len()))
 }
 
+/// A session's socket, upstream, counters, and whether its PROXY header is still to be sent.
 type SessionRef = (
     Rc<UdpSocket>,
     Rc<UdpSocketState>,
@@ -306,7 +359,7 @@ fn session_for(
                         Rc::clone(&s.state),
                         s.upstream,
                         Arc::clone(&s.stats),
-                        false,
+                        s.header_pending,
                     ));
                 }
                 // its upstream is down or gone: a new session elsewhere
@@ -360,6 +413,7 @@ fn session_for(
         stats: Arc::clone(&ustats),
         requests: 0,
         replies: 0,
+        header_pending: shared.spec.udp.proxy_protocol,
         _active: Gauge32::new(Arc::clone(&ustats), GaugeField::Active),
         open: Rc::clone(&w.open),
         listener_active: Arc::clone(&w.ctx.stats),
@@ -371,7 +425,13 @@ fn session_for(
     // the evicted session's gauge goes down before the new one's goes up
     drop(inserted);
     add(&stats.active, 1);
-    Some((sock, state, upstream, ustats, true))
+    Some((
+        sock,
+        state,
+        upstream,
+        ustats,
+        shared.spec.udp.proxy_protocol,
+    ))
 }
 
 /// A socket connected to `upstream`, from an ephemeral port.
