@@ -9,7 +9,7 @@ APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config g
                 nginx-light libnginx-mod-stream haproxy valgrind \
                 chromium prometheus ca-certificates dpkg-dev
 
-.PHONY: all deps build check test bench demo fuzz fmt lint clean abi install deb
+.PHONY: all deps build check test test-stress bench demo fuzz fmt lint clean abi install deb
 
 all: build
 
@@ -45,6 +45,11 @@ check: deps lint
 # `make check`, then the tests that need root: BPF programs, namespaces, BIRD, the lab.
 test: check
 	./scripts/test-tier.sh root
+
+# `make test` with every CPU kept busy by a spinning loop while the root tier runs: catches
+# tests that lean on timing or race their neighbours before CI does (scripts/test-stress.sh).
+test-stress: check
+	./scripts/test-stress.sh
 
 bench: deps
 	./scripts/bench.sh

@@ -85,7 +85,7 @@ mod tests {
     fn generated_is_fresh() {
         let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let include = crate_dir.join("../../bpf/include");
-        let out = std::env::temp_dir().join(format!("stator_abi_gen_{}", std::process::id()));
+        let out = stator_testkit::scratch::unique_path("stator_abi_gen", "");
         let status = Command::new("cc")
             .args(["-Wall", "-Werror", "-I"])
             .arg(&include)

@@ -337,7 +337,7 @@ fn afxdp_and_xdp_send_the_same_bytes_for_the_same_frames() {
     let topo = Topo::new("afxd");
     let ns = topo.ns().clone();
     let u = Universe::new();
-    let dir = std::env::temp_dir().join(format!("sax{}diff-bpf", std::process::id()));
+    let dir = stator_testkit::scratch::unique_path("sax-diff-bpf", "");
     let bpffs = BpfFs::mount(&dir).expect("bpffs");
     let first = timeless(Config::initial(&u).snapshot(&u, 1));
     let started = Instant::now();

@@ -28,7 +28,7 @@ struct FakeBird {
 
 impl FakeBird {
     fn start(name: &str, script: impl Fn(&str, usize) -> Act + Send + Sync + 'static) -> Self {
-        let dir = std::env::temp_dir().join(format!("stator-bird-fake-{}", std::process::id()));
+        let dir = stator_testkit::scratch::unique_path("stator-bird-fake", "");
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("{name}.ctl"));
         let _ = std::fs::remove_file(&path);

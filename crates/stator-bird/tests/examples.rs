@@ -46,7 +46,7 @@ fn the_node_example_includes_what_stator_writes_from_the_example_config() {
     );
     assert!(node.contains(&format!("router id {};", bgp.router_id)));
 
-    let dir = std::env::temp_dir().join(format!("stator-bird-examples-{}", std::process::id()));
+    let dir = stator_testkit::scratch::unique_path("stator-bird-examples", "");
     std::fs::create_dir_all(&dir).unwrap();
     let rendered = dir.join("stator.conf");
     let routes = DesiredRoutes::from_config(&config, |vip| vip.name != "dns");

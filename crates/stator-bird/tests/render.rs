@@ -164,7 +164,7 @@ fn bird_accepts_the_rendered_files() {
         Command::new("bird").arg("--version").output().is_ok(),
         "BIRD 2 is not installed (Debian: apt-get install bird2, or `make deps`)"
     );
-    let dir = std::env::temp_dir().join(format!("stator-bird-render-{}", std::process::id()));
+    let dir = stator_testkit::scratch::unique_path("stator-bird-render", "");
     std::fs::create_dir_all(&dir).unwrap();
     for (name, (bgp, routes)) in [("full", full()), ("minimal", minimal())] {
         let include = dir.join(format!("{name}.conf"));

@@ -160,7 +160,7 @@ async fn probe_once(server: &TlsServer, probe: &Probe) -> Result<(), String> {
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stator-{name}-{}", std::process::id()));
+    let dir = stator_testkit::scratch::unique_path(&format!("stator-{name}"), "");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

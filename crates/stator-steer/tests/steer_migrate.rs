@@ -109,7 +109,7 @@ fn multiarch_include() -> Option<PathBuf> {
 /// inside the server namespace. Dropping the returned object (in the namespace) detaches it.
 fn drop_final_acks(lab: &Lab) -> aya::Ebpf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let object = std::env::temp_dir().join(format!("stator-drop-ack-{}.o", std::process::id()));
+    let object = stator_testkit::scratch::unique_path("stator-drop-ack", ".o");
     let mut cmd = Command::new("clang");
     cmd.args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror"]);
     if let Some(inc) = multiarch_include() {

@@ -203,7 +203,7 @@ fn bpf_toeplitz_matches_rust_on_vectors_and_random_inputs() {
         stator_lab::netns::is_root(),
         "this test needs root (CAP_BPF) to load and run a BPF program; run as root"
     );
-    let dir = std::env::temp_dir().join(format!("stator-steer-probe-{}", std::process::id()));
+    let dir = stator_testkit::scratch::unique_path("stator-steer-probe", "");
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let object = compile_probe(&dir);
     let mut ebpf = aya::Ebpf::load_file(&object).expect("load the probe object");

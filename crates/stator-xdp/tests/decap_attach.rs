@@ -108,7 +108,7 @@ fn attach_reattach_status_detach() {
 #[test]
 fn a_pin_path_outside_bpffs_gets_a_bpffs_mounted_there() {
     require_root();
-    let dir = std::env::temp_dir().join(format!("stator-decap-nobpffs-{}", std::process::id()));
+    let dir = stator_testkit::scratch::unique_path("stator-decap-nobpffs", "");
     let pins = dir.join("pins");
     let fs_type = |p: &std::path::Path| {
         let out = std::process::Command::new("stat")

@@ -24,7 +24,7 @@ char _license[] SEC("license") = "GPL";
 #[test]
 fn a_verifier_rejection_shows_the_log_tail() {
     common::require_root();
-    let dir = std::env::temp_dir().join(format!("stator-bad-{}", std::process::id()));
+    let dir = stator_testkit::scratch::unique_path("stator-bad", "");
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("bad.bpf.c");
     let obj = dir.join("bad.o");

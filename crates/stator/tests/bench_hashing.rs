@@ -5,10 +5,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn scratch(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "stator-bench-hashing-{}-{name}",
-        std::process::id()
-    ))
+    stator_testkit::scratch::unique_path(&format!("stator-bench-hashing-{name}"), "")
 }
 
 fn rows<'a>(objects: &'a [Value], figure: &str) -> &'a Vec<Value> {

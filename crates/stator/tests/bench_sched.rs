@@ -32,7 +32,7 @@ fn positive(v: &Value, key: &str) -> f64 {
 
 #[test]
 fn quick_run_reports_every_case() {
-    let out = std::env::temp_dir().join(format!("stator-bench-sched-{}.json", std::process::id()));
+    let out = stator_testkit::scratch::unique_path("stator-bench-sched", ".json");
     let stdout = run(&["--json", "--out", out.to_str().expect("UTF-8 temp path")]);
     let report: Value = serde_json::from_str(&stdout).expect("stdout is one JSON document");
     let written: Value =

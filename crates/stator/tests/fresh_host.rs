@@ -87,8 +87,7 @@ fn bench_veth_runs_where_no_bpffs_is() {
         stator_xdp::is_root(),
         "this test creates network namespaces and loads XDP: run as root"
     );
-    let out_json =
-        std::env::temp_dir().join(format!("stator-fresh-veth-{}.json", std::process::id()));
+    let out_json = stator_testkit::scratch::unique_path("stator-fresh-veth", ".json");
     let script = format!(
         "set -e
          umount -R /sys/fs/bpf 2>/dev/null || true

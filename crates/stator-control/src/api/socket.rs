@@ -148,7 +148,9 @@ pub fn bind(path: &Path, group: &SocketGroup) -> Result<ApiSocket, ControlError>
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     let failed = |what: &str, e: io::Error| {
         let _ = std::fs::remove_file(&tmp);

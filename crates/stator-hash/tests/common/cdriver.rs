@@ -23,7 +23,7 @@ pub struct ScratchDir(pub PathBuf);
 
 impl ScratchDir {
     pub fn new(label: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("stator-{label}-{}", std::process::id()));
+        let dir = stator_testkit::scratch::unique_path(&format!("stator-{label}"), "");
         std::fs::create_dir_all(&dir).expect("create scratch dir");
         Self(dir)
     }

@@ -26,11 +26,7 @@ pub fn bench_report(args: &[&str]) -> serde_json::Value {
         "stator bench {} loads BPF programs and creates network namespaces: run as root",
         args.join(" ")
     );
-    let out = std::env::temp_dir().join(format!(
-        "stator-bench-{}-{}.json",
-        args[0],
-        std::process::id()
-    ));
+    let out = stator_testkit::scratch::unique_path(&format!("stator-bench-{}", args[0]), ".json");
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_stator"))
         .arg("bench")
         .args(args)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The root tier of the tests with every CPU of the machine kept busy: a test that passes on
+# an idle machine but leans on timing (a race between parallel tests, a wait too short for a
+# loaded scheduler) fails here first, as it would some day in CI.
+#
+#   scripts/test-stress.sh [cargo args]     (make test-stress runs it after make check)
+#
+# One busy loop per CPU (`nproc`), at normal priority, for as long as the tests run and at
+# most STRESS_LIMIT seconds (default 3600); the loops are killed when the tests end, however
+# they end. Extra arguments go to the root tier (e.g. --test lab_e2e).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cpus=$(nproc)
+limit=${STRESS_LIMIT:-3600}
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+for _ in $(seq "$cpus"); do
+  timeout "$limit" sh -c 'while :; do :; done' &
+  pids+=($!)
+done
+echo "test-stress: $cpus busy loop(s) running (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+started=$(date +%s)
+status=0
+./scripts/test-tier.sh root "$@" || status=$?
+echo "test-stress: root tier finished with status $status in $(( $(date +%s) - started )) s under $cpus busy loop(s); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+exit "$status"
