@@ -40,6 +40,7 @@ lint: deps
 # Every test that needs neither root nor the kernel (unit, doc, golden, property, config,
 # controller over stator-core): fast, and runs as any user.
 check: deps lint
+	$(CARGO) check --manifest-path fuzz/Cargo.toml --bins
 	./scripts/test-tier.sh check
 
 # `make check`, then the tests that need root: BPF programs, namespaces, BIRD, the lab.

@@ -60,7 +60,10 @@ fn world(sel: u8) -> Snapshot {
             port: 0,
             proto: Proto::Tcp,
         },
-        VipFlags { no_conntrack: true },
+        VipFlags {
+            no_conntrack: true,
+            ..VipFlags::default()
+        },
         7,
         be(4),
     )
@@ -141,6 +144,7 @@ fuzz_target!(|data: &[u8]| {
         },
         ct_capacity: 8,
         ct_seed: 1,
+        ..ForwarderConfig::default()
     });
     let template = (sel >> 4) & 3;
     let mut now: u64 = 1_000_000_000_000;
