@@ -362,6 +362,13 @@ pub enum Error {
         /// What to use instead, starting with "; " (or empty).
         hint: String,
     },
+    /// A JSON form of the configuration ([`crate::json`]) that is not a document of the
+    /// configuration's structure.
+    #[error("{message}")]
+    Json {
+        /// What is wrong, e.g. "invalid JSON at line 1 column 9: EOF while parsing a value".
+        message: String,
+    },
 }
 
 /// One problem with a configuration: where and what.

@@ -34,6 +34,7 @@ pub mod duration;
 pub mod error;
 pub mod flatten;
 pub mod health;
+pub mod json;
 mod parse;
 pub mod raw;
 pub mod types;
@@ -51,6 +52,7 @@ pub use health::{
     CheckId, HealthCheck, HealthPlan, HealthSpec, HttpProbe, HttpsProbe, Probe, StatusRange,
     Timing, TlsSpec, UdpProbe, health_plan,
 };
+pub use json::toml_from_json;
 pub use raw::RawConfig;
 pub use types::{
     AccessLevel, Afxdp, AfxdpBindMode, Api, Backend, BackendId, Bgp, Config, ConntrackMode,

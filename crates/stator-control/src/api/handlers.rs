@@ -182,68 +182,16 @@ fn body_text(headers: &HeaderMap, body: &[u8]) -> Result<(String, bool), Control
         "application/toml" | "application/x-toml" | "text/toml" | "text/plain" | "" => {
             Ok((text.to_owned(), false))
         }
-        "application/json" => {
-            let value: Value = serde_json::from_str(text).map_err(|e| {
-                ControlError::bad_request(
-                    format!(
-                        "invalid JSON at line {} column {}: {e}",
-                        e.line(),
-                        e.column()
-                    ),
-                    None,
-                )
-            })?;
-            let Value::Object(map) = value else {
-                return Err(ControlError::bad_request(
-                    "the JSON body must be an object",
-                    None,
-                ));
-            };
-            let mut table = toml::Table::new();
-            for (k, v) in map {
-                let path = k.clone();
-                table.insert(k, json_to_toml(v, &path)?);
-            }
-            let text = toml::to_string(&table).map_err(|e| {
-                ControlError::bad_request(format!("cannot represent the JSON as TOML: {e}"), None)
-            })?;
-            Ok((text, true))
-        }
+        "application/json" => stator_config::toml_from_json(text)
+            .map(|toml| (toml, true))
+            .map_err(|e| {
+                let field = (!e.path.is_root()).then(|| e.path.to_string());
+                ControlError::bad_request(e.error.to_string(), field.as_deref())
+            }),
         other => Err(ControlError::UnsupportedType {
             given: other.to_owned(),
         }),
     }
-}
-
-fn json_to_toml(v: Value, path: &str) -> Result<toml::Value, ControlError> {
-    Ok(match v {
-        Value::Null => {
-            return Err(ControlError::bad_request(
-                "null is not a value (leave the key out for its default)",
-                Some(path),
-            ));
-        }
-        Value::Bool(b) => toml::Value::Boolean(b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => toml::Value::Integer(i),
-            None => toml::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Value::String(s) => toml::Value::String(s),
-        Value::Array(a) => toml::Value::Array(
-            a.into_iter()
-                .enumerate()
-                .map(|(i, v)| json_to_toml(v, &format!("{path}[{i}]")))
-                .collect::<Result<_, _>>()?,
-        ),
-        Value::Object(m) => {
-            let mut t = toml::Table::new();
-            for (k, v) in m {
-                let p = format!("{path}.{k}");
-                t.insert(k, json_to_toml(v, &p)?);
-            }
-            toml::Value::Table(t)
-        }
-    })
 }
 
 /// `If-Match: "7"` (or `7`, or `*`).
