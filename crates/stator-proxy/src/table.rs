@@ -65,11 +65,17 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
         self.timeout
     }
 
-    /// Changes the bound and the timeout (a reload); a smaller bound evicts at the next
-    /// insert.
-    pub fn reconfigure(&mut self, capacity: usize, timeout: Duration) {
+    /// Changes the bound and the timeout (a reload). A smaller bound evicts the least recently
+    /// used sessions at once, down to the new bound; they are returned, oldest first, so that
+    /// the caller counts and closes each (the table never holds more than its bound).
+    pub fn reconfigure(&mut self, capacity: usize, timeout: Duration) -> Vec<(K, V)> {
         self.capacity = capacity.max(1);
         self.timeout = timeout;
+        let mut evicted = Vec::new();
+        while self.map.len() > self.capacity && self.tail != NIL {
+            evicted.push(self.remove_slot(self.tail));
+        }
+        evicted
     }
 
     /// `client`'s session if it was used within the timeout, refreshed (now most recently
@@ -104,10 +110,13 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
             .get(&client)
             .copied()
             .map(|slot| self.remove_slot(slot).1);
-        let mut evicted = None;
-        while self.map.len() >= self.capacity && self.tail != NIL {
-            evicted = Some(self.remove_slot(self.tail));
-        }
+        // The table holds at most `capacity` (`reconfigure` evicts down to a smaller bound), so
+        // one eviction makes room.
+        let evicted = if self.map.len() >= self.capacity && self.tail != NIL {
+            Some(self.remove_slot(self.tail))
+        } else {
+            None
+        };
         let entry = Entry {
             client,
             value,
@@ -302,8 +311,65 @@ mod tests {
         assert_eq!(t.remove(c(1)), None);
         assert_eq!(t.drain(), vec![(c(2), 2)]);
         assert!(t.is_empty());
-        t.reconfigure(1, Duration::from_secs(1));
+        assert!(t.reconfigure(1, Duration::from_secs(1)).is_empty());
         t.insert(c(5), 5, t0);
         assert!(t.insert(c(6), 6, t0).evicted.is_some());
+    }
+
+    #[test]
+    fn a_smaller_bound_evicts_at_once_and_says_whom() {
+        let t0 = Instant::now();
+        let mut t = SessionTable::new(4, Duration::from_secs(5));
+        for p in 1..=4 {
+            t.insert(c(p), p, t0);
+        }
+        t.touch(c(1), t0).unwrap();
+        // 2 and 3 are the least recently used: out at once, oldest first, and returned
+        let gone = t.reconfigure(2, Duration::from_secs(5));
+        assert_eq!(gone, vec![(c(2), 2), (c(3), 3)]);
+        assert_eq!(t.len(), 2);
+        let ins = t.insert(c(5), 5, t0);
+        assert_eq!(ins.evicted, Some((c(4), 4)), "one eviction per insert");
+        assert_eq!(t.len(), 2);
+    }
+
+    /// The fuzz target `session_table`'s input that found the table holding more than a bound
+    /// lowered by a reload (fuzz/regressions/session_table/, format in
+    /// fuzz/fuzz_targets/session_table.rs: capacity, timeout, then `[op, client, ms]` records;
+    /// op 0–2 insert, 7 reconfigure to `client % 16 + 1`), replayed for its invariant: never more
+    /// sessions than the bound, and every session an operation evicts handed back.
+    #[test]
+    fn fuzz_regression_reload_to_a_smaller_bound() {
+        let input =
+            include_bytes!("../../../fuzz/regressions/session_table/reload-to-a-smaller-bound");
+        let t0 = Instant::now();
+        let (capacity, timeout) = (usize::from(input[0] % 16) + 1, u64::from(input[1]));
+        let mut t = SessionTable::new(capacity, Duration::from_millis(timeout));
+        let mut bound = capacity;
+        let (mut held, mut now) = (0usize, t0);
+        for r in input[2..].chunks_exact(3) {
+            now += Duration::from_millis(u64::from(r[2]));
+            match r[0] % 8 {
+                0..=2 => {
+                    let ins = t.insert(r[1], (), now);
+                    held = held + 1
+                        - usize::from(ins.replaced.is_some())
+                        - usize::from(ins.evicted.is_some());
+                }
+                7 => {
+                    bound = usize::from(r[1] % 16) + 1;
+                    held -= t
+                        .reconfigure(bound, Duration::from_millis(u64::from(r[2])))
+                        .len();
+                }
+                _ => {}
+            }
+            assert!(
+                t.len() <= bound,
+                "{} sessions in a table of {bound}",
+                t.len()
+            );
+            assert_eq!(t.len(), held, "every session that left was handed back");
+        }
     }
 }

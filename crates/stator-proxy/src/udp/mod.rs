@@ -345,7 +345,12 @@ fn session_for(
     let stats = &w.ctx.stats;
     {
         let mut table = w.table.borrow_mut();
-        table.reconfigure(shared.spec.udp.max_sessions, shared.spec.timeouts.idle);
+        // a reload that lowered max_sessions evicts down to it here, each eviction counted
+        let evicted = table.reconfigure(shared.spec.udp.max_sessions, shared.spec.timeouts.idle);
+        if !evicted.is_empty() {
+            add(&stats.session_evictions, evicted.len() as u64);
+        }
+        drop(evicted);
         let found = table.touch(client, now);
         match found {
             Ok(Some(s)) => {
