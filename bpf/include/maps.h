@@ -231,6 +231,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } stator_trl SEC(".maps");
 
+/* The tracer's keys (docs/forwarding.md §11.1), written by user space from tracer.key_file. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stator_trace_keys);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_trkeys SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, STATOR_TAIL_MAX);

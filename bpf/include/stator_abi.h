@@ -140,7 +140,8 @@ enum stator_counter {
 	STATOR_CNT_TRACE_REPORT = 24,   /* tracer report written to stator_trace */
 	STATOR_CNT_TRACE_LIMITED = 25,  /* traced packet not reported: rate limit */
 	STATOR_CNT_TRACE_LOST = 26,     /* traced packet not reported: stator_trace full */
-	STATOR_CNT_MAX = 27,
+	STATOR_CNT_TRACE_UNAUTH = 27,   /* a mark whose MAC no tracer key verifies: not traced */
+	STATOR_CNT_MAX = 28,
 };
 
 /*
@@ -200,6 +201,7 @@ enum stator_drop_reason {
  *   stator_holdbuf   PERCPU_ARRAY[1]               struct stator_hold_buf (scratch for a copy)
  *   stator_trace     RINGBUF[STATOR_TRACE_RING]    struct stator_trace_event
  *   stator_trl       ARRAY[1]                      struct stator_flood (the report window)
+ *   stator_trkeys    ARRAY[1]                      struct stator_trace_keys (the tracer's keys)
  *   stator_progs     PROG_ARRAY[STATOR_TAIL_MAX]   the tail-called programs (set by the loader)
  *   stator_tcx       PERCPU_ARRAY[1]               struct stator_tail (what a tail call needs)
  *  The array maps user space writes (ctl, cfg, vtab, reals, slots) are BPF_F_MMAPABLE: the loader
@@ -543,6 +545,18 @@ struct stator_trace_mark {
 	__u8 receiver_family;  /* STATOR_FAMILY_V4 / V6 */
 	__u8 _pad0;
 	__u32 trace_id;        /* the sender's, echoed in every report */
+	__u64 mac;             /* SipHash-2-4 of docs/forwarding.md §11.1's message, host order */
+};
+
+/* Tracer keys a node holds at once (the current one and the one being rotated out). */
+#define STATOR_TRACE_KEYS 2
+
+/* stator_trkeys[0]: the keys a mark's MAC is checked with (docs/forwarding.md §11.1); written
+ * by user space whenever the configuration's key file is read. count = 0: no mark verifies. */
+struct stator_trace_keys {
+	__u64 k[STATOR_TRACE_KEYS][2]; /* each key's k0, k1: its 16 bytes read little-endian */
+	__u32 count;
+	__u32 _pad0;
 };
 
 /* What the node did with a traced packet. */
@@ -583,7 +597,9 @@ struct stator_trace_event {
 	__u32 slot;        /* Maglev slot, or STATOR_NO_SLOT */
 	__be32 target[4];  /* redirect target (FRAG_REDIRECT, FAILOVER) */
 	__u8 target_family;
-	__u8 _pad0[7];
+	__u8 _pad0;
+	__u16 ip_len;      /* the traced IP packet's length: no report may be longer */
+	__u8 _pad1[4];
 	struct stator_flow_key flow; /* as decided on (ports 0 for a fragment redirect) */
 	__u64 now_ns;
 };

@@ -42,7 +42,8 @@
 	X(STATOR_CNT_GROUP_MATCH, "group_match")                                                  \
 	X(STATOR_CNT_TRACE_REPORT, "trace_report")                                                \
 	X(STATOR_CNT_TRACE_LIMITED, "trace_limited")                                              \
-	X(STATOR_CNT_TRACE_LOST, "trace_lost")
+	X(STATOR_CNT_TRACE_LOST, "trace_lost")                                                    \
+	X(STATOR_CNT_TRACE_UNAUTH, "trace_unauth")
 
 #define DROPS(X)                                                                                  \
 	X(STATOR_DROP_NONE, "none")                                                               \
@@ -126,6 +127,7 @@ int main(void)
 	CONST_U32(STATOR_MAX_SUFFIX_LENS);
 	CONST_U32(STATOR_DEFAULT_FRAG_ENTRIES);
 	CONST_U32(STATOR_HOLD_FRAME_MAX);
+	CONST_U32(STATOR_TRACE_KEYS);
 	CONST_U32(STATOR_DEFAULT_HOLD_RING);
 	CONST_U32(STATOR_TRACE_RING);
 	CONST_U32(STATOR_TAIL_FRAG);
@@ -307,6 +309,11 @@ int main(void)
 	OFF(stator_trace_mark, receiver_port);
 	OFF(stator_trace_mark, receiver_family);
 	OFF(stator_trace_mark, trace_id);
+	OFF(stator_trace_mark, mac);
+
+	SIZE(stator_trace_keys);
+	OFF(stator_trace_keys, k);
+	OFF(stator_trace_keys, count);
 
 	SIZE(stator_trace_event);
 	OFF(stator_trace_event, receiver);
@@ -323,6 +330,7 @@ int main(void)
 	OFF(stator_trace_event, slot);
 	OFF(stator_trace_event, target);
 	OFF(stator_trace_event, target_family);
+	OFF(stator_trace_event, ip_len);
 	OFF(stator_trace_event, flow);
 	OFF(stator_trace_event, now_ns);
 

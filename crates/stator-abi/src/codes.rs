@@ -133,6 +133,7 @@ pub enum Counter {
     TraceReport = STATOR_CNT_TRACE_REPORT,
     TraceLimited = STATOR_CNT_TRACE_LIMITED,
     TraceLost = STATOR_CNT_TRACE_LOST,
+    TraceUnauth = STATOR_CNT_TRACE_UNAUTH,
 }
 
 impl Counter {
@@ -165,6 +166,7 @@ impl Counter {
         Self::TraceReport,
         Self::TraceLimited,
         Self::TraceLost,
+        Self::TraceUnauth,
     ];
 
     /// The index in the `stator_counters` per-CPU array.

@@ -16,6 +16,7 @@ pub const STATOR_MAX_PREFIXES: u32 = 256;
 pub const STATOR_MAX_SUFFIX_LENS: u32 = 4;
 pub const STATOR_DEFAULT_FRAG_ENTRIES: u32 = 65536;
 pub const STATOR_HOLD_FRAME_MAX: u32 = 9216;
+pub const STATOR_TRACE_KEYS: u32 = 2;
 pub const STATOR_DEFAULT_HOLD_RING: u32 = 4194304;
 pub const STATOR_TRACE_RING: u32 = 262144;
 pub const STATOR_TAIL_FRAG: u32 = 0;
@@ -76,7 +77,7 @@ pub const STATOR_PROBE_F_VADDR: u32 = 2;
 pub const STATOR_BENCH_FRAME_MAX: u32 = 256;
 pub const STATOR_MAX_XSK_QUEUES: u32 = 64;
 pub const STATOR_FIBQ_OFF: u32 = 14;
-pub const STATOR_CNT_MAX: u32 = 27;
+pub const STATOR_CNT_MAX: u32 = 28;
 pub const STATOR_DROP_MAX: u32 = 18;
 pub const STATOR_DECAP_CNT_MAX: u32 = 12;
 pub const STATOR_DECAP_CNT_FIRST_REASON: u32 = 6;
@@ -119,9 +120,10 @@ pub const STATOR_CNT_GROUP_MATCH: u32 = 23;
 pub const STATOR_CNT_TRACE_REPORT: u32 = 24;
 pub const STATOR_CNT_TRACE_LIMITED: u32 = 25;
 pub const STATOR_CNT_TRACE_LOST: u32 = 26;
+pub const STATOR_CNT_TRACE_UNAUTH: u32 = 27;
 
 /// Counter index → metric label, in index order.
-pub const COUNTER_NAMES: [&str; 27] = [
+pub const COUNTER_NAMES: [&str; 28] = [
     "act_aborted",
     "act_drop",
     "act_pass",
@@ -149,6 +151,7 @@ pub const COUNTER_NAMES: [&str; 27] = [
     "trace_report",
     "trace_limited",
     "trace_lost",
+    "trace_unauth",
 ];
 pub const STATOR_DROP_NONE: u32 = 0;
 pub const STATOR_DROP_MALFORMED_L3: u32 = 1;
@@ -316,12 +319,16 @@ pub const SIZEOF_stator_tail: usize = 8;
 pub const OFFSETOF_stator_tail_l3: usize = 0;
 pub const OFFSETOF_stator_tail_ethertype: usize = 4;
 pub const OFFSETOF_stator_tail_redirected: usize = 6;
-pub const SIZEOF_stator_trace_mark: usize = 32;
+pub const SIZEOF_stator_trace_mark: usize = 40;
 pub const OFFSETOF_stator_trace_mark_magic: usize = 0;
 pub const OFFSETOF_stator_trace_mark_receiver: usize = 8;
 pub const OFFSETOF_stator_trace_mark_receiver_port: usize = 24;
 pub const OFFSETOF_stator_trace_mark_receiver_family: usize = 26;
 pub const OFFSETOF_stator_trace_mark_trace_id: usize = 28;
+pub const OFFSETOF_stator_trace_mark_mac: usize = 32;
+pub const SIZEOF_stator_trace_keys: usize = 40;
+pub const OFFSETOF_stator_trace_keys_k: usize = 0;
+pub const OFFSETOF_stator_trace_keys_count: usize = 32;
 pub const SIZEOF_stator_trace_event: usize = 112;
 pub const OFFSETOF_stator_trace_event_receiver: usize = 0;
 pub const OFFSETOF_stator_trace_event_receiver_port: usize = 16;
@@ -337,6 +344,7 @@ pub const OFFSETOF_stator_trace_event_real_id: usize = 32;
 pub const OFFSETOF_stator_trace_event_slot: usize = 36;
 pub const OFFSETOF_stator_trace_event_target: usize = 40;
 pub const OFFSETOF_stator_trace_event_target_family: usize = 56;
+pub const OFFSETOF_stator_trace_event_ip_len: usize = 58;
 pub const OFFSETOF_stator_trace_event_flow: usize = 64;
 pub const OFFSETOF_stator_trace_event_now_ns: usize = 104;
 pub const SIZEOF_stator_vaddr_vip: usize = 20;

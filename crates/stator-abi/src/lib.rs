@@ -53,7 +53,7 @@ pub use node::{Ctl, NodeCfg};
 pub use probe::{BenchFrame, Probe};
 pub use reuseport::{RpCfg, RpCounter};
 pub use service::{Real, Traffic, Vaddr, VaddrVip, Vip, VipKey, vtab_hash};
-pub use trace::{TraceCause, TraceEvent, TraceKind, TraceMark};
+pub use trace::{TraceCause, TraceEvent, TraceKeys, TraceKind, TraceMark};
 
 #[cfg(test)]
 mod tests {
@@ -125,7 +125,7 @@ mod tests {
     fn counter_labels() {
         assert_eq!(Counter::CtHit.label(), "ct_hit");
         assert_eq!(Counter::SelfTest.label(), "self_test");
-        assert_eq!(Counter::TraceLost as u32 + 1, STATOR_CNT_MAX);
+        assert_eq!(Counter::TraceUnauth as u32 + 1, STATOR_CNT_MAX);
         for (i, c) in Counter::ALL.iter().enumerate() {
             assert_eq!(c.index() as usize, i);
         }

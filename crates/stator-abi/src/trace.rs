@@ -22,13 +22,64 @@ pub struct TraceMark {
     pub _pad0: u8,
     /// The sender's id of this trace, echoed in every report.
     pub trace_id: u32,
+    /// SipHash-2-4 of docs/forwarding.md §11.1's message under a tracer key.
+    pub mac: u64,
 }
 assert_layout!(TraceMark, SIZEOF_stator_trace_mark,
     magic => OFFSETOF_stator_trace_mark_magic,
     receiver => OFFSETOF_stator_trace_mark_receiver,
     receiver_port => OFFSETOF_stator_trace_mark_receiver_port,
     receiver_family => OFFSETOF_stator_trace_mark_receiver_family,
-    trace_id => OFFSETOF_stator_trace_mark_trace_id);
+    trace_id => OFFSETOF_stator_trace_mark_trace_id,
+    mac => OFFSETOF_stator_trace_mark_mac);
+
+/// `struct stator_trace_keys` — `stator_trkeys[0]`: the keys a mark's MAC is checked with.
+/// Its `Debug` shows how many keys it holds, never the keys.
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct TraceKeys {
+    /// Each key's two halves (its 16 bytes read as two little-endian words).
+    pub k: [[u64; 2]; STATOR_TRACE_KEYS as usize],
+    /// How many of `k` are keys.
+    pub count: u32,
+    /// Padding.
+    pub _pad0: u32,
+}
+assert_layout!(TraceKeys, SIZEOF_stator_trace_keys,
+    k => OFFSETOF_stator_trace_keys_k,
+    count => OFFSETOF_stator_trace_keys_count);
+
+impl core::fmt::Debug for TraceKeys {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "TraceKeys({} key(s), redacted)", self.count)
+    }
+}
+
+impl TraceKeys {
+    /// The record of `keys` (at most [`STATOR_TRACE_KEYS`]; more are ignored).
+    pub fn from_keys(keys: &[[u8; 16]]) -> Self {
+        let mut out = Self::default();
+        for (slot, key) in out.k.iter_mut().zip(keys) {
+            let (a, b) = key.split_at(8);
+            let word = |x: &[u8]| u64::from_le_bytes(x.try_into().unwrap_or([0; 8]));
+            *slot = [word(a), word(b)];
+        }
+        out.count = keys.len().min(STATOR_TRACE_KEYS as usize) as u32;
+        out
+    }
+
+    /// The map value's bytes (host order).
+    pub fn to_bytes(&self) -> [u8; SIZEOF_stator_trace_keys] {
+        let mut b = [0u8; SIZEOF_stator_trace_keys];
+        for (i, [k0, k1]) in self.k.iter().enumerate() {
+            b[i * 16..i * 16 + 8].copy_from_slice(&k0.to_ne_bytes());
+            b[i * 16 + 8..i * 16 + 16].copy_from_slice(&k1.to_ne_bytes());
+        }
+        let c = OFFSETOF_stator_trace_keys_count;
+        b[c..c + 4].copy_from_slice(&self.count.to_ne_bytes());
+        b
+    }
+}
 
 impl TraceMark {
     /// The mark's bytes as the sender puts them in the payload (host-order integers, as the
@@ -40,6 +91,7 @@ impl TraceMark {
         b[24..26].copy_from_slice(&self.receiver_port);
         b[26] = self.receiver_family;
         b[28..32].copy_from_slice(&self.trace_id.to_ne_bytes());
+        b[32..40].copy_from_slice(&self.mac.to_ne_bytes());
         b
     }
 
@@ -60,6 +112,7 @@ impl TraceMark {
             receiver_family: b[26],
             _pad0: b[27],
             trace_id: u32::from_ne_bytes([b[28], b[29], b[30], b[31]]),
+            mac: u64::from_ne_bytes([b[32], b[33], b[34], b[35], b[36], b[37], b[38], b[39]]),
         })
     }
 }
@@ -185,7 +238,11 @@ pub struct TraceEvent {
     /// Its family.
     pub target_family: u8,
     /// Padding.
-    pub _pad0: [u8; 7],
+    pub _pad0: u8,
+    /// The traced IP packet's length: no report to the receiver may be longer.
+    pub ip_len: u16,
+    /// Padding.
+    pub _pad1: [u8; 4],
     /// The flow decided on.
     pub flow: FlowKey,
     /// `now` of the decision.
@@ -206,6 +263,7 @@ assert_layout!(TraceEvent, SIZEOF_stator_trace_event,
     slot => OFFSETOF_stator_trace_event_slot,
     target => OFFSETOF_stator_trace_event_target,
     target_family => OFFSETOF_stator_trace_event_target_family,
+    ip_len => OFFSETOF_stator_trace_event_ip_len,
     flow => OFFSETOF_stator_trace_event_flow,
     now_ns => OFFSETOF_stator_trace_event_now_ns);
 
@@ -225,6 +283,8 @@ impl TraceEvent {
         b[36..40].copy_from_slice(&self.slot.to_ne_bytes());
         b[40..56].copy_from_slice(&self.target);
         b[56] = self.target_family;
+        let l = OFFSETOF_stator_trace_event_ip_len;
+        b[l..l + 2].copy_from_slice(&self.ip_len.to_ne_bytes());
         let o = OFFSETOF_stator_trace_event_flow;
         b[o..o + 16].copy_from_slice(&f.src);
         b[o + 16..o + 32].copy_from_slice(&f.dst);
@@ -263,7 +323,12 @@ impl TraceEvent {
             slot: u32_at(36),
             target: a16(40),
             target_family: b[56],
-            _pad0: [0; 7],
+            _pad0: 0,
+            ip_len: u16::from_ne_bytes([
+                b[OFFSETOF_stator_trace_event_ip_len],
+                b[OFFSETOF_stator_trace_event_ip_len + 1],
+            ]),
+            _pad1: [0; 4],
             flow: FlowKey {
                 src: a16(o),
                 dst: a16(o + 16),
@@ -307,6 +372,7 @@ mod tests {
             receiver_family: 6,
             _pad0: 0,
             trace_id: 0xdead_beef,
+            mac: 0x0123_4567_89ab_cdef,
         };
         assert_eq!(TraceMark::from_bytes(&m.to_bytes()), Some(m));
         assert_eq!(TraceMark::from_bytes(&[0u8; 40]), None);
@@ -325,7 +391,9 @@ mod tests {
             slot: STATOR_NO_SLOT,
             target: [0; 16],
             target_family: 0,
-            _pad0: [0; 7],
+            _pad0: 0,
+            ip_len: 1240,
+            _pad1: [0; 4],
             flow: FlowKey {
                 src: [2; 16],
                 dst: [3; 16],
@@ -340,5 +408,8 @@ mod tests {
         assert_eq!(TraceEvent::from_bytes(&e.to_bytes()), Some(e));
         assert_eq!(e.kind(), Some(TraceKind::Forward));
         assert_eq!(e.cause(), Some(TraceCause::CtHit));
+        let keys = TraceKeys::from_keys(&[[1; 16], [2; 16], [3; 16]]);
+        assert_eq!(keys.count, 2, "at most STATOR_TRACE_KEYS");
+        assert_eq!(keys.k[1], [0x0202_0202_0202_0202; 2]);
     }
 }

@@ -38,10 +38,14 @@ fn config(threads: usize, hold: HoldLimits) -> AfxdpConfig {
     }
 }
 
+/// The tracer key the plane's node holds.
+const TRACE_KEY: [u8; 16] = *b"afxdp-sec4-trace";
+
 /// `VIP`:53/udp accepting fragments, on two backends routed into the sink.
 fn frag_snapshot() -> Snapshot {
     let node = NodeParams {
         src_v4: Some(LB_OUT),
+        trace_keys: stator_abi::TraceKeys::from_keys(&[TRACE_KEY]),
         ..NodeParams::default()
     };
     let specs = [BACKEND, BACKEND2]
@@ -274,7 +278,18 @@ fn a_traced_packet_is_reported_by_its_packet_thread() {
         ..TraceMark::default()
     };
     m.receiver[..4].copy_from_slice(&[192, 0, 2, 9]);
-    let p = Packet::udp(CLIENT.into(), 32_000, VIP.into(), UDP_PORT).with_payload(&m.to_bytes());
+    m.mac = stator_core::trace_seal(
+        &m,
+        &TRACE_KEY,
+        CLIENT.into(),
+        VIP.into(),
+        32_000,
+        UDP_PORT,
+        17,
+    );
+    let mut payload = m.to_bytes().to_vec();
+    payload.resize(1200, 0);
+    let p = Packet::udp(CLIENT.into(), 32_000, VIP.into(), UDP_PORT).with_payload(&payload);
     // an ordinary packet of another flow: no report
     let q = Packet::udp(CLIENT.into(), 32_001, VIP.into(), UDP_PORT).with_payload(&[0; 40]);
     lab.send(vec![lab.to_lb(&q.ip_bytes()), lab.to_lb(&p.ip_bytes())]);

@@ -105,6 +105,8 @@ pub struct Summary {
     pub dataplane: &'static str,
     /// Proxy listeners, in file order.
     pub listeners: Vec<ListenerSummary>,
+    /// The packet tracer: on (with its receivers) or off, and how to turn it on.
+    pub tracer: String,
 }
 
 /// One listener in a [`Summary`].
@@ -210,6 +212,23 @@ impl Summary {
                     steering: l.steering.as_str(),
                 })
                 .collect(),
+            tracer: match &config.tracer.key_file {
+                Some(key) => format!(
+                    "on: marks sealed with the key in {}, reports to {} at most {} a second",
+                    key.display(),
+                    config
+                        .tracer
+                        .receivers
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    config.tracer.reports_per_sec
+                ),
+                None => "off (to trace packets: [tracer] key_file = the cluster's key file, \
+                         receivers = [the prefixes reports may go to])"
+                    .into(),
+            },
         }
     }
 }
@@ -320,6 +339,9 @@ impl fmt::Display for CheckReport {
             s.slots_per_generation,
             plural(s.bgp_neighbors, "BGP neighbor"),
         )?;
+        if s.dataplane != "none" {
+            writeln!(f, "  tracer {}", s.tracer)?;
+        }
         for v in &s.vips {
             let endpoint = match (v.address, v.port) {
                 (IpAddr::V4(a), 0) => format!("{a}:any"),

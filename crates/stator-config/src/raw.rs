@@ -132,6 +132,10 @@ pub struct RawFragments {
 pub struct RawTracer {
     /// Reports per second the node sends at most.
     pub reports_per_sec: Option<i64>,
+    /// The file of the cluster's tracer keys.
+    pub key_file: Option<String>,
+    /// Prefixes reports may be sent to.
+    pub receivers: Option<Vec<String>>,
 }
 
 /// `[[vip_class]]`: a class of clusters and its prefix groups.

@@ -106,7 +106,13 @@ impl Config {
             gue_port: self.encap.gue_port,
             outer_ttl: self.encap.outer_ttl,
             frag_timeout_ns: duration_ns(self.fragments.timeout),
-            trace_per_sec: self.tracer.reports_per_sec,
+            trace_per_sec: if self.tracer.enabled() {
+                self.tracer.reports_per_sec
+            } else {
+                0
+            },
+            // read from tracer.key_file by the node (validation reads no file)
+            trace_keys: stator_abi::TraceKeys::default(),
         }
     }
 }
@@ -589,11 +595,23 @@ pub struct Fragments {
 }
 
 /// `[tracer]` (docs/forwarding.md §11).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Tracer {
     /// Reports per second the node sends at most (0 = none).
     pub reports_per_sec: u32,
+    /// The cluster's tracer keys (hex, one per line, at most two): a mark is reported only when
+    /// its MAC verifies under one of them. `None`: the tracer is off.
+    pub key_file: Option<PathBuf>,
+    /// Where reports may go: a report to a receiver outside these prefixes is not sent.
+    pub receivers: Vec<stator_core::Prefix>,
+}
+
+impl Tracer {
+    /// Whether the tracer is on (a key file is configured).
+    pub fn enabled(&self) -> bool {
+        self.key_file.is_some()
+    }
 }
 
 /// `[[vip_class]]`: a class of clusters and its prefix groups (docs/forwarding.md §3.1).

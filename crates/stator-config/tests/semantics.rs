@@ -342,9 +342,11 @@ pools = ["web"]
         stator_core::NodeParams {
             src_v4: Some("10.0.0.10".parse().unwrap()),
             src_v6: Some("2001:db8::10".parse().unwrap()),
+            trace_per_sec: 0, // the tracer is off without a key file
             ..Default::default()
         }
     );
+    assert!(!c.tracer.enabled());
     assert_eq!(c.dataplane.slots_per_generation, 1 << 22);
     assert_eq!(c.dataplane.conntrack_entries, 1 << 20);
     assert_eq!(c.encap.gue_port, 6080);
@@ -781,6 +783,8 @@ timeout = "3s"
 hold_frames = 64
 [tracer]
 reports_per_sec = 7
+key_file = "/etc/stator/trace.key"
+receivers = ["10.9.0.0/16", "2001:db8:9::/48"]
 [[vip_class]]
 name = "web"
 prefixes = ["10.100.0.0/16", "2001:db8:100::/48"]
@@ -817,6 +821,15 @@ pools = ["web"]
     assert_eq!(f.self_index, Some(1), "10.0.0.10 is node.address_v4");
     assert_eq!((f.timeout, f.hold_frames), (Duration::from_secs(3), 64));
     assert_eq!(c.tracer.reports_per_sec, 7);
+    assert!(c.tracer.enabled());
+    assert_eq!(
+        c.tracer
+            .receivers
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["10.9.0.0/16", "2001:db8:9::/48"]
+    );
     assert_eq!(c.classes.len(), 1);
     assert_eq!(c.classes[0].prefixes.len(), 2);
     let v = &c.vips;

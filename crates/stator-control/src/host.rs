@@ -153,6 +153,72 @@ fn resolve_token(token: Option<&Token>, field: &str) -> Result<Option<String>, C
     }
 }
 
+/// The tracer's keys from `tracer.key_file` (none when the tracer is off): one or two keys of
+/// 16 bytes, 32 hex digits a line (`#` starts a comment). A key file other users can read or
+/// write is refused: whoever reads it can make every node report to the receivers.
+pub fn trace_keys(config: &Config) -> Result<stator_abi::TraceKeys, ControlError> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(path) = &config.tracer.key_file else {
+        return Ok(stator_abi::TraceKeys::default());
+    };
+    let refuse = |reason: String| ControlError::Host {
+        field: "tracer.key_file".into(),
+        reason,
+    };
+    let file = std::fs::File::open(path)
+        .map_err(|e| refuse(format!("cannot read {}: {e}", path.display())))?;
+    let mode = file
+        .metadata()
+        .map_err(|e| refuse(format!("cannot inspect {}: {e}", path.display())))?
+        .permissions()
+        .mode();
+    if mode & 0o006 != 0 {
+        return Err(refuse(format!(
+            "{} can be read or written by every user (mode {:o}): chmod 600 it",
+            path.display(),
+            mode & 0o7777
+        )));
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut { file }, &mut text)
+        .map_err(|e| refuse(format!("cannot read {}: {e}", path.display())))?;
+    let keys =
+        parse_trace_keys(&text).map_err(|why| refuse(format!("{}: {why}", path.display())))?;
+    Ok(stator_abi::TraceKeys::from_keys(&keys))
+}
+
+/// The keys of a tracer key file's text (see [`trace_keys`]).
+pub fn parse_trace_keys(text: &str) -> Result<Vec<[u8; 16]>, String> {
+    let mut keys = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bytes: Option<Vec<u8>> = (line.len() == 32)
+            .then(|| {
+                (0..16)
+                    .map(|i| u8::from_str_radix(line.get(2 * i..2 * i + 2)?, 16).ok())
+                    .collect()
+            })
+            .flatten();
+        let Some(bytes) = bytes else {
+            return Err(format!("line {}: a key is 32 hex digits (16 bytes)", n + 1));
+        };
+        let mut key = [0u8; 16];
+        key.copy_from_slice(&bytes);
+        keys.push(key);
+    }
+    let most = stator_abi::STATOR_TRACE_KEYS as usize;
+    match keys.len() {
+        0 => Err("no key (32 hex digits a line)".into()),
+        n if n > most => Err(format!(
+            "{n} keys: at most {most} (the current one and the one being rotated out)"
+        )),
+        _ => Ok(keys),
+    }
+}
+
 /// Refuses a configuration file that holds an inline token (`api.token`, `api.read_token`)
 /// and can be read by other users: they would read the token. `stator run` checks its file;
 /// a configuration given through the API lives in memory only.
@@ -209,6 +275,9 @@ pub fn file_settings(config: &Config) -> Vec<(String, String, PathBuf)> {
         if let Some(Token::File(p)) = token {
             push(key.into(), key.into(), p);
         }
+    }
+    if let Some(k) = &config.tracer.key_file {
+        push("tracer.key_file".into(), "tracer.key_file".into(), k);
     }
     if let Some(bgp) = &config.bgp {
         push(
@@ -439,6 +508,36 @@ mod tests {
         std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o640)).unwrap();
         assert!(config_file_secrets(&conf, &inline).is_ok());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tracer_key_files_hold_one_or_two_keys() {
+        let k1 = "000102030405060708090a0b0c0d0e0f";
+        let k2 = "f0e0d0c0b0a090807060504030201000";
+        let one = parse_trace_keys(&format!("# current\n{k1}\n")).unwrap();
+        assert_eq!(
+            one,
+            vec![[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]]
+        );
+        assert_eq!(
+            parse_trace_keys(&format!("{k2}\n{k1} # old\n"))
+                .unwrap()
+                .len(),
+            2
+        );
+        assert!(parse_trace_keys("").unwrap_err().contains("no key"));
+        assert!(
+            parse_trace_keys(&format!("{k1}\n{k1}\n{k1}"))
+                .unwrap_err()
+                .contains("at most 2")
+        );
+        assert!(parse_trace_keys("0011").unwrap_err().contains("line 1"));
+        assert!(parse_trace_keys(&k1.replace('0', "z")).is_err());
+        assert_eq!(
+            trace_keys(&config("", "")).unwrap(),
+            stator_abi::TraceKeys::default(),
+            "no key file: the tracer is off"
+        );
     }
 
     #[test]

@@ -103,6 +103,7 @@ impl Node {
             host::config_file_secrets(path, &config)?;
         }
         let tokens = host::resolve_tokens(&config)?;
+        let trace_keys = host::trace_keys(&config)?;
         host::tls_files(&config)?;
         let socket_path = opts
             .socket
@@ -197,6 +198,7 @@ impl Node {
                 interfaces: interfaces.clone(),
                 announcer: Arc::clone(&announcer),
                 tokens: Arc::clone(&tokens),
+                trace_keys,
                 stopping: Arc::clone(&stopping),
                 probe_routes: opts.probe_routes,
                 events: events.clone(),
@@ -218,15 +220,24 @@ impl Node {
             conn_stats: Arc::default(),
             events,
             commit: Arc::from(opts.commit.as_deref().unwrap_or("unknown")),
+            tracer: Arc::default(),
         };
         let reporter = if xdp {
             let ring = stator_xdp::TraceRing::open(&config.dataplane.pin_path)
                 .map_err(|e| ControlError::data_plane("opening stator_trace", e))?;
-            Some(Reporter::start(Box::new(ring), ctx.view.clone())?)
+            Some(Reporter::start(
+                Box::new(ring),
+                ctx.view.clone(),
+                Arc::clone(&ctx.tracer),
+            )?)
         } else {
             // the AF_XDP plane's packet threads report in process
             match with_plane(&plane, |p| Ok::<_, ControlError>(p.trace_source())).await?? {
-                Some(src) => Some(Reporter::start(src, ctx.view.clone())?),
+                Some(src) => Some(Reporter::start(
+                    src,
+                    ctx.view.clone(),
+                    Arc::clone(&ctx.tracer),
+                )?),
                 None => None,
             }
         };

@@ -197,6 +197,29 @@ pub fn build(
     generation: u64,
     previous: Option<&Built>,
 ) -> Result<Built, ControlError> {
+    build_keyed(
+        config,
+        ids,
+        states,
+        generation,
+        previous,
+        stator_abi::TraceKeys::default(),
+    )
+}
+
+/// [`build`], with the tracer's keys (read from `tracer.key_file` by the node) in the
+/// snapshot's node parameters.
+///
+/// # Errors
+/// As [`build`].
+pub fn build_keyed(
+    config: &Config,
+    ids: &Assignment,
+    states: &[BackendState],
+    generation: u64,
+    previous: Option<&Built>,
+    trace_keys: stator_abi::TraceKeys,
+) -> Result<Built, ControlError> {
     let unknown = BackendState {
         health: Health::Unknown,
         drain: Drain::No,
@@ -206,7 +229,10 @@ pub fn build(
         .unwrap_or_default();
     let mut snap = Snapshot {
         generation,
-        node: config.node_params(),
+        node: stator_core::NodeParams {
+            trace_keys,
+            ..config.node_params()
+        },
         ..Snapshot::default()
     };
     let mut vips = Vec::with_capacity(config.vips.len());

@@ -4,11 +4,17 @@
 //! they name from the running configuration (the node, the VIP, the backend), and sends each
 //! one as a UDP datagram of JSON to the receiver the traced packet named.
 //!
-//! The data path already limits reports per node (`tracer.reports_per_sec`, counted
-//! `trace_limited`); this thread adds no other limit. Events that name no usable receiver (a
-//! family other than 4 or 6, port 0) are counted and not sent. A report says what the node
-//! decided, so it goes out even when the packet itself was later dropped by §5 (no route, …):
-//! what happened to the packet after the decision is the forwarder's counters' business.
+//! The data path reports only authentic marks (their MAC verifies under the cluster's key,
+//! docs/forwarding.md §11.1) and limits reports per node (`tracer.reports_per_sec`, counted
+//! `trace_limited`). This thread sends a report only
+//! - to a receiver inside `tracer.receivers` (else counted `receiver_refused`), and
+//! - when it is not longer than the traced packet (`ip_len`; else `oversize`): whoever a mark
+//!   names, no sender gets more bytes out of a node than it put in.
+//!
+//! Events that name no usable receiver (a family other than 4 or 6, port 0) are counted and not
+//! sent. A report says what the node decided, so it goes out even when the packet itself was
+//! later dropped by §5 (no route, …): what happened to the packet after the decision is the
+//! forwarder's counters' business.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::Arc;
@@ -51,6 +57,10 @@ pub struct ReporterStats {
     pub invalid: AtomicU64,
     /// Reports the socket refused.
     pub failed: AtomicU64,
+    /// Events whose receiver is outside `tracer.receivers`.
+    pub receiver_refused: AtomicU64,
+    /// Reports that would have been longer than the packet that caused them.
+    pub oversize: AtomicU64,
 }
 
 /// The reporter's thread; dropping it stops the thread.
@@ -69,12 +79,12 @@ impl Reporter {
     pub fn start(
         mut ring: Box<dyn TraceSource>,
         view: watch::Receiver<Arc<View>>,
+        stats: Arc<ReporterStats>,
     ) -> Result<Self, ControlError> {
         let v4 = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
             .map_err(|e| ControlError::io("binding the tracer's IPv4 socket", e))?;
         let v6 = UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0)).ok();
         let stop = Arc::new(AtomicBool::new(false));
-        let stats = Arc::new(ReporterStats::default());
         let (s, st) = (Arc::clone(&stop), Arc::clone(&stats));
         let thread = std::thread::Builder::new()
             .name("stator-tracer".into())
@@ -83,11 +93,23 @@ impl Reporter {
                     let mut any = false;
                     while let Some(e) = ring.next_event() {
                         any = true;
-                        let Some(to) = receiver(&e) else {
-                            st.invalid.fetch_add(1, Ordering::Relaxed);
-                            continue;
+                        let v = Arc::clone(&view.borrow());
+                        let body = report(&e, &v).to_string();
+                        let to = match destination(&e, &v.config.tracer.receivers, body.len()) {
+                            Ok(to) => to,
+                            Err(Refused::Invalid) => {
+                                st.invalid.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
+                            Err(Refused::Receiver) => {
+                                st.receiver_refused.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
+                            Err(Refused::Oversize) => {
+                                st.oversize.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
                         };
-                        let body = report(&e, &view.borrow()).to_string();
                         let sock = if to.is_ipv4() { Some(&v4) } else { v6.as_ref() };
                         match sock.map(|s| s.send_to(body.as_bytes(), to)) {
                             Some(Ok(_)) => st.sent.fetch_add(1, Ordering::Relaxed),
@@ -120,6 +142,34 @@ impl Drop for Reporter {
             let _ = t.join();
         }
     }
+}
+
+/// Why a report is not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The mark named no usable receiver.
+    Invalid,
+    /// The receiver is outside `tracer.receivers`.
+    Receiver,
+    /// The report is longer than the packet that caused it.
+    Oversize,
+}
+
+/// Where event `e`'s report of `len` bytes goes: its receiver, when usable, inside
+/// `receivers`, and the report no longer than the traced packet.
+pub fn destination(
+    e: &TraceEvent,
+    receivers: &[stator_core::Prefix],
+    len: usize,
+) -> Result<SocketAddr, Refused> {
+    let to = receiver(e).ok_or(Refused::Invalid)?;
+    if !receivers.iter().any(|p| p.contains(to.ip())) {
+        return Err(Refused::Receiver);
+    }
+    if len > usize::from(e.ip_len) {
+        return Err(Refused::Oversize);
+    }
+    Ok(to)
 }
 
 /// Where an event's report goes, when the mark named a usable receiver.
@@ -212,5 +262,28 @@ mod tests {
         assert_eq!(receiver(&e), None, "::");
         e.receiver[15] = 1;
         assert_eq!(receiver(&e), Some("[::1]:1".parse().unwrap()));
+    }
+
+    #[test]
+    fn reports_go_only_inside_the_receivers_and_never_outgrow_their_packet() {
+        let mut e = TraceEvent {
+            receiver_family: 4,
+            receiver_port: 9000u16.to_be_bytes(),
+            ip_len: 1228,
+            ..TraceEvent::default()
+        };
+        e.receiver[..4].copy_from_slice(&[10, 1, 2, 3]);
+        let ops = [stator_core::Prefix::new("10.1.0.0".parse().unwrap(), 16).unwrap()];
+        assert_eq!(
+            destination(&e, &ops, 400),
+            Ok("10.1.2.3:9000".parse().unwrap())
+        );
+        assert_eq!(destination(&e, &ops, 1228).map(|_| ()), Ok(()));
+        assert_eq!(destination(&e, &ops, 1229), Err(Refused::Oversize));
+        assert_eq!(destination(&e, &[], 400), Err(Refused::Receiver));
+        e.receiver[..4].copy_from_slice(&[203, 0, 113, 9]);
+        assert_eq!(destination(&e, &ops, 400), Err(Refused::Receiver));
+        e.receiver_port = [0, 0];
+        assert_eq!(destination(&e, &ops, 400), Err(Refused::Invalid));
     }
 }

@@ -126,6 +126,7 @@ pub(crate) struct CNode {
     pub outer_ttl: u8,
     pub frag_timeout_ns: u64,
     pub trace_per_sec: u32,
+    pub trace_keys: stator_abi::TraceKeys,
 }
 
 /// An immutable, packet-ready form of a [`Snapshot`]. Share it between threads (it is `Send` and
@@ -174,6 +175,7 @@ impl CompiledSnapshot {
             outer_ttl: n.outer_ttl,
             frag_timeout_ns: n.frag_timeout_ns,
             trace_per_sec: n.trace_per_sec,
+            trace_keys: n.trace_keys,
         };
         let mut c = Self {
             generation: snap.generation,

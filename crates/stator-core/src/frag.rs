@@ -19,7 +19,7 @@ use crate::parse::{Frag, Ip, L4, Stop, parse_l4};
 use crate::pipeline::{Cx, End, PktCx, forward, redirect, select_and_forward};
 use crate::select::match_vip;
 use crate::snapshot::{RealId, VipId};
-use crate::tracer::{Decision, mark_of};
+use crate::tracer::Decision;
 use crate::verdict::Verdict;
 
 /// The fragment table: a datagram's first-fragment decision by `(src, dst, id, proto)`,
@@ -146,7 +146,7 @@ where
         }
         match parse_l4(data, ip) {
             Ok(L4::Ports { sport, dport, syn }) => {
-                pcx.mark = mark_of(data, ip, ip.proto);
+                pcx.mark = cx.traced(data, ip);
                 Some((sport, dport, syn))
             }
             Ok(L4::Icmp { .. }) => return Stop::NonVip.into(),

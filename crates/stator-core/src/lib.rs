@@ -118,6 +118,7 @@ mod pipeline;
 mod select;
 pub mod snapshot;
 mod tracer;
+pub use tracer::seal as trace_seal;
 mod validate;
 mod verdict;
 

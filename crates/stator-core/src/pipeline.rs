@@ -4,7 +4,7 @@
 
 use stator_abi::{
     Counter, CtEntry, DropReason, Encap, FlowKey, FragEntry, FragKey, STATOR_GRE_REDIRECT,
-    STATOR_NO_REAL, STATOR_NO_VIP, STATOR_REAL_F_USABLE, TraceEvent, TraceKind, TraceMark,
+    STATOR_NO_REAL, STATOR_NO_VIP, STATOR_REAL_F_USABLE, TraceEvent, TraceKind,
 };
 
 use crate::compiled::{Addr, CReal, CVip, CompiledSnapshot};
@@ -21,7 +21,7 @@ use crate::parse::{
 };
 use crate::select::{Ask, match_vip, plan};
 use crate::snapshot::{RealId, VipId};
-use crate::tracer::{Decision, ReportWindow, event, mark_of};
+use crate::tracer::{Decision, ReportWindow, Traced, event, mark_of};
 use crate::verdict::{Insert, Selection, Verdict};
 
 /// What the last [`Forwarder::process`](crate::Forwarder::process) produced besides its verdict: what the XDP program
@@ -94,20 +94,25 @@ impl<N: ?Sized> Cx<'_, N> {
         }
     }
 
-    /// §11.2: a report, unless the node's window is full.
-    pub(crate) fn report(
-        &mut self,
-        mark: &TraceMark,
-        redirected: bool,
-        flow: FlowKey,
-        d: &Decision,
-    ) {
-        if self.window.admit(self.now, self.snap.node.trace_per_sec) {
-            self.side.trace = Some(event(mark, redirected, flow, self.now, d));
-            self.st.counters.inc(Counter::TraceReport);
-        } else {
+    /// §11.1: the packet's mark, if it has one.
+    pub(crate) fn traced(&mut self, data: &[u8], ip: &Ip) -> Option<Traced> {
+        mark_of(data, ip, ip.proto)
+    }
+
+    /// §11.1–§11.2, where the decision is made: the node's window admits the mark (else
+    /// `trace_limited`: a flood of marks costs at most `trace_per_sec` MAC checks a second),
+    /// then its MAC must verify (else `trace_unauth`), then the report.
+    pub(crate) fn report(&mut self, mark: &Traced, redirected: bool, flow: FlowKey, d: &Decision) {
+        if !self.window.admit(self.now, self.snap.node.trace_per_sec) {
             self.st.counters.inc(Counter::TraceLimited);
+            return;
         }
+        if !mark.authentic(&self.snap.node.trace_keys) {
+            self.st.counters.inc(Counter::TraceUnauth);
+            return;
+        }
+        self.side.trace = Some(event(mark, redirected, flow, self.now, d));
+        self.st.counters.inc(Counter::TraceReport);
     }
 
     /// §9 step 5: hand the frame to the holder.
@@ -122,7 +127,7 @@ impl<N: ?Sized> Cx<'_, N> {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct PktCx {
     pub redirected: bool,
-    pub mark: Option<TraceMark>,
+    pub mark: Option<Traced>,
     pub first_frag: Option<FragKey>,
 }
 
@@ -209,7 +214,7 @@ where
             if m.group {
                 cx.st.counters.inc(Counter::GroupMatch);
             }
-            pcx.mark = mark_of(data, ip, ip.proto);
+            pcx.mark = cx.traced(data, ip);
             let tuple = ip.tuple(sport, dport);
             select_and_forward(cx, frame, v, ip, m.vip, &tuple, syn, false, pcx)
         }

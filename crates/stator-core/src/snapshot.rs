@@ -240,6 +240,8 @@ pub struct NodeParams {
     pub frag_timeout_ns: u64,
     /// Tracer reports per second for the node (0 = none).
     pub trace_per_sec: u32,
+    /// The keys a trace mark's MAC is checked with (none: no mark verifies).
+    pub trace_keys: stator_abi::TraceKeys,
 }
 
 impl Default for NodeParams {
@@ -255,6 +257,7 @@ impl Default for NodeParams {
             outer_ttl: 64,
             frag_timeout_ns: 2 * 1_000_000_000,
             trace_per_sec: 100,
+            trace_keys: stator_abi::TraceKeys::default(),
         }
     }
 }

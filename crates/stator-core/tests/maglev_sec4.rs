@@ -624,18 +624,6 @@ fn a_failover_lands_on_the_group_vip_of_another_cluster() {
     assert_eq!(out, want);
 }
 
-fn traced(receiver: Ipv4Addr, port: u16, id: u32) -> Vec<u8> {
-    let mut m = stator_core::TraceMark {
-        magic: stator_abi::STATOR_TRACE_MAGIC,
-        trace_id: id,
-        receiver_family: 4,
-        receiver_port: port.to_be_bytes(),
-        ..Default::default()
-    };
-    m.receiver[..4].copy_from_slice(&receiver.octets());
-    m.to_bytes().to_vec()
-}
-
 #[test]
 fn traced_packets_are_reported_and_forwarded_untouched() {
     let mut b = frag_world();
@@ -645,7 +633,7 @@ fn traced_packets_are_reported_and_forwarded_untouched() {
     let snap = compile(&s);
     let mut fwd = forwarder();
     let rx = Ipv4Addr::new(192, 0, 2, 77);
-    let p = Packet::udp(v4(CLIENT4), 11, v4(VIP4), 53).with_payload(&traced(rx, 5555, 42));
+    let p = traced(Packet::udp(v4(CLIENT4), 11, v4(VIP4), 53), rx, 5555, 42);
     let (v, out) = run(&mut fwd, &snap, &fib_tx(), T0, &p.frame());
     assert_eq!(v.action, Action::Tx);
     let hash = flow_hash_v4(CLIENT4.octets(), VIP4.octets(), 11, 53, 17);
@@ -662,14 +650,18 @@ fn traced_packets_are_reported_and_forwarded_untouched() {
     assert_eq!(e.flow, p_flow(&p));
     assert_eq!(fwd.take_trace(), None, "taken");
     // a TCP SYN carries the mark right after its 20 bytes; a drop is reported too
-    let syn = Packet::tcp(
-        v4(CLIENT4),
-        12,
-        v4(Ipv4Addr::new(10, 0, 0, 12)),
-        80,
-        tcp_flags::SYN,
-    )
-    .with_payload(&traced(rx, 5555, 43));
+    let syn = traced(
+        Packet::tcp(
+            v4(CLIENT4),
+            12,
+            v4(Ipv4Addr::new(10, 0, 0, 12)),
+            80,
+            tcp_flags::SYN,
+        ),
+        rx,
+        5555,
+        43,
+    );
     let (v, _) = run(&mut fwd, &snap, &fib_tx(), T0, &syn.frame());
     assert_eq!(v.action, Action::Drop(DropReason::NoBackend));
     let e = fwd.take_trace().expect("a report");
@@ -694,11 +686,109 @@ fn traced_packets_are_reported_and_forwarded_untouched() {
             == Action::Tx
     );
     assert!(fwd.take_trace().is_some());
-    let mut cut = traced(rx, 5555, 44);
-    cut.truncate(31);
+    let whole = traced(Packet::udp(v4(CLIENT4), 11, v4(VIP4), 53), rx, 5555, 44);
+    let cut = match &whole.l4 {
+        L4::Udp { payload, .. } => payload[..39].to_vec(),
+        _ => unreachable!(),
+    };
     let short = Packet::udp(v4(CLIENT4), 11, v4(VIP4), 53).with_payload(&cut);
     run(&mut fwd, &snap, &fib_tx(), T0 + SEC, &short.frame());
     assert_eq!(fwd.take_trace(), None);
+    assert_eq!(
+        fwd.counters(0).get(Counter::TraceUnauth),
+        0,
+        "no mark at all"
+    );
+}
+
+/// docs/forwarding.md §11.1: a mark is traced only when its MAC verifies under one of the
+/// node's keys, for this receiver and this flow; anything else is ordinary traffic, counted.
+#[test]
+fn only_authentic_marks_are_traced() {
+    let mut s = frag_world().build().unwrap();
+    s.node.trace_per_sec = 100;
+    let snap = compile(&s);
+    let mut fwd = forwarder();
+    let rx = Ipv4Addr::new(192, 0, 2, 77);
+    let victim = Ipv4Addr::new(203, 0, 113, 9);
+    let udp = |sport| Packet::udp(v4(CLIENT4), sport, v4(VIP4), 53);
+    let hash = |sport| flow_hash_v4(CLIENT4.octets(), VIP4.octets(), sport, 53, 17);
+    // an outsider's mark: no key, or a key of its own
+    let unsealed = {
+        let p = traced(udp(11), rx, 5555, 1);
+        let L4::Udp { payload, .. } = &p.l4 else {
+            unreachable!()
+        };
+        let mut payload = payload.clone();
+        payload[32..40].fill(0);
+        udp(11).with_payload(&payload)
+    };
+    let wrong_key = traced_with(udp(12), victim, 5555, 2, b"not-the-clusters");
+    // a genuine mark replayed towards another receiver (its receiver rewritten), and on
+    // another flow (another source port)
+    let replayed = {
+        let p = traced(udp(13), rx, 5555, 3);
+        let L4::Udp { payload, .. } = &p.l4 else {
+            unreachable!()
+        };
+        let mut payload = payload.clone();
+        payload[8..12].copy_from_slice(&victim.octets());
+        udp(13).with_payload(&payload)
+    };
+    let moved = {
+        let p = traced(udp(14), rx, 5555, 4);
+        let L4::Udp { payload, .. } = &p.l4 else {
+            unreachable!()
+        };
+        udp(15).with_payload(payload)
+    };
+    for (what, p, sport) in [
+        ("no MAC", &unsealed, 11),
+        ("another key", &wrong_key, 12),
+        ("another receiver", &replayed, 13),
+        ("another flow", &moved, 15),
+    ] {
+        let (v, out) = run(&mut fwd, &snap, &fib_tx(), T0, &p.frame());
+        assert_eq!(
+            v.action,
+            Action::Tx,
+            "{what}: forwarded as ordinary traffic"
+        );
+        assert_eq!(out, gue_out(p, hash(sport), true), "{what}");
+        assert_eq!(fwd.take_trace(), None, "{what}: never reported");
+    }
+    assert_eq!(fwd.counters(0).get(Counter::TraceUnauth), 4);
+    // the genuine one is reported; a second key (rotation) verifies too
+    run(
+        &mut fwd,
+        &snap,
+        &fib_tx(),
+        T0,
+        &traced(udp(16), rx, 5555, 5).frame(),
+    );
+    assert_eq!(fwd.take_trace().map(|e| e.trace_id), Some(5));
+    let next: [u8; 16] = *b"the-next-key-16b";
+    let mut rotated = frag_world().build().unwrap();
+    rotated.node.trace_keys = stator_abi::TraceKeys::from_keys(&[next, TRACE_KEY]);
+    let rotated = compile(&rotated);
+    for (key, id) in [(next, 6), (TRACE_KEY, 7)] {
+        let p = traced_with(udp(17), rx, 5555, id, &key);
+        run(&mut fwd, &rotated, &fib_tx(), T0 + SEC, &p.frame());
+        assert_eq!(fwd.take_trace().map(|e| e.trace_id), Some(id), "key {id}");
+    }
+    // a node without keys traces nothing
+    let mut keyless = frag_world().build().unwrap();
+    keyless.node.trace_keys = stator_abi::TraceKeys::default();
+    let keyless = compile(&keyless);
+    run(
+        &mut fwd,
+        &keyless,
+        &fib_tx(),
+        T0 + SEC,
+        &traced(udp(18), rx, 5555, 8).frame(),
+    );
+    assert_eq!(fwd.take_trace(), None);
+    assert_eq!(fwd.counters(0).get(Counter::TraceUnauth), 5);
 }
 
 fn p_flow(p: &Packet) -> stator_core::FlowKey {
@@ -723,7 +813,7 @@ fn a_traced_fragment_reports_its_redirect_and_its_decision() {
     let (snap, owner) = peer_world(false);
     let mut fwd = forwarder();
     let rx = Ipv4Addr::new(192, 0, 2, 77);
-    let first = first4(3, 60).with_payload(&traced(rx, 7, 9));
+    let first = traced(first4(3, 60), rx, 7, 9);
     let (v, _) = run(&mut fwd, &snap, &fib_tx(), T0, &first.frame());
     assert_eq!(v.action, Action::Tx);
     // hop 1: to the owner
@@ -747,11 +837,12 @@ fn a_traced_fragment_reports_its_redirect_and_its_decision() {
 fn a_traced_failover_is_reported() {
     let snap = csnap(failover_world());
     let mut fwd = forwarder();
-    let syn = Packet::tcp(v4(CLIENT4), 8, v4(VIP4), 80, tcp_flags::SYN).with_payload(&traced(
+    let syn = traced(
+        Packet::tcp(v4(CLIENT4), 8, v4(VIP4), 80, tcp_flags::SYN),
         Ipv4Addr::new(192, 0, 2, 77),
         7,
         1,
-    ));
+    );
     run(&mut fwd, &snap, &fib_tx(), T0, &syn.frame());
     let e = fwd.take_trace().unwrap();
     assert_eq!(e.kind(), Some(TraceKind::Failover));

@@ -8,10 +8,12 @@
 use std::path::{Path, PathBuf};
 
 use aya::maps::lpm_trie::LpmTrie;
-use aya::maps::{DevMapHash, HashMap, Map, MapData, MapInfo, MapType, PerCpuArray, PerCpuHashMap};
+use aya::maps::{
+    Array, DevMapHash, HashMap, Map, MapData, MapInfo, MapType, PerCpuArray, PerCpuHashMap,
+};
 use stator_abi::{
     AddrRec, Class, Counter, CtEntry, Ctl, DropReason, Flood, FlowKey, FragEntry, FragKey, NodeCfg,
-    Peer, Real, STATOR_CNT_MAX, STATOR_DROP_MAX, SfxKey, Traffic, Vaddr, Vip, VipKey,
+    Peer, Real, STATOR_CNT_MAX, STATOR_DROP_MAX, SfxKey, TraceKeys, Traffic, Vaddr, Vip, VipKey,
 };
 
 use crate::ct4::{Ct4Table, Occupancy};
@@ -20,7 +22,7 @@ use crate::options::ConntrackMode;
 use crate::sys::{ClassData, MmapArray, Rec, Record};
 
 /// Names of the forwarder's maps (also their pin names).
-pub const FORWARDER_MAPS: [&str; 26] = [
+pub const FORWARDER_MAPS: [&str; 27] = [
     "stator_ctl",
     "stator_cfg",
     "stator_vtab",
@@ -45,8 +47,20 @@ pub const FORWARDER_MAPS: [&str; 26] = [
     "stator_holdbuf",
     "stator_trace",
     "stator_trl",
+    "stator_trkeys",
     "stator_progs",
     "stator_tcx",
+];
+
+/// Pinned maps that hold only statistics: when a build changes one's shape (a counter added),
+/// the pin is replaced by a fresh map instead of refusing the load — the counts start again
+/// (Prometheus sees a counter reset, as after a restart), and nothing a packet's decision
+/// depends on is lost. Every other map must match its pin or the load is refused.
+pub const STATISTICS_MAPS: [&str; 4] = [
+    "stator_counters",
+    "stator_drops",
+    "stator_vipstats",
+    "stator_realstat",
 ];
 
 /// Maps earlier builds pinned and this one no longer has (`stator_vaddrs`, replaced by
@@ -85,6 +99,8 @@ pub struct Maps {
     vipstats: PerCpuArray<MapData, Rec<Traffic>>,
     realstat: PerCpuArray<MapData, Rec<Traffic>>,
     pub(crate) tx_ports: DevMapHash<MapData>,
+    /// The tracer's keys (`stator_trkeys[0]`).
+    pub(crate) trkeys: Array<MapData, Rec<TraceKeys>>,
 }
 
 impl std::fmt::Debug for Maps {
@@ -244,7 +260,28 @@ impl Maps {
                 Map::DevMapHash(open_pin(pin_path, "stator_tx_ports")?),
                 DevMapHash::try_from,
             )?,
+            trkeys: typed(
+                "stator_trkeys",
+                Map::Array(open_pin(pin_path, "stator_trkeys")?),
+                Array::try_from,
+            )?,
         })
+    }
+
+    /// Writes the tracer's keys (`stator_trkeys[0]`): a mark verifies under any of them from
+    /// the next packet on (docs/forwarding.md §11.1).
+    pub fn set_trace_keys(&mut self, keys: &TraceKeys) -> Result<()> {
+        self.trkeys
+            .set(0, Rec(*keys), 0)
+            .map_err(|e| XdpError::map("stator_trkeys", "update", e))
+    }
+
+    /// The tracer's keys as the program reads them.
+    pub fn trace_keys(&self) -> Result<TraceKeys> {
+        self.trkeys
+            .get(&0, 0)
+            .map(|r| r.0)
+            .map_err(|e| XdpError::map("stator_trkeys", "lookup", e))
     }
 
     /// The pin directory.
@@ -568,7 +605,18 @@ pub(crate) fn check_pins(object: &[u8], pin_path: &Path, overrides: &[(&str, u32
             max_entries: info.max_entries(),
             flags: info.map_flags() & !kernel_added,
         };
-        compare_shapes(&path, &have, &want)?;
+        match compare_shapes(&path, &have, &want) {
+            Err(e) if STATISTICS_MAPS.contains(&name.as_str()) => {
+                tracing::info!(map = %name, pinned = %e, "a statistics map changed shape: replacing \
+                               its pin (its counts start again)");
+                std::fs::remove_file(&path).map_err(|source| XdpError::Map {
+                    map: "pinned statistics map",
+                    op: "removing its pin",
+                    source: Box::new(source),
+                })?;
+            }
+            r => r?,
+        }
     }
     Ok(())
 }

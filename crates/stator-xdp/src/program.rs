@@ -38,6 +38,8 @@ pub(crate) struct Encoded {
     pub(crate) slots_used: u32,
     /// Peers, failover addresses, prefix groups and suffixes.
     pub(crate) cluster: ClusterRecs,
+    /// `stator_trkeys[0]`.
+    pub(crate) trace_keys: stator_abi::TraceKeys,
 }
 
 /// Address bytes (IPv4 in the first four), family tag.
@@ -308,6 +310,7 @@ pub(crate) fn encode(snap: &ValidSnapshot, generation: u32, slots_per_gen: u32) 
         reals,
         slots_used: used as u32,
         cluster,
+        trace_keys: snap.node.trace_keys,
     })
 }
 
@@ -353,6 +356,9 @@ impl Maps {
         }
         self.write_cluster(generation, &enc.cluster)?;
         self.cfg.write(generation, enc.cfg);
+        // Not per generation: a key verifies from the moment it is written (a packet of the
+        // old generation may be checked with the new keys; nothing else depends on them).
+        self.set_trace_keys(&enc.trace_keys)?;
         Ok(())
     }
 
@@ -378,6 +384,7 @@ impl Maps {
                 outer_ttl: cfg.outer_ttl,
                 frag_timeout_ns: cfg.frag_timeout_ns,
                 trace_per_sec: cfg.trace_per_sec,
+                trace_keys: self.trace_keys()?,
             },
             ..Snapshot::default()
         };

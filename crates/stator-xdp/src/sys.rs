@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use stator_abi::{
     AddrRec, BenchFrame, Class, Ct4Bucket, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey,
-    FragEntry, FragKey, NodeCfg, Peer, Real, SIZEOF_stator_class_key, SfxKey, Traffic, Vaddr, Vip,
-    VipKey, XskCfg,
+    FragEntry, FragKey, NodeCfg, Peer, Real, SIZEOF_stator_class_key, SfxKey, TraceKeys, Traffic,
+    Vaddr, Vip, VipKey, XskCfg,
 };
 
 /// Plain data that may be copied to and from kernel memory byte for byte.
@@ -39,7 +39,8 @@ macro_rules! abi_records {
 }
 abi_records!(
     Ctl, NodeCfg, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Ct4Bucket, Flood, Traffic,
-    BenchFrame, DecapAddr, DecapCfg, XskCfg, Peer, AddrRec, Class, SfxKey, FragKey, FragEntry
+    BenchFrame, DecapAddr, DecapCfg, XskCfg, Peer, AddrRec, Class, SfxKey, FragKey, FragEntry,
+    TraceKeys
 );
 
 /// The part of `struct stator_class_key` after `prefixlen` (aya's LPM key carries the length

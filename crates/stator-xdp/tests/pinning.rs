@@ -171,6 +171,47 @@ fn pins_of_another_layout_are_refused() {
     drop(Forwarder::load(&opts).unwrap());
 }
 
+/// An earlier build's counters (one fewer: before `trace_unauth`) are a statistics map: the
+/// load replaces the pin instead of refusing, and the program counts into the new one; a map
+/// that holds state (the connection table) is still refused (above).
+#[test]
+fn a_statistics_map_of_an_earlier_shape_is_replaced() {
+    require_root();
+    let pins = PinDir::new("stats");
+    let opts = pins.options(ConntrackMode::PerCpu);
+    drop(Forwarder::load(&opts).unwrap());
+    let counters = pins.path().join("stator_counters");
+    std::fs::remove_file(&counters).unwrap();
+    let old = stator_abi::STATOR_CNT_MAX - 1;
+    let out = std::process::Command::new("bpftool")
+        .args(["map", "create"])
+        .arg(&counters)
+        .args(["type", "percpu_array", "key", "4", "value", "8", "entries"])
+        .arg(old.to_string())
+        .args(["name", "stator_counters"])
+        .output()
+        .expect("bpftool (make deps installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fwd = Forwarder::load(&opts).expect("a statistics map's shape does not refuse the load");
+    let info = aya::maps::MapInfo::from_pin(&counters).unwrap();
+    assert_eq!(
+        info.max_entries(),
+        stator_abi::STATOR_CNT_MAX,
+        "a fresh map"
+    );
+    assert_eq!(
+        fwd.maps()
+            .counters()
+            .unwrap()
+            .get(stator_abi::Counter::TraceUnauth),
+        0
+    );
+}
+
 #[test]
 fn attachments_outlive_the_loader_and_a_reload_replaces_the_program() {
     require_root();

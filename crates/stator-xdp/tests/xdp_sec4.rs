@@ -25,10 +25,15 @@ use stator_testkit::expect::{Outer, encapsulated};
 
 /// The fixture snapshot plus: fragments on udp4, a failover address on empty4, and a group
 /// VIP 10.100.1.1:80/tcp (class 1 = 10.100.0.0/16, an 8-bit suffix) over 10.20.0.9.
+/// The tracer key the §4 snapshot's node holds.
+const TRACE_KEY: [u8; 16] = *b"xdp-sec4-tracer!";
+
 fn sec4_snapshot() -> Snapshot {
     let base = snapshot();
     let group_vip = key(v4(10, 100, 1, 1), 80, Proto::Tcp);
-    let mut b = SnapshotBuilder::new(base.node)
+    let mut node = base.node;
+    node.trace_keys = stator_abi::TraceKeys::from_keys(&[TRACE_KEY]);
+    let mut b = SnapshotBuilder::new(node)
         .generation(2)
         .class(v4(10, 100, 0, 0), 16, 1)
         .failover(vips::empty4(), v4(10, 20, 0, 88))
@@ -295,7 +300,31 @@ fn fragments_redirects_groups_and_reports_in_xdp() {
             ..TraceMark::default()
         };
         m.receiver[..4].copy_from_slice(&[192, 0, 2, 9]);
-        let p = udp(client4(), 7006, &udp4).with_payload(&m.to_bytes());
+        let sealed = |m: &TraceMark, key: &[u8; 16], sport: u16| {
+            let mut m = *m;
+            m.mac = stator_core::trace_seal(&m, key, client4(), udp4.addr, sport, udp4.port, 17);
+            let mut b = m.to_bytes().to_vec();
+            b.resize(1200, 0);
+            b
+        };
+        // an outsider's mark (a key the node does not hold): ordinary traffic, counted
+        let forged =
+            udp(client4(), 7007, &udp4).with_payload(&sealed(&m, b"an-outsiders-key", 7007));
+        let (_, out) = w.via_maglev(&forged, &udp4);
+        w.check(&case(
+            "forged mark",
+            forged.frame(),
+            TX,
+            Out::Bytes(out),
+            &[
+                (Stat::C(Counter::ActTx), 1),
+                (Stat::C(Counter::CtMiss), 1),
+                (Stat::C(Counter::CtInsert), 1),
+                (Stat::C(Counter::TraceUnauth), 1),
+            ],
+        ));
+        assert!(traces.next_event().is_none(), "no report for a forged mark");
+        let p = udp(client4(), 7006, &udp4).with_payload(&sealed(&m, &TRACE_KEY, 7006));
         let (real, out) = w.via_maglev(&p, &udp4);
         w.check(&case(
             "traced",

@@ -127,7 +127,8 @@ struct Class {
     frame: Vec<u8>,
     flow_off: u32,
     guard: bool,
-    goal: f64,
+    /// The goal with one flow (`None`: a class issue 14 set no goal for).
+    goal: Option<f64>,
     /// The goal with many flows (a cold connection table), where issue 14 sets one.
     goal_many: Option<f64>,
     /// Every packet a flow the table has never held (a fresh forwarder per round, no
@@ -215,7 +216,7 @@ fn classes() -> Vec<Class> {
             frame: Packet::tcp(c4, 40000, vip4(), 80, ACK).frame(),
             flow_off: off4,
             guard: false,
-            goal: 35.0,
+            goal: Some(35.0),
             goal_many: Some(150.0),
             new_flows: false,
         },
@@ -224,7 +225,7 @@ fn classes() -> Vec<Class> {
             frame: Packet::tcp(c6, 40000, vip6(), 80, ACK).frame(),
             flow_off: off6,
             guard: false,
-            goal: 40.0,
+            goal: Some(40.0),
             goal_many: Some(150.0),
             new_flows: false,
         },
@@ -235,8 +236,22 @@ fn classes() -> Vec<Class> {
                 .frame(),
             flow_off: off4,
             guard: false,
-            goal: 35.0,
+            goal: Some(35.0),
             goal_many: Some(150.0),
+            new_flows: false,
+        },
+        // A UDP hit whose payload carries a trace mark no key verifies (an outsider's): the
+        // tracer's MAC check (docs/forwarding.md §11.1) on every packet, then forwarded as
+        // ordinary traffic — what marked packets cost; unmarked ones pay one 8-byte compare.
+        Class {
+            name: "udp4_hit_forged_mark",
+            frame: Packet::udp(c4, 40000, vip4(), 53)
+                .with_payload(&forged_mark())
+                .frame(),
+            flow_off: off4,
+            guard: false,
+            goal: None,
+            goal_many: None,
             new_flows: false,
         },
         Class {
@@ -244,7 +259,7 @@ fn classes() -> Vec<Class> {
             frame: Packet::tcp(c4, 40000, vip4(), 80, SYN).frame(),
             flow_off: off4,
             guard: false,
-            goal: 85.0,
+            goal: Some(85.0),
             goal_many: None,
             new_flows: false,
         },
@@ -253,7 +268,7 @@ fn classes() -> Vec<Class> {
             frame: Packet::tcp(c4, 40000, vip4(), 80, SYN).frame(),
             flow_off: off4,
             guard: false,
-            goal: 85.0,
+            goal: Some(85.0),
             goal_many: Some(85.0),
             new_flows: true,
         },
@@ -262,7 +277,7 @@ fn classes() -> Vec<Class> {
             frame: Packet::tcp(c4, 40000, vip4(), 80, SYN).frame(),
             flow_off: off4,
             guard: true,
-            goal: 40.0,
+            goal: Some(40.0),
             goal_many: None,
             new_flows: false,
         },
@@ -271,11 +286,25 @@ fn classes() -> Vec<Class> {
             frame: Packet::tcp(c4, 40000, other, 80, ACK).frame(),
             flow_off: off4,
             guard: false,
-            goal: 10.0,
+            goal: Some(10.0),
             goal_many: None,
             new_flows: false,
         },
     ]
+}
+
+/// A trace mark with the magic and a MAC no key of the benchmark's node verifies.
+fn forged_mark() -> Vec<u8> {
+    let mut m = stator_abi::TraceMark {
+        magic: stator_abi::STATOR_TRACE_MAGIC,
+        receiver_family: 4,
+        receiver_port: 9999u16.to_be_bytes(),
+        trace_id: 1,
+        mac: 0x0bad_0bad_0bad_0bad,
+        ..stator_abi::TraceMark::default()
+    };
+    m.receiver[..4].copy_from_slice(&[192, 0, 2, 9]);
+    m.to_bytes().to_vec()
 }
 
 fn snapshot(flood: u32) -> Result<ValidSnapshot> {
@@ -283,6 +312,8 @@ fn snapshot(flood: u32) -> Result<ValidSnapshot> {
         src_v4: Some(Ipv4Addr::new(10, 10, 0, 1)),
         src_v6: Some("fd10::1".parse()?),
         flood_new_per_sec: flood,
+        // two keys, as during a rotation: a forged mark is checked against both
+        trace_keys: stator_abi::TraceKeys::from_keys(&[*b"bench-tracer-k-1", *b"bench-tracer-k-2"]),
         ..NodeParams::default()
     };
     let b4 = (1..=8u8)
@@ -523,7 +554,7 @@ fn measure(args: &BenchXdpArgs, plan: Plan, ifindex: u32) -> Result<(Vec<Row>, V
                     // the goals are set with the next-hop cache on (the default)
                     goal: match (fib_cache, flows) {
                         (false, _) => None,
-                        (true, 1) => Some(class.goal),
+                        (true, 1) => class.goal,
                         (true, _) => class.goal_many,
                     },
                     mix: Some(mix),
@@ -572,7 +603,7 @@ fn new_flows_row(
         fib_cache,
         per_call_ns: a,
         repeat_ns: b,
-        goal: fib_cache.then_some(class.goal),
+        goal: class.goal.filter(|_| fib_cache),
         mix,
     })
 }

@@ -145,6 +145,10 @@ pub struct TraceArgs {
     /// With --send: how long to wait for reports, in milliseconds.
     #[arg(long, default_value_t = 2000, requires = "send")]
     wait_ms: u64,
+    /// With --send: the cluster's tracer key file (the nodes' tracer.key_file): the mark is
+    /// sealed with its first key.
+    #[arg(long, default_value = "/etc/stator/trace.key", requires = "send")]
+    key_file: PathBuf,
     #[command(flatten)]
     api: ApiArgs,
 }
@@ -176,6 +180,7 @@ impl TraceArgs {
             listen: self.listen,
             wait: std::time::Duration::from_millis(self.wait_ms),
             json: self.api.json,
+            key: crate::trace_send::read_key(&self.key_file)?,
         })
     }
 }

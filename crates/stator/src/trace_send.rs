@@ -3,8 +3,11 @@
 //! `struct stator_trace_mark` naming a receiver (this process), sends it through a raw socket
 //! with the chosen source and ports — optionally as two IP fragments — so it is routed like
 //! any client's packet, then listens for the reports every Stator node it crosses sends and
-//! prints the path hop by hop. Needs root (raw sockets), and a route back from the nodes to
-//! the receiver address.
+//! prints the path hop by hop. The mark is sealed with the cluster's tracer key (its MAC covers
+//! the receiver and the flow: docs/forwarding.md §11.1), and the packet is padded to 1,200
+//! bytes so that every report fits in it (a node never sends a report longer than the packet
+//! that caused it). Needs root (raw sockets), the key file, and a route back from the nodes to
+//! the receiver address, inside their `tracer.receivers`.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -40,6 +43,26 @@ pub struct SendOpts {
     pub wait: Duration,
     /// Print every report's JSON instead of a table.
     pub json: bool,
+    /// The tracer key the mark is sealed with (the key file's first).
+    pub key: [u8; 16],
+}
+
+/// The traced packet's payload length: reports are never longer than the packet they answer,
+/// and a report (JSON naming the node, VIP and backend) fits in this.
+pub const TRACE_PAYLOAD: usize = 1200;
+
+/// The key `stator trace --send` seals marks with: the first of `path`'s keys (the same file
+/// format as `tracer.key_file`).
+pub fn read_key(path: &std::path::Path) -> Result<[u8; 16]> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "reading the tracer key {} (--key-file; the cluster's tracer.key_file)",
+            path.display()
+        )
+    })?;
+    let keys = stator_control::host::parse_trace_keys(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(keys[0])
 }
 
 /// One report as received.
@@ -209,12 +232,11 @@ pub fn trace(o: &SendOpts) -> Result<(u32, SocketAddr, Vec<Report>)> {
             mark.receiver_family = 6;
         }
     }
-    let mut payload = mark.to_bytes().to_vec();
-    if o.fragment {
-        payload.resize(1200, 0);
-    }
-    let l4 = segment(o, src, &payload)?;
     let proto = if o.tcp { 6 } else { 17 };
+    mark.mac = stator_core::trace_seal(&mark, &o.key, src, o.vip, o.sport, o.dport, proto);
+    let mut payload = mark.to_bytes().to_vec();
+    payload.resize(TRACE_PAYLOAD, 0);
+    let l4 = segment(o, src, &payload)?;
     let domain = if o.vip.is_ipv4() {
         Domain::IPV4
     } else {

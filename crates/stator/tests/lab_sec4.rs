@@ -311,7 +311,15 @@ fn trace_send(d: &Deployment, args: &[String]) -> Vec<serde_json::Value> {
     let out = Command::new("nsenter")
         .arg(format!("--net={}", d.client().ns.path().display()))
         .arg(env!("CARGO_BIN_EXE_stator"))
-        .args(["trace", "--send", "--json", "--wait-ms", "1500"])
+        .args([
+            "trace",
+            "--send",
+            "--json",
+            "--wait-ms",
+            "1500",
+            "--key-file",
+        ])
+        .arg(d.spec().dir.join(stator_lab::deploy::TRACE_KEY_FILE))
         .args(args)
         .output()
         .expect("run stator trace --send");
@@ -464,9 +472,114 @@ fn trace_case(tag: &str, afxdp: bool) {
         node_of(&r[0]),
         r[1]["backend"]
     );
+    outsiders_get_no_report(&d, tag);
     drop(d);
     check_gone(&prefix, &dir);
     assert_eq!(checked, 10);
+}
+
+/// The trust issue's measurement (docs/forwarding.md §11): a client sends 200 UDP datagrams
+/// to the VIP whose payload is a trace mark naming another address (a victim, here another
+/// client address with a socket listening) — with no MAC, with a key of its own, and a genuine
+/// mark (sealed with the cluster's key for another flow) replayed with the victim as its
+/// receiver. The victim gets no report; every mark is counted (unauthenticated, or beyond the
+/// node's window).
+fn outsiders_get_no_report(d: &Deployment, tag: &str) {
+    use stator_abi::{STATOR_TRACE_MAGIC, TraceMark};
+    let vip = cluster_vip(0, false);
+    let srcs = d.client().addrs(false);
+    let (attacker, victim) = (srcs[30], srcs[31]);
+    let key_text =
+        std::fs::read_to_string(d.spec().dir.join(stator_lab::deploy::TRACE_KEY_FILE)).unwrap();
+    let key = stator_control::host::parse_trace_keys(&key_text).unwrap()[0];
+    let counted = |d: &Deployment| -> u64 {
+        (0..d.nodes.len())
+            .map(|j| {
+                let m = d.api(j, "GET", "/metrics").unwrap().body;
+                ["unauthenticated", "limited"]
+                    .iter()
+                    .map(|r| {
+                        let label = format!("stator_trace_reports_total{{result=\"{r}\"}} ");
+                        m.lines()
+                            .find_map(|l| l.strip_prefix(&label))
+                            .and_then(|v| v.trim().parse::<f64>().ok())
+                            .unwrap_or(0.0) as u64
+                    })
+                    .sum::<u64>()
+            })
+            .sum()
+    };
+    let before = counted(d);
+    let (sent, got) = d
+        .client()
+        .ns
+        .run_in(move || {
+            let rx = std::net::UdpSocket::bind(SocketAddr::new(victim, 0)).unwrap();
+            rx.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let port = rx.local_addr().unwrap().port();
+            let tx = std::net::UdpSocket::bind(SocketAddr::new(attacker, 0)).unwrap();
+            let sport = tx.local_addr().unwrap().port();
+            let mut sent = 0;
+            for i in 0..200u32 {
+                let mut m = TraceMark {
+                    magic: STATOR_TRACE_MAGIC,
+                    receiver_family: 4,
+                    receiver_port: port.to_be_bytes(),
+                    trace_id: i,
+                    ..TraceMark::default()
+                };
+                let std::net::IpAddr::V4(v) = victim else {
+                    unreachable!()
+                };
+                m.receiver[..4].copy_from_slice(&v.octets());
+                m.mac = match i % 3 {
+                    0 => 0,
+                    1 => stator_core::trace_seal(
+                        &m,
+                        b"an-outsiders-key",
+                        attacker,
+                        vip,
+                        sport,
+                        UDP_PORT,
+                        17,
+                    ),
+                    // the cluster's key, but sealed for another receiver (the attacker)
+                    _ => {
+                        let mut genuine = m;
+                        genuine.receiver[..4].copy_from_slice(&[10, 255, 255, 1]);
+                        stator_core::trace_seal(&genuine, &key, attacker, vip, sport, UDP_PORT, 17)
+                    }
+                };
+                let mut payload = m.to_bytes().to_vec();
+                payload.resize(60, 0);
+                sent += tx
+                    .send_to(&payload, SocketAddr::new(vip, UDP_PORT))
+                    .map_or(0, |_| 1);
+            }
+            let mut got = 0usize;
+            let until = Instant::now() + Duration::from_secs(2);
+            let mut buf = [0u8; 4096];
+            while Instant::now() < until {
+                if let Ok((n, _)) = rx.recv_from(&mut buf) {
+                    // the UDP echo service answers the attacker, never the victim
+                    if serde_json::from_slice::<serde_json::Value>(&buf[..n]).is_ok() {
+                        got += 1;
+                    }
+                }
+            }
+            (sent, got)
+        })
+        .unwrap();
+    let after = counted(d);
+    println!(
+        "[{tag}] an outsider's 200 marks naming a victim: {got} report(s) to the victim, {} marks \
+         counted (unauthenticated or beyond the window)",
+        after - before
+    );
+    assert_eq!(sent, 200);
+    assert_eq!(got, 0, "no report reaches the victim");
+    assert_eq!(after - before, 200, "every mark is counted");
 }
 
 #[test]

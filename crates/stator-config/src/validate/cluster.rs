@@ -154,16 +154,60 @@ pub(super) fn fragments(
 
 /// `[tracer]`.
 pub(super) fn tracer(ctx: &mut Ctx, raw: &RawTracer) -> Option<Tracer> {
+    let at = FieldPath::root().key("tracer");
+    let errors = ctx.errors.len();
     let reports_per_sec = match raw.reports_per_sec {
-        None => d::TRACE_REPORTS_PER_SEC,
+        None => Some(d::TRACE_REPORTS_PER_SEC),
         Some(v) => ctx.int(
-            FieldPath::root().key("tracer").key("reports_per_sec"),
+            at.key("reports_per_sec"),
             v,
             0,
             i64::from(d::MAX_TRACE_REPORTS_PER_SEC),
-        )?,
+        ),
     };
-    Some(Tracer { reports_per_sec })
+    let key_file = match raw.key_file.as_deref() {
+        None => None,
+        Some(text) => ctx.absolute_path(at.key("key_file"), text),
+    };
+    let mut receivers = Vec::new();
+    for (i, text) in raw.receivers.iter().flatten().enumerate() {
+        if let Some(p) = prefix(ctx, at.key("receivers").index(i), text) {
+            receivers.push(p);
+        }
+    }
+    match (&raw.key_file, &raw.receivers) {
+        (Some(_), None) => ctx.error(
+            at.key("receivers"),
+            Error::Missing {
+                hint: "name the prefixes reports may be sent to, e.g. receivers = \
+                       [\"10.0.0.0/8\"] (the operators' hosts)"
+                    .into(),
+            },
+        ),
+        (Some(_), Some(r)) if r.is_empty() => ctx.error(
+            at.key("receivers"),
+            Error::Empty {
+                hint: "; name the prefixes reports may be sent to".into(),
+            },
+        ),
+        (None, Some(_)) => ctx.error(
+            at.key("receivers"),
+            Error::NotApplicable {
+                reason: "tracer.receivers has no effect without tracer.key_file (the tracer \
+                         is off)"
+                    .into(),
+            },
+        ),
+        _ => {}
+    }
+    if ctx.errors.len() != errors {
+        return None;
+    }
+    Some(Tracer {
+        reports_per_sec: reports_per_sec?,
+        key_file,
+        receivers,
+    })
 }
 
 /// A prefix written `address/length`, its host bits zero.

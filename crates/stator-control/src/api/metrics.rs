@@ -497,14 +497,36 @@ fn sec4_metrics(e: &mut Exposition, ctx: &Ctx, c: &crate::dataplane::PlaneCounte
     e.family(
         "stator_trace_reports_total",
         Kind::Counter,
-        "Traced packets: reported, not reported (rate limit), lost (ring full).",
+        "Traced packets: reported, not reported (rate limit), lost (ring full), and marks \
+         whose MAC no tracer key verifies (not traced: forwarded as ordinary traffic).",
     );
     for (result, counter) in [
         ("reported", Counter::TraceReport),
         ("limited", Counter::TraceLimited),
         ("lost", Counter::TraceLost),
+        ("unauthenticated", Counter::TraceUnauth),
     ] {
         e.sample(&[("result", result)], c.get(counter) as f64);
+    }
+    let t = &ctx.tracer;
+    e.family(
+        "stator_trace_sends_total",
+        Kind::Counter,
+        "The tracer's reports as the node sends them: sent; not sent because the receiver is \
+         outside tracer.receivers, the report would be longer than the traced packet, the \
+         receiver is unusable, or the socket refused it.",
+    );
+    for (result, n) in [
+        ("sent", &t.sent),
+        ("receiver_refused", &t.receiver_refused),
+        ("oversize", &t.oversize),
+        ("invalid", &t.invalid),
+        ("failed", &t.failed),
+    ] {
+        e.sample(
+            &[("result", result)],
+            n.load(std::sync::atomic::Ordering::Relaxed) as f64,
+        );
     }
     if let Some(h) = ctx.reader.hold_stats() {
         e.family(

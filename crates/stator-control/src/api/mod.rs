@@ -77,6 +77,8 @@ pub struct Ctx {
     pub events: EventLog,
     /// The commit the binary was built from (`unknown` when not known).
     pub commit: Arc<str>,
+    /// What the tracer's reporter did with the data plane's reports.
+    pub tracer: Arc<crate::reports::ReporterStats>,
 }
 
 impl Ctx {

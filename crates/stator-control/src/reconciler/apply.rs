@@ -46,6 +46,7 @@ impl Reconciler {
             host::forwarding_enabled(&config)?;
         }
         let tokens = host::resolve_tokens(&config)?;
+        let trace_keys = host::trace_keys(&config)?;
         host::tls_files(&config)?;
         let plan = config.health_plan();
         let (ids, assignment) = self
@@ -61,8 +62,15 @@ impl Reconciler {
             self.runner.prospective(k)
         });
         let next = self.generation + 1;
-        let (built, build_time) =
-            build_blocking(&config, &assignment, states, next, self.built.clone()).await?;
+        let (built, build_time) = build_blocking(
+            &config,
+            &assignment,
+            states,
+            next,
+            self.built.clone(),
+            trace_keys,
+        )
+        .await?;
         // The listeners' sockets are bound before anything commits: a port taken refuses the
         // reload (with the listener's field path) and the running listeners keep serving.
         let listeners = self.listeners.prepare(&config)?;
@@ -83,6 +91,7 @@ impl Reconciler {
             .apply(&plan, unchecked_addresses(&config, &plan));
         self.plan = plan;
         *self.tokens.write().unwrap_or_else(PoisonError::into_inner) = tokens;
+        self.trace_keys = trace_keys;
         self.accept(built, build_time, commit_time);
         if old_bgp != config.bgp {
             self.reconfigure_announcer().await;
@@ -200,6 +209,7 @@ impl Reconciler {
             states,
             next,
             self.built.clone(),
+            self.trace_keys,
         )
         .await?;
         let same = self.built.as_ref().is_some_and(|old| {
@@ -291,17 +301,19 @@ async fn build_blocking(
     states: Vec<BackendState>,
     generation: u64,
     previous: Option<Arc<Built>>,
+    trace_keys: stator_abi::TraceKeys,
 ) -> Result<(Built, Duration), ControlError> {
     let config = Arc::clone(config);
     let assignment = assignment.clone();
     tokio::task::spawn_blocking(move || {
         let started = std::time::Instant::now(); // CPU time, whatever tokio's clock says
-        let built = plan::build(
+        let built = plan::build_keyed(
             &config,
             &assignment,
             &states,
             generation,
             previous.as_deref(),
+            trace_keys,
         )?;
         Ok((built, started.elapsed()))
     })

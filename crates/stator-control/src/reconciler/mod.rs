@@ -156,6 +156,8 @@ pub struct Parts {
     pub announcer: SharedAnnouncer,
     /// The API's tokens, shared with the API.
     pub tokens: Arc<RwLock<crate::api::access::Tokens>>,
+    /// The tracer's keys, read from `tracer.key_file` (re-read on every reload).
+    pub trace_keys: stator_abi::TraceKeys,
     /// Set when shutting down (the forwarder-health loop stops repairing).
     pub stopping: Arc<AtomicBool>,
     /// Where health probes connect (none but in tests: [`ProbeRoutes`]).
@@ -190,6 +192,7 @@ pub struct Reconciler {
     runner: Runner,
     announcer: SharedAnnouncer,
     tokens: Arc<RwLock<crate::api::access::Tokens>>,
+    trace_keys: stator_abi::TraceKeys,
     stopping: Arc<AtomicBool>,
     events: EventLog,
     host_checks: bool,
@@ -277,6 +280,7 @@ impl Reconciler {
             runner,
             announcer: parts.announcer,
             tokens: parts.tokens,
+            trace_keys: parts.trace_keys,
             stopping: parts.stopping,
             events: parts.events,
             host_checks: parts.host_checks,

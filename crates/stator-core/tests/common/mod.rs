@@ -45,12 +45,50 @@ pub fn be6(n: u16) -> IpAddr {
     IpAddr::V6(Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, n))
 }
 
+/// The tests' tracer key (every test node holds it).
+pub const TRACE_KEY: [u8; 16] = *b"stator-tests-key";
+
 pub fn node() -> NodeParams {
     NodeParams {
         src_v4: Some(SRC4),
         src_v6: Some(SRC6),
+        trace_keys: stator_abi::TraceKeys::from_keys(&[TRACE_KEY]),
         ..NodeParams::default()
     }
+}
+
+/// `p` with a trace mark as its payload, naming `receiver:port` and trace `id`, sealed with
+/// `key` for `p`'s flow (docs/forwarding.md §11.1), padded to 1,200 bytes as `stator trace
+/// --send` pads it.
+pub fn traced_with(
+    p: Packet,
+    receiver: std::net::Ipv4Addr,
+    port: u16,
+    id: u32,
+    key: &[u8; 16],
+) -> Packet {
+    let (sport, dport, proto) = match &p.l4 {
+        stator_testkit::L4::Udp { sport, dport, .. } => (*sport, *dport, 17),
+        stator_testkit::L4::Tcp { sport, dport, .. } => (*sport, *dport, 6),
+        _ => panic!("a trace mark rides on TCP or UDP"),
+    };
+    let mut m = stator_core::TraceMark {
+        magic: stator_abi::STATOR_TRACE_MAGIC,
+        trace_id: id,
+        receiver_family: 4,
+        receiver_port: port.to_be_bytes(),
+        ..Default::default()
+    };
+    m.receiver[..4].copy_from_slice(&receiver.octets());
+    m.mac = stator_core::trace_seal(&m, key, p.src, p.dst, sport, dport, proto);
+    let mut payload = m.to_bytes().to_vec();
+    payload.resize(1200, 0);
+    p.with_payload(&payload)
+}
+
+/// [`traced_with`] the tests' key.
+pub fn traced(p: Packet, receiver: std::net::Ipv4Addr, port: u16, id: u32) -> Packet {
+    traced_with(p, receiver, port, id, &TRACE_KEY)
 }
 
 pub fn hop(ifindex: u32) -> NextHop {

@@ -65,6 +65,11 @@ keepalive = "{ka}s"
 connect_retry = "1s"
 error_wait = "1s"
 {bfd_session}
+[tracer]
+# the lab's key (stator trace --send --key-file {dir}/{trace_key}); reports only to lab addresses
+key_file = "{dir}/{trace_key}"
+receivers = ["10.0.0.0/8", "fd00::/8"]
+
 [api]
 socket = "{socket}"
 # every address of the namespace: the lab's Prometheus scrapes the node's address
@@ -97,6 +102,7 @@ format = "json"
             socket = super::node_socket(&spec.dir, j).display(),
             admin_token = super::ADMIN_TOKEN_FILE,
             read_token = super::READ_TOKEN_FILE,
+            trace_key = super::TRACE_KEY_FILE,
         );
         let cluster = spec.node_cluster(j);
         if spec.fragments {

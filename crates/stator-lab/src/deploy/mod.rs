@@ -83,6 +83,10 @@ pub const ADMIN_TOKEN_FILE: &str = "api-token";
 /// The lab's `read` token file, in its directory (mode 0600; Prometheus runs as root here).
 pub const READ_TOKEN_FILE: &str = "read-token";
 
+/// The lab's tracer key file, in its directory (mode 0600): every node's `tracer.key_file`,
+/// and what `stator trace --send --key-file` reads in the lab.
+pub const TRACE_KEY_FILE: &str = "trace.key";
+
 /// Node `j`'s admin API socket in the lab's directory `dir`.
 pub fn node_socket(dir: &Path, j: usize) -> PathBuf {
     dir.join(format!("stator-n{j}.sock"))
@@ -345,7 +349,8 @@ impl Deployment {
         down(&spec.prefix, &spec.dir)?;
         std::fs::create_dir_all(&spec.dir).map_err(file_err(&spec.dir))?;
         write_state(spec)?;
-        for file in [ADMIN_TOKEN_FILE, READ_TOKEN_FILE] {
+        // 32 hex digits: the tokens, and the tracer key (16 bytes)
+        for file in [ADMIN_TOKEN_FILE, READ_TOKEN_FILE, TRACE_KEY_FILE] {
             write_private(&spec.dir.join(file), &(new_token()? + "\n"))?;
         }
         let mut d = Self {

@@ -397,6 +397,12 @@ impl Universe {
     }
 }
 
+/// The tracer keys the nodes of the differential test hold (one, the other, both, or none as
+/// commits change them); marks are sealed with either or with a key no node holds.
+pub const TRACE_KEY_A: [u8; 16] = *b"diff-trace-key-a";
+/// The second key.
+pub const TRACE_KEY_B: [u8; 16] = *b"diff-trace-key-b";
+
 /// Which VIPs and backends a snapshot has, and in what state: what commits change.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -439,6 +445,7 @@ impl Config {
                 tcp_timeout_ns: 30 * SEC,
                 udp_timeout_ns: 10 * SEC,
                 trace_per_sec: 4,
+                trace_keys: stator_abi::TraceKeys::from_keys(&[TRACE_KEY_A]),
                 ..NodeParams::default()
             },
             vip_present: vec![true; u.vips.len()],
@@ -511,6 +518,15 @@ impl Config {
         }
         if g.random_range(0..100) < 15 {
             n.trace_per_sec = [0, 1, 4, 100][g.random_range(0..4)];
+        }
+        if g.random_range(0..100) < 10 {
+            let sets: [&[[u8; 16]]; 4] = [
+                &[TRACE_KEY_A],
+                &[TRACE_KEY_B],
+                &[TRACE_KEY_B, TRACE_KEY_A],
+                &[],
+            ];
+            n.trace_keys = stator_abi::TraceKeys::from_keys(sets[g.random_range(0..4)]);
         }
         if g.random_range(0..100) < 10 {
             n.frag_timeout_ns = [SEC, 2 * SEC][g.random_range(0..2)];

@@ -45,7 +45,8 @@ impl Gen {
     }
 
     /// Puts a trace mark at the start of a TCP/UDP packet's payload (most of the time a
-    /// whole one; now and then one cut short).
+    /// whole one; now and then one cut short), sealed for the packet's flow with one of the
+    /// nodes' keys, a key no node holds, or not at all (docs/forwarding.md §11.1).
     fn mark(&mut self, p: &mut Packet) {
         let v6_ = self.pct(30);
         let mut m = TraceMark {
@@ -56,9 +57,25 @@ impl Gen {
             ..TraceMark::default()
         };
         self.rng.fill_bytes(&mut m.receiver);
+        let ports = match &p.l4 {
+            L4::Tcp { sport, dport, .. } => Some((*sport, *dport, 6)),
+            L4::Udp { sport, dport, .. } => Some((*sport, *dport, 17)),
+            _ => None,
+        };
+        if let Some((sport, dport, proto)) = ports {
+            let key = match self.rng.random_range(0..10) {
+                0..4 => Some(crate::diff::world::TRACE_KEY_A),
+                4..7 => Some(crate::diff::world::TRACE_KEY_B),
+                7..9 => Some(*b"nobody-holds-it!"),
+                _ => None,
+            };
+            if let Some(key) = key {
+                m.mac = stator_core::trace_seal(&m, &key, p.src, p.dst, sport, dport, proto);
+            }
+        }
         let mut bytes = m.to_bytes().to_vec();
         if self.pct(10) {
-            bytes.truncate(self.rng.random_range(8..32));
+            bytes.truncate(self.rng.random_range(8..40));
         } else {
             let n = self.rng.random_range(0..40);
             bytes.extend(self.bytes(n));
