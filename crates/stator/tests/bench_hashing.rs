@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn scratch(name: &str) -> PathBuf {
-    stator_testkit::scratch::unique_path(&format!("stator-bench-hashing-{name}"), "")
+    // the name last: it carries the extension the output format is chosen by
+    stator_testkit::scratch::unique_path("stator-bench-hashing", &format!("-{name}"))
 }
 
 fn rows<'a>(objects: &'a [Value], figure: &str) -> &'a Vec<Value> {
