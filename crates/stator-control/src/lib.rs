@@ -76,6 +76,7 @@ pub mod api;
 pub mod client;
 pub mod coreplane;
 pub mod dataplane;
+pub mod descriptors;
 mod error;
 pub mod events;
 pub mod health;
