@@ -14,8 +14,8 @@
 //! is full). Entries live in one of two recency lists, [`Class::Unreplied`] and
 //! [`Class::Replied`], each with its own timeout. A full table evicts the least recently used
 //! *unreplied* session when there is one, and the least recently used session otherwise; and
-//! [`SessionTable::evict_unreplied`] gives up an unreplied session on demand (the UDP
-//! listener's answer to a spent descriptor budget). A flood of sources that never get an
+//! [`SessionTable::evict_unreplied`] gives up an unreplied session, unused for a while, on
+//! demand (the UDP listener's answer to a spent descriptor budget). A flood of sources that never get an
 //! answer so churns among itself, and the sessions of clients that are being answered stay.
 //! Persistence inserts every entry as replied: one list, plain LRU.
 
@@ -187,12 +187,12 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
         Inserted { replaced, evicted }
     }
 
-    /// Removes and returns the least recently used unreplied session, if there is one.
-    pub fn evict_unreplied(&mut self) -> Option<(K, V)> {
-        match self.lists[Class::Unreplied as usize].tail {
-            NIL => None,
-            t => Some(self.remove_slot(t)),
-        }
+    /// Removes and returns the least recently used unreplied session, if there is one that
+    /// has been unused for `idle` or longer at `now`.
+    pub fn evict_unreplied(&mut self, now: Instant, idle: Duration) -> Option<(K, V)> {
+        let t = self.lists[Class::Unreplied as usize].tail;
+        let e = self.slab.get(t)?.as_ref()?;
+        (now.saturating_duration_since(e.last_used) >= idle).then(|| self.remove_slot(t))
     }
 
     /// Removes `client`'s session.
@@ -437,10 +437,19 @@ mod tests {
         assert_eq!(t.class(c(1)), Some(Class::Replied));
         assert_eq!(t.class(c(2)), Some(Class::Replied));
         assert_eq!(t.len(), 4);
-        // with no unreplied session left, the least recently used goes
-        assert_eq!(t.evict_unreplied().map(|(k, _)| k.port()), Some(198));
-        assert_eq!(t.evict_unreplied().map(|(k, _)| k.port()), Some(199));
-        assert!(t.evict_unreplied().is_none());
+        // on demand: the least recently used unreplied session, once unused long enough
+        let later = t0 + 3 * s;
+        assert!(t.evict_unreplied(t0 + s, s).is_none(), "too recent");
+        assert_eq!(
+            t.evict_unreplied(later, s).map(|(k, _)| k.port()),
+            Some(198)
+        );
+        assert_eq!(
+            t.evict_unreplied(later, s).map(|(k, _)| k.port()),
+            Some(199)
+        );
+        assert!(t.evict_unreplied(later, s).is_none());
+        // with no unreplied session left, a full table evicts the least recently used
         t.insert(c(3), 3, t0 + s);
         t.insert(c(4), 4, t0 + s);
         assert_eq!(t.insert(c(5), 5, t0 + s).evicted, Some((c(1), 1)));

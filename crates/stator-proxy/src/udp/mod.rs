@@ -30,7 +30,8 @@
 //! *unreplied* until its upstream answers, and lives `udp.unreplied_timeout` (30 s, as
 //! conntrack's UDP entries) instead of `timeouts.idle` until then; a full table evicts an
 //! unreplied session first, and a spent budget takes the descriptor of the worker's least
-//! recently used unreplied session (`reclaimed`) — a flood that nobody answers churns among
+//! recently used unreplied session once it has waited a second for its answer (`reclaimed`)
+//! — a flood that nobody answers churns among
 //! itself while answered clients keep their sessions.
 //!
 //! With `proxy_protocol` the PROXY v2 header fails closed: a session forwards nothing without
@@ -74,13 +75,37 @@ const OUTBOX_BYTES: usize = 4 << 20;
 const TURN: usize = 8;
 /// Expired sessions removed per sweep, at most.
 const SWEEP_MAX: usize = 4096;
+/// How long an unreplied session must have been unused before a new session may take its
+/// descriptor when the budget is spent. A session younger than this may still get its
+/// answer (a DNS resolver waits about a second before it retries), and closing it to open
+/// another costs two sockets' set-up and tear-down for nothing: under a flood that the
+/// backend answers, reclaiming young sessions only churns.
+const RECLAIM_AFTER: Duration = Duration::from_secs(1);
+
+/// A session's upstream socket with the descriptor it took from the budget. The descriptor
+/// goes back when the socket closes — when its last holder lets it go (the session, and its
+/// task, which an abort drops only when the runtime next gets to it) — never before: a flood
+/// that churns sessions never holds more sockets than the budget gave.
+#[derive(Debug)]
+struct SessionSocket {
+    sock: UdpSocket,
+    _held: Descriptors,
+}
+
+impl std::ops::Deref for SessionSocket {
+    type Target = UdpSocket;
+
+    fn deref(&self) -> &UdpSocket {
+        &self.sock
+    }
+}
 
 /// One client's session.
 #[derive(Debug)]
 struct Session {
     id: u64,
     upstream: SocketAddr,
-    sock: Rc<UdpSocket>,
+    sock: Rc<SessionSocket>,
     state: Rc<UdpSocketState>,
     task: Option<tokio::task::JoinHandle<()>>,
     stats: Arc<UpstreamStats>,
@@ -92,8 +117,8 @@ struct Session {
     _active: Gauge32,
     open: Rc<Cell<u64>>,
     listener_active: Arc<crate::ListenerStats>,
-    /// The session's count for its source, and its socket's descriptor from the budget.
-    _held: (Option<SourceGuard>, Descriptors),
+    /// The session's count for its source.
+    _source: Option<SourceGuard>,
 }
 
 impl Drop for Session {
@@ -345,7 +370,7 @@ fn send_upstream(
 
 /// A session's socket, upstream, counters, and whether its PROXY header is still to be sent.
 type SessionRef = (
-    Rc<UdpSocket>,
+    Rc<SessionSocket>,
     Rc<UdpSocketState>,
     SocketAddr,
     Arc<UpstreamStats>,
@@ -396,7 +421,7 @@ fn session_for(
             Ok(None) => {}
         }
     }
-    let held = admit(w, shared, client, now)?;
+    let (source, descriptor) = admit(w, shared, client, now)?;
     let Some(i) = w.ctx.pick(shared, client.ip(), &Tried::default()) else {
         stats.udp.count_drop(UdpDrop::NoUpstream, 1);
         return None;
@@ -418,7 +443,11 @@ fn session_for(
     let id = w.next_id.get();
     w.next_id.set(id + 1);
     w.open.set(w.open.get() + 1);
-    let (sock, state) = (Rc::new(sock), Rc::new(state));
+    let sock = Rc::new(SessionSocket {
+        sock,
+        _held: descriptor,
+    });
+    let state = Rc::new(state);
     let task = tokio::task::spawn_local(session_task(
         Rc::clone(w),
         client,
@@ -439,7 +468,7 @@ fn session_for(
         _active: Gauge32::new(Arc::clone(&ustats), GaugeField::Active),
         open: Rc::clone(&w.open),
         listener_active: Arc::clone(&w.ctx.stats),
-        _held: held,
+        _source: source,
     };
     let inserted = w
         .table
@@ -463,9 +492,9 @@ fn session_for(
 /// Whether `client` may open a new session now, checked cheapest first — its source's count
 /// (`udp.max_sessions_per_source`), the worker's rate (`udp.session_rate`), a descriptor from
 /// the node's budget — with what the session will hold; `None`: refused and counted. When
-/// the budget is spent, the worker's least recently used unreplied session gives its
-/// descriptor up (conntrack's early drop): a flood that is never answered churns among
-/// itself, and answered sessions stay.
+/// the budget is spent, the worker's least recently used unreplied session, if it has been
+/// unused for [`RECLAIM_AFTER`], gives its descriptor up (conntrack's early drop): a flood
+/// that is never answered churns among itself, and answered sessions stay.
 fn admit(
     w: &Worker,
     shared: &ListenerShared,
@@ -490,7 +519,7 @@ fn admit(
     let descriptor = match w.ctx.budget.take(1) {
         Some(d) => Some(d),
         None => {
-            let reclaimed = w.table.borrow_mut().evict_unreplied();
+            let reclaimed = w.table.borrow_mut().evict_unreplied(now, RECLAIM_AFTER);
             reclaimed.and_then(|old| {
                 add(&stats.udp.sessions_reclaimed, 1);
                 drop(old);
@@ -537,7 +566,7 @@ async fn session_task(
     w: Rc<Worker>,
     client: SocketAddr,
     id: u64,
-    sock: Rc<UdpSocket>,
+    sock: Rc<SessionSocket>,
     state: Rc<UdpSocketState>,
 ) {
     let mut meta = [RecvMeta::default(); BATCH_SIZE];
@@ -552,7 +581,7 @@ async fn session_task(
             let mut slices: Vec<IoSliceMut<'_>> =
                 rx.chunks_mut(SLOT).map(IoSliceMut::new).collect();
             let r = sock.try_io(Interest::READABLE, || {
-                state.recv((&*sock).into(), &mut slices, &mut meta)
+                state.recv((&**sock).into(), &mut slices, &mut meta)
             });
             drop(slices);
             let n = match r {
