@@ -30,9 +30,9 @@
 //! *unreplied* until its upstream answers, and lives `udp.unreplied_timeout` (30 s, as
 //! conntrack's UDP entries) instead of `timeouts.idle` until then; a full table evicts an
 //! unreplied session first, and a spent budget takes the descriptor of the worker's least
-//! recently used unreplied session once it has waited a second for its answer (`reclaimed`)
-//! — a flood that nobody answers churns among
-//! itself while answered clients keep their sessions.
+//! recently used unreplied session once it has waited a second for its answer (`reclaimed`;
+//! the descriptor comes back when the socket closes, for the next new session) — a flood
+//! that nobody answers churns among itself while answered clients keep their sessions.
 //!
 //! With `proxy_protocol` the PROXY v2 header fails closed: a session forwards nothing without
 //! the header before a datagram has gone with it (a failed send leaves it pending and the next
@@ -493,8 +493,9 @@ fn session_for(
 /// (`udp.max_sessions_per_source`), the worker's rate (`udp.session_rate`), a descriptor from
 /// the node's budget — with what the session will hold; `None`: refused and counted. When
 /// the budget is spent, the worker's least recently used unreplied session, if it has been
-/// unused for [`RECLAIM_AFTER`], gives its descriptor up (conntrack's early drop): a flood
-/// that is never answered churns among itself, and answered sessions stay.
+/// unused for [`RECLAIM_AFTER`], gives its descriptor up for the next new session
+/// (conntrack's early drop): a flood that is never answered churns among itself, and
+/// answered sessions stay.
 fn admit(
     w: &Worker,
     shared: &ListenerShared,
@@ -516,22 +517,20 @@ fn admit(
             return None;
         }
     }
-    let descriptor = match w.ctx.budget.take(1) {
-        Some(d) => Some(d),
-        None => {
-            let reclaimed = w.table.borrow_mut().evict_unreplied(now, RECLAIM_AFTER);
-            reclaimed.and_then(|old| {
-                add(&stats.udp.sessions_reclaimed, 1);
-                drop(old);
-                w.ctx.budget.take(1)
-            })
-        }
-    };
-    let Some(descriptor) = descriptor else {
-        stats.udp.count_drop(UdpDrop::Descriptors, 1);
-        return None;
-    };
-    Some((source, descriptor))
+    if let Some(descriptor) = w.ctx.budget.take(1) {
+        return Some((source, descriptor));
+    }
+    // Spent: end the least recently used unreplied session that has waited long enough. Its
+    // socket — and so its descriptor — goes when its aborted task is dropped, at this
+    // worker's next turn, not now: this datagram is refused, a later one gets the
+    // descriptor (the budget is never overdrawn, not even for a moment).
+    let reclaimed = w.table.borrow_mut().evict_unreplied(now, RECLAIM_AFTER);
+    if let Some(old) = reclaimed {
+        add(&stats.udp.sessions_reclaimed, 1);
+        drop(old);
+    }
+    stats.udp.count_drop(UdpDrop::Descriptors, 1);
+    None
 }
 
 /// Counts a session ended by its timeout: the idle one, or the unreplied one.
