@@ -184,6 +184,10 @@ impl std::fmt::Debug for SourceCounts {
     }
 }
 
+/// A source that already has as many connections or sessions as its limit allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AtLimit;
+
 /// The two counters of one source, held for as long as its connection or session lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SourceSlot([u32; 2]);
@@ -197,10 +201,12 @@ impl SourceCounts {
         [(h as usize) % ROW, ((h >> 32) as usize) % ROW]
     }
 
-    /// Counts one more for `source` unless it already has `limit` (`0`: no limit, nothing
-    /// counted). `Err(())` when refused.
-    #[allow(clippy::result_unit_err)]
-    pub fn add(&self, source: IpAddr, limit: u32) -> Result<Option<SourceSlot>, ()> {
+    /// Counts one more for `source` unless it already has `limit`: its slot to give back
+    /// ([`Self::release`]), or `None` when there is no limit (`0`: nothing counted).
+    ///
+    /// # Errors
+    /// [`AtLimit`]: refused, nothing counted.
+    pub fn add(&self, source: IpAddr, limit: u32) -> Result<Option<SourceSlot>, AtLimit> {
         if limit == 0 {
             return Ok(None);
         }
@@ -213,7 +219,7 @@ impl SourceCounts {
             for (r, &s) in slots.iter().enumerate() {
                 self.rows[r][s].fetch_sub(1, Ordering::Relaxed);
             }
-            return Err(());
+            return Err(AtLimit);
         }
         Ok(Some(SourceSlot(slots.map(|s| s as u32))))
     }
@@ -250,7 +256,7 @@ impl SourceGuard {
         stats: &Arc<crate::ListenerStats>,
         source: IpAddr,
         limit: u32,
-    ) -> Result<Option<Self>, ()> {
+    ) -> Result<Option<Self>, AtLimit> {
         Ok(stats.sources.add(source, limit)?.map(|slot| Self {
             counts: Arc::clone(stats),
             slot,
