@@ -225,6 +225,7 @@ fn a_udp_flood_of_50000_sources_does_not_take_the_node_down() {
         ratio * 100.0
     );
     println!("descriptors in /v1/listeners: {}", listeners["descriptors"]);
+    println!("udp in /v1/listeners: {}", listeners["listeners"][0]["udp"]);
 
     assert!(
         took < Duration::from_secs(2),
