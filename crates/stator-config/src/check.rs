@@ -245,8 +245,23 @@ impl CheckReport {
     }
 }
 
+/// What `stator check` knows of the host it runs on, for the warnings that depend on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Host {
+    /// The descriptor limit `stator run` would have here: the hard `RLIMIT_NOFILE`, which it
+    /// raises the soft one to (`None`: unlimited).
+    pub nofile: Option<u64>,
+    /// Cores: the worker count of a listener that sets none.
+    pub cores: usize,
+}
+
 /// Checks configuration text; `file` is only used in messages.
 pub fn check_str(file: &str, text: &str) -> CheckReport {
+    check_str_on(file, text, None)
+}
+
+/// Checks configuration text, with the warnings that depend on `host` when it is given.
+pub fn check_str_on(file: &str, text: &str, host: Option<&Host>) -> CheckReport {
     let mut report = CheckReport {
         file: file.to_owned(),
         ok: false,
@@ -264,6 +279,9 @@ pub fn check_str(file: &str, text: &str) -> CheckReport {
     match validate(&parsed.raw) {
         Ok(config) => {
             let mut warnings = config.warnings();
+            if let Some(host) = host {
+                warnings.extend(config.host_warnings(host));
+            }
             for w in &mut warnings {
                 w.location = parsed.doc.locate(&w.path);
             }
@@ -283,9 +301,15 @@ pub fn check_str(file: &str, text: &str) -> CheckReport {
 
 /// Checks a configuration file. A file that cannot be read is an error like any other.
 pub fn check_file(path: &Path) -> CheckReport {
+    check_file_on(path, None)
+}
+
+/// Checks a configuration file, with the warnings that depend on `host` when it is given
+/// (`stator check`: the descriptor limit and cores of the host it runs on).
+pub fn check_file_on(path: &Path, host: Option<&Host>) -> CheckReport {
     let file = path.display().to_string();
     match std::fs::read_to_string(path) {
-        Ok(text) => check_str(&file, &text),
+        Ok(text) => check_str_on(&file, &text, host),
         Err(e) => CheckReport {
             ok: false,
             errors: vec![Diagnostic::from(&crate::read_error(&file, &e))],

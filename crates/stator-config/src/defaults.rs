@@ -154,8 +154,26 @@ pub const MAX_WORKERS: u16 = 256;
 pub const MAX_SOURCE_STEERING_WORKERS: u16 = 64;
 /// `listener.max_connections` (per worker).
 pub const MAX_CONNECTIONS: u32 = 16_384;
+/// `listener.max_connections_per_source` (the whole listener): far above a browser's 6 to 8
+/// connections per origin, or an office's NAT; a proxy in front of the node needs more.
+pub const MAX_CONNECTIONS_PER_SOURCE: u32 = 1024;
+/// `listener.source_prefix_v4`: one address is one source.
+pub const SOURCE_PREFIX_V4: u8 = 32;
+/// `listener.source_prefix_v6`: a /64 is one source (what one IPv6 host is usually given;
+/// it can use any address in it).
+pub const SOURCE_PREFIX_V6: u8 = 64;
 /// `listener.udp.max_sessions` (per worker).
 pub const UDP_MAX_SESSIONS: u32 = 16_384;
+/// `listener.udp.max_sessions_per_source` (the whole listener).
+pub const UDP_MAX_SESSIONS_PER_SOURCE: u32 = 1024;
+/// `listener.udp.session_rate` (per worker): opening a session costs a socket, a bind, a
+/// connect and an epoll registration, some 10–20 µs; 20,000 a second keeps that under a
+/// third of a core and leaves the worker to the sessions it has.
+pub const UDP_SESSION_RATE: u32 = 20_000;
+/// Largest `listener.udp.session_rate` and `listener.udp.session_burst`.
+pub const MAX_UDP_SESSION_RATE: u32 = 10_000_000;
+/// `listener.udp.unreplied_timeout`: conntrack's `nf_conntrack_udp_timeout`.
+pub const UDP_UNREPLIED_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest `listener.udp.max_sessions`.
 pub const MAX_UDP_SESSIONS: u32 = 1 << 22;
 /// Largest `listener.udp.responses`.

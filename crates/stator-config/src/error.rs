@@ -484,6 +484,19 @@ pub enum WarningKind {
         /// "IPv4" or "IPv6".
         family: &'static str,
     },
+    /// The worst case of descriptors does not fit the host's limit.
+    Descriptors {
+        /// The worst case.
+        need: u64,
+        /// The host's limit.
+        limit: u64,
+        /// What the listeners get.
+        budget: u64,
+        /// The least the listeners need to serve at all (one client per worker).
+        min_traffic: u64,
+        /// The plan, part by part, with field paths.
+        parts: String,
+    },
 }
 
 impl fmt::Display for WarningKind {
@@ -518,6 +531,34 @@ impl fmt::Display for WarningKind {
                 f,
                 "no {family} BGP neighbor: {family} VIPs will not be announced (a neighbor \
                  announces the VIPs of its own address family)"
+            ),
+            Self::Descriptors {
+                need,
+                limit,
+                budget,
+                min_traffic,
+                parts,
+            } if budget < min_traffic => write!(
+                f,
+                "the descriptor limit here ({limit}, the hard RLIMIT_NOFILE that stator run \
+                 raises to) leaves the listeners {budget} descriptors once health checks, the \
+                 admin API and the process have theirs: fewer than one client per worker needs \
+                 ({min_traffic}), so stator run refuses to start. Worst case {need}: {parts}. \
+                 Raise the limit (LimitNOFILE= in the systemd unit) or reserve less"
+            ),
+            Self::Descriptors {
+                need,
+                limit,
+                budget,
+                parts,
+                ..
+            } => write!(
+                f,
+                "the worst case needs {need} descriptors, more than the limit here ({limit}, the \
+                 hard RLIMIT_NOFILE that stator run raises to): the listeners get {budget} and \
+                 refuse what is beyond them (counted as `descriptors`) while health checks and \
+                 the admin API keep theirs. {parts}. Lower these settings, or raise the limit \
+                 (LimitNOFILE= in the systemd unit)"
             ),
         }
     }

@@ -30,6 +30,7 @@
 
 pub mod check;
 pub mod defaults;
+pub mod descriptors;
 pub mod duration;
 pub mod error;
 pub mod flatten;
@@ -43,7 +44,11 @@ mod warnings;
 
 use std::path::Path;
 
-pub use check::{CheckReport, Diagnostic, Summary, VipSummary, check_file, check_str};
+pub use check::{
+    CheckReport, Diagnostic, Host, Summary, VipSummary, check_file, check_file_on, check_str,
+    check_str_on,
+};
+pub use descriptors::{DescriptorPlan, Fit, Part, PartKind};
 pub use error::{
     ConfigError, ConfigErrors, Error, FieldPath, Location, Segment, Warning, WarningKind,
 };

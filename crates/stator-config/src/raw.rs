@@ -565,6 +565,12 @@ pub struct RawListener {
     pub retries: Option<i64>,
     /// Client connections per worker.
     pub max_connections: Option<i64>,
+    /// Client connections open per source, for the whole listener.
+    pub max_connections_per_source: Option<i64>,
+    /// Prefix length that makes an IPv4 client address a source.
+    pub source_prefix_v4: Option<i64>,
+    /// Prefix length that makes an IPv6 client address a source.
+    pub source_prefix_v6: Option<i64>,
     /// `[listener.timeouts]`.
     #[serde(default)]
     pub timeouts: RawListenerTimeouts,
@@ -582,6 +588,14 @@ pub struct RawListenerUdp {
     pub responses: Option<i64>,
     /// Sessions per worker.
     pub max_sessions: Option<i64>,
+    /// Sessions open per source, for the whole listener.
+    pub max_sessions_per_source: Option<i64>,
+    /// New sessions per second per worker.
+    pub session_rate: Option<i64>,
+    /// New sessions a worker may open at once beyond the rate.
+    pub session_burst: Option<i64>,
+    /// How long a session that has had no reply lives.
+    pub unreplied_timeout: Option<Scalar>,
     /// PROXY protocol v2 header on the first datagram of a session.
     pub proxy_protocol: Option<bool>,
     /// UDP GRO on the sockets.

@@ -789,8 +789,17 @@ impl ForwardedMode {
 pub struct UdpOptions {
     /// Replies expected per client datagram (`None`: sessions end by idle timeout only).
     pub responses: Option<u32>,
-    /// Sessions per worker; the least recently used is evicted (counted) beyond it.
+    /// Sessions per worker; beyond it an unreplied session is evicted first, else the least
+    /// recently used (counted).
     pub max_sessions: u32,
+    /// Sessions open per source (address prefix) for the whole listener; 0: no limit.
+    pub max_sessions_per_source: u32,
+    /// New sessions per second per worker; 0: no limit.
+    pub session_rate: u32,
+    /// New sessions a worker may open at once beyond the rate.
+    pub session_burst: u32,
+    /// How long a session with no reply yet lives unused (at most `timeouts.idle`).
+    pub unreplied_timeout: Duration,
     /// A PROXY protocol v2 header before the first datagram of each session.
     pub proxy_protocol: bool,
     /// UDP GRO on the listening and upstream sockets.
@@ -859,6 +868,13 @@ pub struct Listener {
     pub retries: u8,
     /// Client connections per worker; more are accepted and closed at once (counted).
     pub max_connections: u32,
+    /// Client connections open per source (address prefix) for the whole listener; more are
+    /// accepted and closed at once (counted). 0: no limit. TCP and HTTP.
+    pub max_connections_per_source: u32,
+    /// The prefix length that makes an IPv4 client address a source (per-source limits).
+    pub source_prefix_v4: u8,
+    /// The prefix length that makes an IPv6 client address a source.
+    pub source_prefix_v6: u8,
     /// Timeouts.
     pub timeouts: ListenerTimeouts,
     /// HTTP options (defaults for a TCP listener, where they do not apply).

@@ -100,6 +100,32 @@ impl Config {
         out
     }
 
+    /// Warnings that depend on the host the configuration is checked on: a worst case of
+    /// descriptors that does not fit its limit (pointing at the setting that needs the most).
+    pub fn host_warnings(&self, host: &crate::check::Host) -> Vec<Warning> {
+        let Some(limit) = host.nofile else {
+            return Vec::new();
+        };
+        let plan = self.descriptor_plan(host.cores.max(1));
+        if plan.fit(limit) == crate::descriptors::Fit::Fits {
+            return Vec::new();
+        }
+        let path = plan
+            .largest_traffic()
+            .map_or_else(|| FieldPath::root().key("api"), |p| p.path.clone());
+        vec![Warning {
+            path,
+            location: None,
+            kind: WarningKind::Descriptors {
+                need: plan.total(),
+                limit,
+                budget: plan.budget(limit),
+                min_traffic: plan.min_traffic,
+                parts: plan.lines(),
+            },
+        }]
+    }
+
     /// Pools reached from `roots` through include, each once.
     fn pools_reached(&self, roots: &[PoolId]) -> Vec<PoolId> {
         let mut seen = vec![false; self.pools.len()];

@@ -48,6 +48,9 @@
 //! - [`client`]: a small blocking client of that API for the CLI and tests.
 //! - [`listeners`]: the proxy tier (`stator-proxy`) kept in step with the views: listeners
 //!   from `[[listener]]`, upstream states from the same health checks and drains.
+//! - [`descriptors`]: the descriptor limit raised at start, and the proxy tier's budget — the
+//!   limit less what health checks, the API, BIRD and the process keep — sized from the
+//!   configuration at start and on each reload.
 //! - [`noplane`]: the data plane of `dataplane.mode = "none"` (a proxy-only node).
 //! - [`node`]: all of the above started in order and stopped in order — `stator run`.
 //!
@@ -62,6 +65,9 @@
 //!   nothing is announced before the first commit; everything is withdrawn on shutdown before
 //!   the data plane is detached.
 //! - **Generations** are monotonic across restarts (seeded from the data plane).
+//! - **No traffic takes what the node owes its operator and its backends**: the proxy tier
+//!   holds no more descriptors than its budget, so health probes, API accepts and BIRD's
+//!   socket never fail for lack of one, whatever clients do.
 //! - Nothing here panics on input from the network (API requests, probe replies).
 //!
 //! ## What it must never do
@@ -76,6 +82,7 @@ pub mod api;
 pub mod client;
 pub mod coreplane;
 pub mod dataplane;
+pub mod descriptors;
 mod error;
 pub mod events;
 pub mod health;

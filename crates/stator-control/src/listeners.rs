@@ -23,10 +23,12 @@ use tokio::time::Instant;
 use stator_config::{Config, ForwardedMode, ListenerProtocol, Scheduler, Steering};
 use stator_proxy::{
     Algorithm, HttpSpec, IpPrefix, ListenerSpec, PersistenceSpec, Prepared, Protocol, Proxy,
-    ProxyError, SourceSteering, SteeringGroup, Timeouts, UdpSpec, UpstreamSpec, UpstreamState,
+    ProxyError, SourcePrefixes, SourceSteering, SteeringGroup, Timeouts, UdpSpec, UpstreamSpec,
+    UpstreamState,
 };
 use tokio::sync::watch;
 
+use crate::descriptors::{NodeDescriptors, Sizing};
 use crate::error::ControlError;
 use crate::plan::Health;
 use crate::view::{DrainView, View};
@@ -37,15 +39,29 @@ pub struct ProxyTier {
     proxy: Arc<Mutex<Proxy>>,
     /// Reloads whose listeners could not all be applied.
     pub reload_failures: Arc<AtomicU64>,
+    /// The descriptors its workers draw from, and how they were sized.
+    pub descriptors: Arc<NodeDescriptors>,
+}
+
+/// A reload's listeners, bound and not yet running, with the descriptor budget they come
+/// with ([`ProxyTier::prepare`]).
+#[derive(Debug)]
+pub struct PreparedListeners {
+    proxy: Prepared,
+    sizing: Sizing,
 }
 
 impl ProxyTier {
-    /// A proxy tier with no listener yet.
+    /// A proxy tier with no listener yet (and an unlimited budget until
+    /// [`NodeDescriptors::start`] sizes it).
     pub fn new(node: &str) -> Self {
         let steering: Arc<dyn SourceSteering> = Arc::new(KernelSteering);
+        let descriptors = Arc::new(NodeDescriptors::default());
+        let proxy = Proxy::new(node, Some(steering)).with_budget(Arc::clone(&descriptors.budget));
         Self {
-            proxy: Arc::new(Mutex::new(Proxy::new(node, Some(steering)))),
+            proxy: Arc::new(Mutex::new(proxy)),
             reload_failures: Arc::default(),
+            descriptors,
         }
     }
 
@@ -63,10 +79,12 @@ impl ProxyTier {
         result
     }
 
-    /// The first phase of a reload to `config`: new and changed listeners bound, schedulers
-    /// built, steering loaded — nothing running changes. The error names the listener's field.
-    pub fn prepare(&self, config: &Config) -> Result<Prepared, ControlError> {
-        self.lock().prepare(specs(config)).map_err(|e| {
+    /// The first phase of a reload to `config`: the descriptor budget sized for it (refused
+    /// where the start would be), new and changed listeners bound, schedulers built, steering
+    /// loaded — nothing running changes. The error names the listener's field.
+    pub fn prepare(&self, config: &Config) -> Result<PreparedListeners, ControlError> {
+        let sizing = self.descriptors.plan(config, default_workers())?;
+        let proxy = self.lock().prepare(specs(config)).map_err(|e| {
             let (listener, what) = match &e {
                 ProxyError::Bind { listener, .. } => (listener.as_str(), "address"),
                 ProxyError::Steering { listener, .. } => (listener.as_str(), "steering"),
@@ -82,12 +100,15 @@ impl ProxyTier {
                 field,
                 reason: e.to_string(),
             }
-        })
+        })?;
+        Ok(PreparedListeners { proxy, sizing })
     }
 
-    /// The second phase: the prepared listeners run (states follow with the next view).
-    pub fn commit(&self, prepared: Prepared) {
-        if let Err(e) = self.lock().commit(prepared) {
+    /// The second phase: the budget resized and the prepared listeners run (states follow
+    /// with the next view).
+    pub fn commit(&self, prepared: PreparedListeners) {
+        self.descriptors.apply(prepared.sizing);
+        if let Err(e) = self.lock().commit(prepared.proxy) {
             self.reload_failures.fetch_add(1, Ordering::Relaxed);
             tracing::error!(error = %e, "listeners: reload not fully applied");
         }
@@ -172,7 +193,7 @@ fn set_states(proxy: &Proxy, view: &View) {
 }
 
 /// Worker threads when a listener does not say: one per core.
-fn default_workers() -> usize {
+pub fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
@@ -221,6 +242,11 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
             }),
             retries: usize::from(l.retries),
             max_connections: l.max_connections as usize,
+            max_connections_per_source: l.max_connections_per_source,
+            source_prefixes: SourcePrefixes {
+                v4: l.source_prefix_v4,
+                v6: l.source_prefix_v6,
+            },
             timeouts: Timeouts {
                 connect: l.timeouts.connect,
                 header_read: l.timeouts.header_read,
@@ -251,6 +277,10 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
             udp: UdpSpec {
                 responses: l.udp.responses,
                 max_sessions: l.udp.max_sessions as usize,
+                max_sessions_per_source: l.udp.max_sessions_per_source,
+                session_rate: l.udp.session_rate,
+                session_burst: l.udp.session_burst,
+                unreplied_timeout: l.udp.unreplied_timeout,
                 proxy_protocol: l.udp.proxy_protocol,
                 gro: l.udp.gro,
                 gso: l.udp.gso,

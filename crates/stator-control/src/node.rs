@@ -12,7 +12,11 @@
 //! 4. starts the health checks and waits (a few seconds at most) for their first results;
 //! 5. commits the first snapshot, with ids seeded from the one that was active, then starts
 //!    the BGP announcer (BIRD unreachable is retried in the background, never fatal) and the
-//!    forwarder watchdog.
+//!    forwarder watchdog;
+//! 6. sizes the proxy tier's descriptor budget ([`crate::descriptors`]: the limit, raised to
+//!    the hard one before step 1, less what is open now and what the configuration reserves
+//!    for health checks, the API and BIRD — a reserve that leaves too little refuses the
+//!    start) and starts the listeners.
 //!
 //! [`Node::shutdown`]: withdraw every VIP (BIRD confirms, bounded), stop the checks, detach
 //! or keep the data plane (`dataplane.on_exit`), stop the API.
@@ -96,6 +100,8 @@ impl Node {
     ) -> Result<Self, ControlError> {
         let config =
             Arc::new(stator_config::from_toml_str(&source, &text).map_err(ControlError::Config)?);
+        // First, before anything opens a descriptor: the limit the budget is sized from.
+        let nofile = crate::descriptors::raise_limit();
         if !opts.no_preflight {
             host::preflight(&config)?;
         }
@@ -288,19 +294,35 @@ impl Node {
         };
         // The listeners start once the first snapshot (and so the first health states) is in:
         // a port that cannot be bound fails the start like any other.
+        // Their descriptor budget first: the limit less what the node holds now and what the
+        // configuration reserves (health checks, the API, BIRD, the listeners' own sockets).
         let view = reconciler.subscribe();
         let first = Arc::clone(&view.borrow());
-        if let Err(e) = proxy.apply(&first) {
+        let open = stator_sys::limits::open_fds().map_or(0, |n| n as u64);
+        let started = proxy
+            .descriptors
+            .start(
+                &first.config,
+                crate::listeners::default_workers(),
+                nofile,
+                open,
+            )
+            .and_then(|()| {
+                proxy.apply(&first).map_err(|e| {
+                    ControlError::io(
+                        "starting the listeners",
+                        std::io::Error::other(e.to_string()),
+                    )
+                })
+            });
+        if let Err(e) = started {
             proxy.shutdown(std::time::Duration::ZERO);
             watchdog.abort();
             stop_servers(servers).await;
             if !opts.no_attach {
                 let _ = with_plane(&plane, |p| p.detach(false)).await;
             }
-            return Err(ControlError::io(
-                "starting the listeners",
-                std::io::Error::other(e.to_string()),
-            ));
+            return Err(e);
         }
         let follower = proxy.follow(view);
         let reconciler = tokio::spawn(reconciler.run(inputs));

@@ -255,6 +255,15 @@ async fn forward(
                 f.close = kind == ErrorKind::WriteTimeout;
                 return Err(f);
             }
+            Err(Unsent::Descriptors) => {
+                return Err(Failure {
+                    status: StatusCode::SERVICE_UNAVAILABLE,
+                    text: "the proxy is out of connections\n",
+                    count: Some(ClientErrorKind::Descriptors),
+                    close: false,
+                    finish,
+                });
+            }
             Err(Unsent::ClientRead) => {
                 // counted by the body when it stalled
                 add(&ustats.requests, 1);
@@ -294,6 +303,8 @@ enum Unsent {
     ClientRead,
     /// Reading its body from the client failed: malformed (a bad chunk), or the client left.
     ClientBody { malformed: bool },
+    /// No kept-alive connection, and the node's descriptor budget has none for a new one.
+    Descriptors,
 }
 
 /// Sends on a kept-alive connection to upstream `i` or a new one.
@@ -310,10 +321,15 @@ async fn send(
     loop {
         let (mut sender, reused) = match ctx.checkout(addr, spec.http.keepalive_timeout).await {
             Some(s) => (s, true),
-            None => match open(ctx, shared, i).await {
-                Ok(s) => (s, false),
-                Err(kind) => return Err(Unsent::Back(req, kind)),
-            },
+            None => {
+                let Some(held) = ctx.budget.take(1) else {
+                    return Err(Unsent::Descriptors);
+                };
+                match open(ctx, shared, i, held).await {
+                    Ok(s) => (s, false),
+                    Err(kind) => return Err(Unsent::Back(req, kind)),
+                }
+            }
         };
         if reused {
             add(&ustats.reused, 1);
@@ -355,8 +371,14 @@ fn classify(e: &hyper::Error) -> ErrorKind {
     }
 }
 
-/// A new upstream connection, its connection task spawned on this worker.
-async fn open(ctx: &Rc<WorkerCtx>, shared: &ListenerShared, i: usize) -> Result<Sender, ErrorKind> {
+/// A new upstream connection, its connection task spawned on this worker; the task holds the
+/// connection's descriptor from the budget for as long as it lives (in use or kept alive).
+async fn open(
+    ctx: &Rc<WorkerCtx>,
+    shared: &ListenerShared,
+    i: usize,
+    held: crate::limits::Descriptors,
+) -> Result<Sender, ErrorKind> {
     let addr = shared.spec.upstreams[i].addr;
     let stream = connect(addr, shared.spec.timeouts.connect).await?;
     let ustats = Arc::clone(&shared.stats[i]);
@@ -370,7 +392,7 @@ async fn open(ctx: &Rc<WorkerCtx>, shared: &ListenerShared, i: usize) -> Result<
     let open = Gauge32::new(ustats, GaugeField::Open);
     let _ = ctx; // the task runs on this worker's LocalSet
     tokio::task::spawn_local(async move {
-        let _open = open;
+        let _open = (open, held);
         let _ = conn.await;
     });
     Ok(sender)

@@ -37,10 +37,17 @@
 //!   running workers; listeners added or removed open and close; a changed address re-binds;
 //!   no socket or connection of an unchanged listener is closed.
 //!
+//! - **Floods** ([`limits`]): every client connection, upstream connection and UDP session
+//!   socket takes its descriptors from one node-wide [`DescriptorBudget`] (the controller
+//!   sizes it to leave health checks and the admin API their own); connections and sessions
+//!   are bounded per source (an address prefix) across a listener's workers; UDP sessions
+//!   also in rate per worker, unreplied ones first out under pressure.
+//!
 //! Contract: bad input from the network never panics a worker — a malformed request gets 400
 //! and its connection closes, a datagram that cannot be forwarded is dropped and counted under
-//! its reason; floods are bounded (`max_connections` per worker, bounded session tables) and
-//! counted ([`stats`]); a peer that stops reading or sending holds nothing for longer than
+//! its reason; floods are bounded (`max_connections` per worker, per source, the descriptor
+//! budget, bounded session tables) and every refusal is counted under its reason ([`stats`]):
+//! no flood makes the proxy take a descriptor the budget does not give it; a peer that stops reading or sending holds nothing for longer than
 //! its timeout; a backend never sees a client address a client wrote unless that client is a
 //! trusted proxy. A reload that fails changes nothing.
 //!
@@ -53,6 +60,7 @@
 mod error;
 pub mod http;
 mod io;
+pub mod limits;
 mod proxy;
 pub mod rules;
 pub mod session;
@@ -65,6 +73,7 @@ pub mod udp;
 pub mod worker;
 
 pub use error::ProxyError;
+pub use limits::{DescriptorBudget, Descriptors, SourcePrefixes};
 pub use proxy::{ListenerView, Prepared, Proxy, SourceSteering, SteeringGroup, UpstreamView};
 pub use spec::{
     Algorithm, ForwardedMode, HttpSpec, IpPrefix, ListenerSpec, PersistenceSpec, Protocol,

@@ -19,6 +19,7 @@ use arc_swap::ArcSwap;
 use socket2::{Domain, Protocol as SockProtocol, Socket, Type};
 
 use crate::error::ProxyError;
+use crate::limits::DescriptorBudget;
 use crate::shared::ListenerShared;
 use crate::spec::Protocol;
 use crate::spec::{ListenerSpec, Steering, UpstreamSpec, UpstreamState};
@@ -62,6 +63,7 @@ pub struct Proxy {
     listeners: BTreeMap<String, Running>,
     stats: BTreeMap<String, Arc<ListenerStats>>,
     retiring: Vec<WorkerHandle>,
+    budget: Arc<DescriptorBudget>,
 }
 
 /// One upstream as [`Proxy::listeners`] shows it.
@@ -123,7 +125,21 @@ impl Proxy {
             listeners: BTreeMap::new(),
             stats: BTreeMap::new(),
             retiring: Vec::new(),
+            budget: Arc::default(),
         }
+    }
+
+    /// The same proxy drawing its descriptors from `budget` (without one: an unlimited
+    /// budget). Every worker started after this uses it.
+    #[must_use]
+    pub fn with_budget(mut self, budget: Arc<DescriptorBudget>) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The descriptor budget its workers draw from.
+    pub fn budget(&self) -> &Arc<DescriptorBudget> {
+        &self.budget
     }
 
     /// Makes the running listeners exactly `specs` (see the module documentation): the two
@@ -249,7 +265,7 @@ impl Proxy {
                     if let Some(g) = r.group.as_mut() {
                         let _ = g.set_socket(i, socket.as_fd());
                     }
-                    let w = start_worker(&self.node, &name, i, socket, r, pin)?;
+                    let w = start_worker(&self.node, &self.budget, &name, i, socket, r, pin)?;
                     r.workers.push(w);
                 }
                 if let Some(g) = r.group.as_mut() {
@@ -277,7 +293,7 @@ impl Proxy {
                 };
                 let mut result = Ok(());
                 for (i, socket) in sockets.into_iter().enumerate() {
-                    match start_worker(&self.node, &name, i, socket, &r, pin) {
+                    match start_worker(&self.node, &self.budget, &name, i, socket, &r, pin) {
                         Ok(w) => r.workers.push(w),
                         Err(e) => {
                             result = Err(e);
@@ -391,6 +407,7 @@ impl Proxy {
 
 fn start_worker(
     node: &Arc<str>,
+    budget: &Arc<DescriptorBudget>,
     name: &str,
     i: usize,
     socket: ListenSocket,
@@ -404,6 +421,7 @@ fn start_worker(
         socket,
         listener: Arc::clone(&r.shared),
         stats: Arc::clone(&r.stats),
+        budget: Arc::clone(budget),
         core: pin.then_some(i),
         seed: rand::random(),
     })

@@ -6,6 +6,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+pub use crate::limits::SourcePrefixes;
 pub use stator_sched::Algorithm;
 
 /// What a listener speaks.
@@ -209,8 +210,18 @@ pub struct UdpSpec {
     /// Datagrams expected from the upstream per client datagram; once all arrived the session
     /// ends (nginx's `proxy_responses`; DNS: 1). `None`: sessions end by idle timeout only.
     pub responses: Option<u32>,
-    /// Sessions per worker (least recently used evicted first).
+    /// Sessions per worker (unreplied ones evicted first, then the least recently used).
     pub max_sessions: usize,
+    /// Sessions open per source (address masked to [`ListenerSpec::source_prefixes`]) for
+    /// the whole listener; 0: no limit.
+    pub max_sessions_per_source: u32,
+    /// New sessions per second per worker (a token bucket); 0: no limit.
+    pub session_rate: u32,
+    /// New sessions a worker may open at once beyond the rate (the bucket's size).
+    pub session_burst: u32,
+    /// How long a session that has had no reply lives unused (conntrack's 30 s for UDP); at
+    /// most `timeouts.idle`.
+    pub unreplied_timeout: Duration,
     /// Put a PROXY protocol v2 header before the first datagram of each session (and drop
     /// client datagrams that begin with the header's signature).
     pub proxy_protocol: bool,
@@ -225,6 +236,10 @@ impl Default for UdpSpec {
         Self {
             responses: None,
             max_sessions: 16_384,
+            max_sessions_per_source: 1024,
+            session_rate: 20_000,
+            session_burst: 20_000,
+            unreplied_timeout: Duration::from_secs(30),
             proxy_protocol: false,
             gro: true,
             gso: true,
@@ -259,6 +274,13 @@ pub struct ListenerSpec {
     pub retries: usize,
     /// Client connections per worker.
     pub max_connections: usize,
+    /// Client connections open per source (address masked to `source_prefixes`) for the
+    /// whole listener; more are accepted and closed at once (counted). 0: no limit. TCP and
+    /// HTTP.
+    pub max_connections_per_source: u32,
+    /// What a source is, for the per-source limits: a client address masked to these
+    /// prefix lengths.
+    pub source_prefixes: SourcePrefixes,
     /// Timeouts.
     pub timeouts: Timeouts,
     /// HTTP options.
@@ -289,6 +311,8 @@ impl ListenerSpec {
             persistence: None,
             retries: 2,
             max_connections: 16_384,
+            max_connections_per_source: 1024,
+            source_prefixes: SourcePrefixes::default(),
             timeouts: Timeouts::default(),
             http: HttpSpec::default(),
             udp: UdpSpec::default(),

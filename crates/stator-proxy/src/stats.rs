@@ -106,11 +106,18 @@ pub enum ClientErrorKind {
     ReadTimeout,
     /// A client that stopped reading for `timeouts.client_write`: closed.
     WriteTimeout,
+    /// A connection from a source that already has `max_connections_per_source` open:
+    /// accepted and closed.
+    SourceLimit,
+    /// A connection (TCP, HTTP) accepted and closed, or a request answered 503 (HTTP, a new
+    /// upstream connection), because the node's descriptor budget for the proxy tier was
+    /// spent.
+    Descriptors,
 }
 
 impl ClientErrorKind {
     /// Every kind, in metric order.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 12] = [
         Self::BadRequest,
         Self::HeaderTooLarge,
         Self::HeaderTimeout,
@@ -121,6 +128,8 @@ impl ClientErrorKind {
         Self::Unsupported,
         Self::ReadTimeout,
         Self::WriteTimeout,
+        Self::SourceLimit,
+        Self::Descriptors,
     ];
 
     /// The metric label.
@@ -136,6 +145,8 @@ impl ClientErrorKind {
             Self::Unsupported => "unsupported",
             Self::ReadTimeout => "read_timeout",
             Self::WriteTimeout => "write_timeout",
+            Self::SourceLimit => "source_limit",
+            Self::Descriptors => "descriptors",
         }
     }
 }
@@ -146,7 +157,7 @@ impl ClientErrorKind {
 pub enum UdpDrop {
     /// A client datagram that needed a new session while no upstream was usable.
     NoUpstream,
-    /// A new session whose upstream socket could not be opened (out of descriptors).
+    /// A new session whose upstream socket could not be opened (the kernel refused it).
     SessionSocket,
     /// Sending a client's datagram to its upstream failed (send buffer full, or an error). With
     /// `proxy_protocol`, a session whose header has not gone out yet forwards nothing without
@@ -162,11 +173,20 @@ pub enum UdpDrop {
     /// A client datagram that begins with the PROXY v2 signature on a listener that sends
     /// PROXY v2 headers itself: a client naming an address of its choice to the upstream.
     ClientProxyHeader,
+    /// A datagram that needed a new session from a source that already has
+    /// `udp.max_sessions_per_source` sessions.
+    SourceLimit,
+    /// A datagram that needed a new session beyond the worker's `udp.session_rate` (and
+    /// burst).
+    SessionRate,
+    /// A datagram that needed a new session while the node's descriptor budget for the proxy
+    /// tier was spent and the worker had no unreplied session to give up.
+    Descriptors,
 }
 
 impl UdpDrop {
     /// Every reason, in metric order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 10] = [
         Self::NoUpstream,
         Self::SessionSocket,
         Self::UpstreamSend,
@@ -174,6 +194,9 @@ impl UdpDrop {
         Self::ClientSend,
         Self::SocketOverflow,
         Self::ClientProxyHeader,
+        Self::SourceLimit,
+        Self::SessionRate,
+        Self::Descriptors,
     ];
 
     /// The metric label.
@@ -186,6 +209,9 @@ impl UdpDrop {
             Self::ClientSend => "client_send",
             Self::SocketOverflow => "socket_overflow",
             Self::ClientProxyHeader => "client_proxy_header",
+            Self::SourceLimit => "source_limit",
+            Self::SessionRate => "session_rate",
+            Self::Descriptors => "descriptors",
         }
     }
 }
@@ -204,6 +230,11 @@ pub struct UdpStats {
     pub upstream_datagrams_in: AtomicU64,
     /// Sessions ended by the idle timeout.
     pub sessions_expired: AtomicU64,
+    /// Sessions that never had a reply, ended by `udp.unreplied_timeout`.
+    pub sessions_unreplied: AtomicU64,
+    /// Unreplied sessions ended to give their descriptor to a new session when the budget was
+    /// spent.
+    pub sessions_reclaimed: AtomicU64,
     /// Sessions ended because every expected response arrived (`udp.responses`).
     pub sessions_completed: AtomicU64,
     /// Receive system calls on the listening socket that returned datagrams (`recvmmsg`).
@@ -320,6 +351,8 @@ pub struct ListenerStats {
     pub duration: Histogram,
     /// UDP listeners' datagram counters.
     pub udp: UdpStats,
+    /// Connections or sessions open per source, for the per-source limits.
+    pub(crate) sources: crate::limits::SourceCounts,
     client_errors: [AtomicU64; ClientErrorKind::ALL.len()],
     upstreams: Mutex<HashMap<String, Arc<UpstreamStats>>>,
 }

@@ -1,12 +1,23 @@
-//! A worker's session table: client → session, least recently used first out, with an idle
-//! timeout. The UDP listener keys it by client address and port (a session is a connected
-//! upstream socket); HTTP/TCP persistence keys it by client address (a session is the upstream
-//! it used, [`crate::session::Sessions`]). Pure: time is a parameter, nothing is shared, no I/O.
+//! A worker's session table: client → session, bounded, with an idle timeout — and, for UDP,
+//! conntrack's distinction between sessions that were answered and sessions that were not.
+//! The UDP listener keys it by client address and port (a session is a connected upstream
+//! socket); HTTP/TCP persistence keys it by client address (a session is the upstream it used,
+//! [`crate::session::Sessions`]). Pure: time is a parameter, nothing is shared, no I/O.
 //!
-//! A slab of entries linked in recency order (most recent at the head) plus a hash map from
-//! the client to its slot: lookups, inserts, evictions and expiry are O(1) per entry and
-//! allocate only while the table grows towards its bound — a flood of new clients (or source
-//! ports) evicts the least recently used sessions instead of growing the table.
+//! A slab of entries linked in recency order plus a hash map from the client to its slot:
+//! lookups, inserts, evictions and expiry are O(1) per entry and allocate only while the table
+//! grows towards its bound — a flood of new clients (or source ports) evicts sessions instead
+//! of growing the table.
+//!
+//! **Unreplied first** (Linux conntrack's rule for UDP: an entry that has seen no reply lives
+//! 30 s, an answered one longer, and only unanswered entries are dropped early when the table
+//! is full). Entries live in one of two recency lists, [`Class::Unreplied`] and
+//! [`Class::Replied`], each with its own timeout. A full table evicts the least recently used
+//! *unreplied* session when there is one, and the least recently used session otherwise; and
+//! [`SessionTable::evict_unreplied`] gives up an unreplied session, unused for a while, on
+//! demand (the UDP listener's answer to a spent descriptor budget). A flood of sources that never get an
+//! answer so churns among itself, and the sessions of clients that are being answered stay.
+//! Persistence inserts every entry as replied: one list, plain LRU.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -14,39 +25,61 @@ use std::time::{Duration, Instant};
 
 const NIL: usize = usize::MAX;
 
+/// Whether a session has been answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// No reply yet: the shorter timeout, and the first to go under pressure.
+    Unreplied = 0,
+    /// At least one reply (or an entry that has no notion of replies).
+    Replied = 1,
+}
+
 #[derive(Debug)]
 struct Entry<K, V> {
     client: K,
     value: V,
     last_used: Instant,
+    class: Class,
     prev: usize,
     next: usize,
 }
 
-/// Client `K` → `V`, bounded, least recently used evicted first.
+/// One recency list: most recently used at the head.
+#[derive(Debug, Clone, Copy)]
+struct List {
+    head: usize,
+    tail: usize,
+}
+
+const EMPTY: List = List {
+    head: NIL,
+    tail: NIL,
+};
+
+/// Client `K` → `V`, bounded; unreplied sessions first out, then the least recently used.
 #[derive(Debug)]
 pub struct SessionTable<K, V> {
     map: HashMap<K, usize>,
     slab: Vec<Option<Entry<K, V>>>,
     free: Vec<usize>,
-    head: usize,
-    tail: usize,
+    lists: [List; 2],
     capacity: usize,
     timeout: Duration,
+    unreplied_timeout: Duration,
 }
 
 impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
     /// A table of at most `capacity` sessions (at least 1); a session unused for `timeout`
-    /// expires.
+    /// expires (an unreplied one too, until [`Self::set_unreplied_timeout`] says otherwise).
     pub fn new(capacity: usize, timeout: Duration) -> Self {
         Self {
             map: HashMap::new(),
             slab: Vec::new(),
             free: Vec::new(),
-            head: NIL,
-            tail: NIL,
+            lists: [EMPTY; 2],
             capacity: capacity.max(1),
             timeout,
+            unreplied_timeout: timeout,
         }
     }
 
@@ -60,40 +93,57 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
         self.map.is_empty()
     }
 
-    /// The idle timeout.
+    /// The idle timeout of a replied session.
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
 
-    /// Changes the bound and the timeout (a reload). A smaller bound evicts the least recently
-    /// used sessions at once, down to the new bound; they are returned, oldest first, so that
-    /// the caller counts and closes each (the table never holds more than its bound).
+    /// The timeout of an unreplied session: the one set, or the idle timeout if shorter.
+    pub fn unreplied_timeout(&self) -> Duration {
+        self.unreplied_timeout.min(self.timeout)
+    }
+
+    /// Changes the bound and the timeout (a reload). A smaller bound evicts at once, down to
+    /// the new bound, in the order a full table evicts (unreplied sessions first, least
+    /// recently used first); they are returned, so that the caller counts and closes each
+    /// (the table never holds more than its bound).
     pub fn reconfigure(&mut self, capacity: usize, timeout: Duration) -> Vec<(K, V)> {
         self.capacity = capacity.max(1);
         self.timeout = timeout;
         let mut evicted = Vec::new();
-        while self.map.len() > self.capacity && self.tail != NIL {
-            evicted.push(self.remove_slot(self.tail));
+        while self.map.len() > self.capacity {
+            let Some(slot) = self.victim() else {
+                break;
+            };
+            evicted.push(self.remove_slot(slot));
         }
         evicted
     }
 
-    /// `client`'s session if it was used within the timeout, refreshed (now most recently
-    /// used). An expired session is removed and returned as `Err`, so that the caller can
-    /// close what it holds.
-    pub fn touch(&mut self, client: K, now: Instant) -> Result<Option<&mut V>, V> {
-        let Some(&slot) = self.map.get(&client) else {
-            return Ok(None);
-        };
-        if self.expired(slot, now) {
-            let (_, v) = self.remove_slot(slot);
-            return Err(v);
+    /// The session a full table gives up first: the least recently used unreplied one, else
+    /// the least recently used.
+    fn victim(&self) -> Option<usize> {
+        match self.lists[Class::Unreplied as usize].tail {
+            NIL => Some(self.lists[Class::Replied as usize].tail).filter(|&t| t != NIL),
+            t => Some(t),
         }
-        self.unlink(slot);
-        self.push_head(slot);
-        let e = self.slab[slot].as_mut().expect("mapped slots are occupied");
-        e.last_used = now;
-        Ok(Some(&mut e.value))
+    }
+
+    /// Sets how long an unreplied session lives unused (never longer than the idle timeout).
+    pub fn set_unreplied_timeout(&mut self, timeout: Duration) {
+        self.unreplied_timeout = timeout;
+    }
+
+    /// `client`'s session if it was used within its timeout, refreshed (now the most recently
+    /// used of its class). An expired session is removed and returned as `Err`, so that the
+    /// caller can close what it holds.
+    pub fn touch(&mut self, client: K, now: Instant) -> Result<Option<&mut V>, V> {
+        self.refresh(client, now, None)
+    }
+
+    /// As [`Self::touch`], and the session is replied from now on.
+    pub fn touch_replied(&mut self, client: K, now: Instant) -> Result<Option<&mut V>, V> {
+        self.refresh(client, now, Some(Class::Replied))
     }
 
     /// `client`'s session without refreshing it (expired or not).
@@ -102,9 +152,21 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
         self.slab[slot].as_mut().map(|e| &mut e.value)
     }
 
-    /// Inserts a session for `client` (replacing and returning any it had); when the table is
-    /// full the least recently used session is evicted and returned.
+    /// `client`'s class, if it has a session (expired or not).
+    pub fn class(&self, client: K) -> Option<Class> {
+        let &slot = self.map.get(&client)?;
+        self.slab[slot].as_ref().map(|e| e.class)
+    }
+
+    /// Inserts a replied session for `client` (see [`Self::insert_as`]).
     pub fn insert(&mut self, client: K, value: V, now: Instant) -> Inserted<K, V> {
+        self.insert_as(client, value, now, Class::Replied)
+    }
+
+    /// Inserts a session of `class` for `client` (replacing and returning any it had); when
+    /// the table is full the least recently used unreplied session is evicted and returned,
+    /// or, when there is none, the least recently used session.
+    pub fn insert_as(&mut self, client: K, value: V, now: Instant, class: Class) -> Inserted<K, V> {
         let replaced = self
             .map
             .get(&client)
@@ -112,8 +174,8 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
             .map(|slot| self.remove_slot(slot).1);
         // The table holds at most `capacity` (`reconfigure` evicts down to a smaller bound), so
         // one eviction makes room.
-        let evicted = if self.map.len() >= self.capacity && self.tail != NIL {
-            Some(self.remove_slot(self.tail))
+        let evicted = if self.map.len() >= self.capacity {
+            self.victim().map(|slot| self.remove_slot(slot))
         } else {
             None
         };
@@ -121,6 +183,7 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
             client,
             value,
             last_used: now,
+            class,
             prev: NIL,
             next: NIL,
         };
@@ -139,17 +202,35 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
         Inserted { replaced, evicted }
     }
 
+    /// Removes and returns the least recently used unreplied session, if there is one that
+    /// has been unused for `idle` or longer at `now`.
+    pub fn evict_unreplied(&mut self, now: Instant, idle: Duration) -> Option<(K, V)> {
+        let t = self.lists[Class::Unreplied as usize].tail;
+        let e = self.slab.get(t)?.as_ref()?;
+        (now.saturating_duration_since(e.last_used) >= idle).then(|| self.remove_slot(t))
+    }
+
     /// Removes `client`'s session.
     pub fn remove(&mut self, client: K) -> Option<V> {
         let slot = self.map.get(&client).copied()?;
         Some(self.remove_slot(slot).1)
     }
 
-    /// Removes up to `max` sessions that expired by `now`, oldest first.
-    pub fn expire(&mut self, now: Instant, max: usize) -> Vec<(K, V)> {
+    /// Removes up to `max` sessions that expired by `now` (each by its class's timeout), the
+    /// least recently used of each class first, with their class.
+    pub fn expire(&mut self, now: Instant, max: usize) -> Vec<(K, V, Class)> {
         let mut out = Vec::new();
-        while out.len() < max && self.tail != NIL && self.expired(self.tail, now) {
-            out.push(self.remove_slot(self.tail));
+        while out.len() < max {
+            let slot = [Class::Unreplied, Class::Replied]
+                .into_iter()
+                .map(|c| self.lists[c as usize].tail)
+                .find(|&t| t != NIL && self.expired(t, now));
+            let Some(slot) = slot else {
+                break;
+            };
+            let class = self.slab[slot].as_ref().map_or(Class::Replied, |e| e.class);
+            let (k, v) = self.remove_slot(slot);
+            out.push((k, v, class));
         }
         out
     }
@@ -157,16 +238,23 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
     /// Removes every session.
     pub fn drain(&mut self) -> Vec<(K, V)> {
         let mut out = Vec::with_capacity(self.map.len());
-        while self.tail != NIL {
-            out.push(self.remove_slot(self.tail));
+        for c in [Class::Unreplied, Class::Replied] {
+            while self.lists[c as usize].tail != NIL {
+                out.push(self.remove_slot(self.lists[c as usize].tail));
+            }
         }
         out
     }
 
-    /// Every session, most recently used first.
+    /// Every session: the replied ones, then the unreplied ones, each most recently used
+    /// first.
     pub fn iter(&self) -> impl Iterator<Item = (K, &V)> + '_ {
-        let mut at = self.head;
+        let mut lists = [Class::Replied, Class::Unreplied].into_iter();
+        let mut at = NIL;
         std::iter::from_fn(move || {
+            while at == NIL {
+                at = self.lists[lists.next()? as usize].head;
+            }
             let e = self.slab.get(at)?.as_ref()?;
             at = e.next;
             Some((e.client, &e.value))
@@ -179,10 +267,34 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
         self.slab.len()
     }
 
+    fn refresh(&mut self, client: K, now: Instant, to: Option<Class>) -> Result<Option<&mut V>, V> {
+        let Some(&slot) = self.map.get(&client) else {
+            return Ok(None);
+        };
+        if self.expired(slot, now) {
+            let (_, v) = self.remove_slot(slot);
+            return Err(v);
+        }
+        self.unlink(slot);
+        if let Some(class) = to
+            && let Some(e) = self.slab[slot].as_mut()
+        {
+            e.class = class;
+        }
+        self.push_head(slot);
+        let e = self.slab[slot].as_mut().expect("mapped slots are occupied");
+        e.last_used = now;
+        Ok(Some(&mut e.value))
+    }
+
     fn expired(&self, slot: usize, now: Instant) -> bool {
-        self.slab[slot]
-            .as_ref()
-            .is_some_and(|e| now.saturating_duration_since(e.last_used) > self.timeout)
+        self.slab[slot].as_ref().is_some_and(|e| {
+            let timeout = match e.class {
+                Class::Unreplied => self.unreplied_timeout(),
+                Class::Replied => self.timeout,
+            };
+            now.saturating_duration_since(e.last_used) > timeout
+        })
     }
 
     fn remove_slot(&mut self, slot: usize) -> (K, V) {
@@ -194,22 +306,25 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
     }
 
     fn unlink(&mut self, slot: usize) {
-        let (prev, next) = {
+        let (prev, next, class) = {
             let e = self.slab[slot].as_ref().expect("occupied");
-            (e.prev, e.next)
+            (e.prev, e.next, e.class)
         };
+        let list = &mut self.lists[class as usize];
         match prev {
-            NIL => self.head = next,
+            NIL => list.head = next,
             p => self.slab[p].as_mut().expect("occupied").next = next,
         }
+        let list = &mut self.lists[class as usize];
         match next {
-            NIL => self.tail = prev,
+            NIL => list.tail = prev,
             n => self.slab[n].as_mut().expect("occupied").prev = prev,
         }
     }
 
     fn push_head(&mut self, slot: usize) {
-        let old = self.head;
+        let class = self.slab[slot].as_ref().expect("occupied").class;
+        let old = self.lists[class as usize].head;
         {
             let e = self.slab[slot].as_mut().expect("occupied");
             e.prev = NIL;
@@ -218,9 +333,10 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
         if old != NIL {
             self.slab[old].as_mut().expect("occupied").prev = slot;
         }
-        self.head = slot;
-        if self.tail == NIL {
-            self.tail = slot;
+        let list = &mut self.lists[class as usize];
+        list.head = slot;
+        if list.tail == NIL {
+            list.tail = slot;
         }
     }
 }
@@ -230,7 +346,7 @@ impl<K: Copy + Eq + Hash, V> SessionTable<K, V> {
 pub struct Inserted<K, V> {
     /// The client's previous session.
     pub replaced: Option<V>,
-    /// The least recently used session, evicted because the table was full.
+    /// The session evicted because the table was full.
     pub evicted: Option<(K, V)>,
 }
 
@@ -284,7 +400,7 @@ mod tests {
         // nothing has been idle for more than 60 s yet
         assert!(t.expire(t0 + 60 * s, usize::MAX).is_empty());
         let gone = t.expire(t0 + 61 * s, usize::MAX);
-        assert_eq!(gone, vec![(c(1), 1)]);
+        assert_eq!(gone, vec![(c(1), 1, Class::Replied)]);
         // a lookup of an expired session removes it and hands it back
         assert!(matches!(t.touch(c(2), t0 + 91 * s), Err(2)));
         assert!(t.is_empty());
@@ -311,9 +427,74 @@ mod tests {
         assert_eq!(t.remove(c(1)), None);
         assert_eq!(t.drain(), vec![(c(2), 2)]);
         assert!(t.is_empty());
-        assert!(t.reconfigure(1, Duration::from_secs(1)).is_empty());
+        t.reconfigure(1, Duration::from_secs(1));
         t.insert(c(5), 5, t0);
         assert!(t.insert(c(6), 6, t0).evicted.is_some());
+    }
+
+    #[test]
+    fn a_full_table_evicts_unreplied_sessions_first() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        let mut t = SessionTable::new(4, Duration::from_secs(60));
+        // two answered clients, used long ago
+        t.insert_as(c(1), 1, t0, Class::Unreplied);
+        assert!(t.touch_replied(c(1), t0).unwrap().is_some());
+        t.insert(c(2), 2, t0);
+        // a flood of clients that are never answered, each newer than the answered ones
+        for p in 100..200u16 {
+            let ins = t.insert_as(c(p), p, t0 + s, Class::Unreplied);
+            if p >= 102 {
+                // the oldest unreplied goes, never an answered session
+                assert_eq!(ins.evicted.map(|(k, _)| k.port()), Some(p - 2));
+            }
+        }
+        assert_eq!(t.class(c(1)), Some(Class::Replied));
+        assert_eq!(t.class(c(2)), Some(Class::Replied));
+        assert_eq!(t.len(), 4);
+        // on demand: the least recently used unreplied session, once unused long enough
+        let later = t0 + 3 * s;
+        assert!(t.evict_unreplied(t0 + s, s).is_none(), "too recent");
+        assert_eq!(
+            t.evict_unreplied(later, s).map(|(k, _)| k.port()),
+            Some(198)
+        );
+        assert_eq!(
+            t.evict_unreplied(later, s).map(|(k, _)| k.port()),
+            Some(199)
+        );
+        assert!(t.evict_unreplied(later, s).is_none());
+        // with no unreplied session left, a full table evicts the least recently used
+        t.insert(c(3), 3, t0 + s);
+        t.insert(c(4), 4, t0 + s);
+        assert_eq!(t.insert(c(5), 5, t0 + s).evicted, Some((c(1), 1)));
+        assert!(t.slots() <= 4);
+    }
+
+    #[test]
+    fn unreplied_sessions_expire_sooner_and_a_reply_gives_them_the_idle_timeout() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        let mut t = SessionTable::new(10, 60 * s);
+        t.set_unreplied_timeout(30 * s);
+        t.insert_as(c(1), 1, t0, Class::Unreplied);
+        t.insert_as(c(2), 2, t0, Class::Unreplied);
+        t.insert_as(c(3), 3, t0, Class::Unreplied);
+        // 2 is answered: it lives as long as a replied session
+        assert!(t.touch_replied(c(2), t0 + 10 * s).unwrap().is_some());
+        // 3 keeps sending but is never answered: unreplied, refreshed by its own datagrams
+        assert!(t.touch(c(3), t0 + 20 * s).unwrap().is_some());
+        assert_eq!(t.class(c(3)), Some(Class::Unreplied));
+        let gone = t.expire(t0 + 31 * s, usize::MAX);
+        assert_eq!(gone, vec![(c(1), 1, Class::Unreplied)]);
+        let gone = t.expire(t0 + 51 * s, usize::MAX);
+        assert_eq!(gone, vec![(c(3), 3, Class::Unreplied)]);
+        assert!(t.expire(t0 + 70 * s, usize::MAX).is_empty());
+        let gone = t.expire(t0 + 71 * s, usize::MAX);
+        assert_eq!(gone, vec![(c(2), 2, Class::Replied)]);
+        // an unreplied timeout longer than the idle one is cut to it
+        t.set_unreplied_timeout(600 * s);
+        assert_eq!(t.unreplied_timeout(), 60 * s);
     }
 
     #[test]

@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 
 use crate::http::ReqBody;
+use crate::limits::{DescriptorBudget, SourceGuard};
 use crate::session::{Inserted, Sessions};
 use crate::shared::ListenerShared;
 use crate::spec::{PersistenceSpec, Protocol};
@@ -39,6 +40,9 @@ pub(crate) struct WorkerCtx {
     pub node: Arc<str>,
     pub listener: Arc<ArcSwap<ListenerShared>>,
     pub stats: Arc<ListenerStats>,
+    /// The node's descriptors for the proxy tier (client and upstream connections, UDP
+    /// session sockets).
+    pub budget: Arc<DescriptorBudget>,
     sched: RefCell<stator_sched::Worker>,
     sessions: RefCell<Option<(PersistenceSpec, Sessions)>>,
     pool: RefCell<HashMap<SocketAddr, VecDeque<(Sender, Instant)>>>,
@@ -223,6 +227,7 @@ pub(crate) struct WorkerSetup {
     pub socket: ListenSocket,
     pub listener: Arc<ArcSwap<ListenerShared>>,
     pub stats: Arc<ListenerStats>,
+    pub budget: Arc<DescriptorBudget>,
     pub core: Option<usize>,
     pub seed: u64,
 }
@@ -285,6 +290,7 @@ async fn serve(setup: WorkerSetup, stop: watch::Receiver<bool>) {
         )),
         listener: setup.listener,
         stats: setup.stats,
+        budget: setup.budget,
         sessions: RefCell::new(None),
         pool: RefCell::new(HashMap::new()),
         active: Cell::new(0),
@@ -330,17 +336,40 @@ async fn accept_loop(ctx: &Rc<WorkerCtx>, listener: TcpListener, mut stop: watch
         };
         let shared = ctx.shared();
         add(&ctx.stats.connections, 1);
+        // Refused connections are accepted and closed at once (counted): the client learns at
+        // once, and the accept queue never holds them behind good ones.
         if ctx.active.get() >= shared.spec.max_connections {
             ctx.stats.client_error(ClientErrorKind::Rejected);
             drop(stream);
             continue;
         }
+        let source = shared.spec.source_prefixes.source(peer.ip());
+        let Ok(source) =
+            SourceGuard::add(&ctx.stats, source, shared.spec.max_connections_per_source)
+        else {
+            ctx.stats.client_error(ClientErrorKind::SourceLimit);
+            drop(stream);
+            continue;
+        };
+        // TCP: this connection and its upstream one; HTTP: this one (each upstream connection
+        // takes its own, and idle kept-alive ones keep theirs).
+        let need = if shared.spec.protocol == Protocol::Tcp {
+            2
+        } else {
+            1
+        };
+        let Some(descriptors) = ctx.budget.take(need) else {
+            ctx.stats.client_error(ClientErrorKind::Descriptors);
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         ctx.active.set(ctx.active.get() + 1);
         add(&ctx.stats.active, 1);
         let conn_ctx = Rc::clone(ctx);
         let protocol = shared.spec.protocol;
         tokio::task::spawn_local(async move {
+            let _held = (source, descriptors);
             match protocol {
                 Protocol::Tcp => crate::tcp::serve(&conn_ctx, stream, peer).await,
                 Protocol::Http => crate::http::serve(&conn_ctx, stream, peer).await,

@@ -29,7 +29,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Validate a configuration file; print every error with its field path (exit 1 on any).
+    /// Validate a configuration file; print every error with its field path (exit 1 on any),
+    /// and warnings, among them a worst case of descriptors beyond this host's limit.
     Check(CheckArgs),
     /// Run one node: the controller and its data plane, until SIGTERM/SIGINT (SIGHUP reloads).
     Run(run_cmd::RunArgs),
@@ -70,7 +71,13 @@ fn main() -> anyhow::Result<()> {
     }
     match cli.command {
         Command::Check(args) => {
-            let report = stator_config::check_file(&args.file);
+            // What `stator run` would have here: the hard descriptor limit (it raises the
+            // soft one to it) and one worker per core for listeners that set none.
+            let host = stator_config::Host {
+                nofile: stator_sys::limits::nofile().hard,
+                cores: stator_control::listeners::default_workers(),
+            };
+            let report = stator_config::check_file_on(&args.file, Some(&host));
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

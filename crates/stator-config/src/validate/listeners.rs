@@ -123,6 +123,29 @@ pub(super) fn listeners(
             None => Some(d::MAX_CONNECTIONS),
             Some(n) => ctx.int(at.key("max_connections"), n, 1, 1 << 24),
         };
+        let max_connections_per_source = match l.max_connections_per_source {
+            None => Some(d::MAX_CONNECTIONS_PER_SOURCE),
+            Some(_) if protocol == Some(ListenerProtocol::Udp) => {
+                ctx.error(
+                    at.key("max_connections_per_source"),
+                    Error::NotApplicable {
+                        reason: "a UDP listener has sessions, not connections: \
+                                 udp.max_sessions_per_source bounds them per source"
+                            .into(),
+                    },
+                );
+                None
+            }
+            Some(n) => ctx.int(at.key("max_connections_per_source"), n, 0, 1 << 24),
+        };
+        let source_prefix_v4 = match l.source_prefix_v4 {
+            None => Some(d::SOURCE_PREFIX_V4),
+            Some(n) => ctx.int(at.key("source_prefix_v4"), n, 1, 32),
+        };
+        let source_prefix_v6 = match l.source_prefix_v6 {
+            None => Some(d::SOURCE_PREFIX_V6),
+            Some(n) => ctx.int(at.key("source_prefix_v6"), n, 1, 128),
+        };
         let timeouts = timeouts(ctx, &at.key("timeouts"), &l.timeouts, protocol);
         let http = http(ctx, &at.key("http"), l.http.as_ref(), protocol);
         let udp = udp(ctx, &at.key("udp"), l.udp.as_ref(), protocol);
@@ -141,6 +164,9 @@ pub(super) fn listeners(
             Some(persistence),
             Some(retries),
             Some(max_connections),
+            Some(max_connections_per_source),
+            Some(source_prefix_v4),
+            Some(source_prefix_v6),
             Some(timeouts),
             Some(http),
             Some(udp),
@@ -155,6 +181,9 @@ pub(super) fn listeners(
             persistence,
             retries,
             max_connections,
+            max_connections_per_source,
+            source_prefix_v4,
+            source_prefix_v6,
             timeouts,
             http,
             udp,
@@ -180,6 +209,9 @@ pub(super) fn listeners(
             persistence,
             retries,
             max_connections,
+            max_connections_per_source,
+            source_prefix_v4,
+            source_prefix_v6,
             timeouts,
             http,
             udp,
@@ -697,6 +729,10 @@ fn udp(
     let defaults = UdpOptions {
         responses: None,
         max_sessions: d::UDP_MAX_SESSIONS,
+        max_sessions_per_source: d::UDP_MAX_SESSIONS_PER_SOURCE,
+        session_rate: d::UDP_SESSION_RATE,
+        session_burst: d::UDP_SESSION_RATE,
+        unreplied_timeout: d::UDP_UNREPLIED_TIMEOUT,
         proxy_protocol: false,
         gro: true,
         gso: true,
@@ -726,9 +762,45 @@ fn udp(
         None => Some(defaults.max_sessions),
         Some(n) => ctx.int(at.key("max_sessions"), n, 1, d::MAX_UDP_SESSIONS.into()),
     };
+    let max_sessions_per_source = match raw.max_sessions_per_source {
+        None => Some(defaults.max_sessions_per_source),
+        Some(n) => ctx.int(
+            at.key("max_sessions_per_source"),
+            n,
+            0,
+            d::MAX_UDP_SESSIONS.into(),
+        ),
+    };
+    let session_rate = match raw.session_rate {
+        None => Some(defaults.session_rate),
+        Some(n) => ctx.int(at.key("session_rate"), n, 0, d::MAX_UDP_SESSION_RATE.into()),
+    };
+    // The burst follows the rate unless it is given: one second's worth.
+    let session_burst = match raw.session_burst {
+        None => session_rate.map(|r| r.max(1)),
+        Some(n) => ctx.int(
+            at.key("session_burst"),
+            n,
+            1,
+            d::MAX_UDP_SESSION_RATE.into(),
+        ),
+    };
+    let unreplied_timeout = match &raw.unreplied_timeout {
+        None => Some(defaults.unreplied_timeout),
+        Some(v) => ctx.duration_in(
+            at.key("unreplied_timeout"),
+            v,
+            d::MIN_PROXY_TIMEOUT,
+            d::MAX_PROXY_TIMEOUT,
+        ),
+    };
     Some(UdpOptions {
         responses: responses?,
         max_sessions: max_sessions?,
+        max_sessions_per_source: max_sessions_per_source?,
+        session_rate: session_rate?,
+        session_burst: session_burst?,
+        unreplied_timeout: unreplied_timeout?,
         proxy_protocol: raw.proxy_protocol.unwrap_or(defaults.proxy_protocol),
         gro: raw.gro.unwrap_or(defaults.gro),
         gso: raw.gso.unwrap_or(defaults.gso),

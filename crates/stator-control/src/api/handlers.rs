@@ -535,9 +535,15 @@ fn listeners_json(ctx: &Ctx) -> Value {
                     },
                     "sessions_ended": {
                         "idle": u.sessions_expired.load(Relaxed),
+                        "unreplied": u.sessions_unreplied.load(Relaxed),
                         "responses": u.sessions_completed.load(Relaxed),
+                        "reclaimed": u.sessions_reclaimed.load(Relaxed),
                     },
                     "max_sessions": l.spec.udp.max_sessions,
+                    "max_sessions_per_source": l.spec.udp.max_sessions_per_source,
+                    "session_rate": l.spec.udp.session_rate,
+                    "session_burst": l.spec.udp.session_burst,
+                    "unreplied_timeout_seconds": l.spec.udp.unreplied_timeout.as_secs_f64(),
                     "responses": l.spec.udp.responses,
                     "proxy_protocol": l.spec.udp.proxy_protocol,
                     "drops": drops,
@@ -554,6 +560,9 @@ fn listeners_json(ctx: &Ctx) -> Value {
                 "scheduler": l.spec.algorithm.name(),
                 "persistence_seconds": l.spec.persistence.map(|p| p.timeout.as_secs_f64()),
                 "connections": { "total": s.connections.load(Relaxed), "active": s.active.load(Relaxed) },
+                "max_connections": l.spec.max_connections,
+                "max_connections_per_source": l.spec.max_connections_per_source,
+                "source_prefixes": { "v4": l.spec.source_prefixes.v4, "v6": l.spec.source_prefixes.v6 },
                 "requests": s.requests.load(Relaxed),
                 "retries": s.retries.load(Relaxed),
                 "bytes": { "in": s.bytes_in.load(Relaxed), "out": s.bytes_out.load(Relaxed) },
@@ -564,8 +573,22 @@ fn listeners_json(ctx: &Ctx) -> Value {
             })
         })
         .collect();
+    let d = &ctx.proxy.descriptors;
+    let sizing = d.sizing();
+    let b = &d.budget;
     json!({
         "listeners": listeners,
         "reload_failures": ctx.proxy.reload_failures.load(Relaxed),
+        "descriptors": {
+            "limit": sizing.limit,
+            "open": stator_sys::limits::open_fds().ok(),
+            "reserved": sizing.reserve,
+            "process_at_start": sizing.process,
+            "worst_case": sizing.worst,
+            "budget": (b.capacity() != u64::MAX).then(|| b.capacity()),
+            "used": b.used(),
+            "peak": b.peak(),
+            "refused": b.refused(),
+        },
     })
 }

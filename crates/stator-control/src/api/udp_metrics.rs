@@ -45,13 +45,15 @@ pub(super) fn udp_metrics(e: &mut Exposition, listeners: &[ListenerView]) {
     e.family(
         "stator_proxy_udp_sessions_ended_total",
         Kind::Counter,
-        "UDP sessions ended by the idle timeout or by the responses hint (evictions are stator_proxy_session_evictions_total).",
+        "UDP sessions ended by the idle timeout, by the unreplied timeout, by the responses hint, or reclaimed (an unreplied session whose descriptor went to a new one when the budget was spent); evictions by a full table are stator_proxy_session_evictions_total.",
     );
     for l in &udp {
         let u = &l.stats.udp;
         for (why, c) in [
             ("idle", &u.sessions_expired),
+            ("unreplied", &u.sessions_unreplied),
             ("responses", &u.sessions_completed),
+            ("reclaimed", &u.sessions_reclaimed),
         ] {
             e.sample(&[("listener", &l.spec.name), ("reason", why)], n(c));
         }

@@ -22,6 +22,18 @@
 //! whose upstream went down is opened again on another; a draining one keeps its sessions.
 //! Every datagram dropped is counted under its reason ([`crate::UdpDrop`]).
 //!
+//! **Floods.** A new session is admitted only within three bounds, cheapest first: its
+//! source's sessions (`udp.max_sessions_per_source`, the whole listener's, by address
+//! prefix), the worker's rate of new sessions (`udp.session_rate`, a token bucket with
+//! `udp.session_burst`), and a descriptor from the node's budget ([`crate::DescriptorBudget`]:
+//! the descriptor limit less what health checks, the API and the process keep). A session is
+//! *unreplied* until its upstream answers, and lives `udp.unreplied_timeout` (30 s, as
+//! conntrack's UDP entries) instead of `timeouts.idle` until then; a full table evicts an
+//! unreplied session first, and a spent budget takes the descriptor of the worker's least
+//! recently used unreplied session once it has waited a second for its answer (`reclaimed`;
+//! the descriptor comes back when the socket closes, for the next new session) — a flood
+//! that nobody answers churns among itself while answered clients keep their sessions.
+//!
 //! With `proxy_protocol` the PROXY v2 header fails closed: a session forwards nothing without
 //! the header before a datagram has gone with it (a failed send leaves it pending and the next
 //! datagram carries it), and a client datagram that itself begins with the header's
@@ -45,13 +57,14 @@ use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::sync::{Notify, watch};
 
+use crate::limits::{Descriptors, SourceGuard, TokenBucket};
 use crate::shared::ListenerShared;
 use crate::spec::{UdpSpec, UpstreamState};
 use crate::stats::{ErrorKind, Gauge32, GaugeField, UdpDrop, UpstreamStats, add};
 use crate::worker::WorkerCtx;
 
 use self::sys::Outbox;
-use crate::table::SessionTable;
+use crate::table::{Class, SessionTable};
 
 /// Bytes of one receive buffer: the largest UDP payload.
 const SLOT: usize = 65_536;
@@ -62,13 +75,37 @@ const OUTBOX_BYTES: usize = 4 << 20;
 const TURN: usize = 8;
 /// Expired sessions removed per sweep, at most.
 const SWEEP_MAX: usize = 4096;
+/// How long an unreplied session must have been unused before a new session may take its
+/// descriptor when the budget is spent. A session younger than this may still get its
+/// answer (a DNS resolver waits about a second before it retries), and closing it to open
+/// another costs two sockets' set-up and tear-down for nothing: under a flood that the
+/// backend answers, reclaiming young sessions only churns.
+const RECLAIM_AFTER: Duration = Duration::from_secs(1);
+
+/// A session's upstream socket with the descriptor it took from the budget. The descriptor
+/// goes back when the socket closes — when its last holder lets it go (the session, and its
+/// task, which an abort drops only when the runtime next gets to it) — never before: a flood
+/// that churns sessions never holds more sockets than the budget gave.
+#[derive(Debug)]
+struct SessionSocket {
+    sock: UdpSocket,
+    _held: Descriptors,
+}
+
+impl std::ops::Deref for SessionSocket {
+    type Target = UdpSocket;
+
+    fn deref(&self) -> &UdpSocket {
+        &self.sock
+    }
+}
 
 /// One client's session.
 #[derive(Debug)]
 struct Session {
     id: u64,
     upstream: SocketAddr,
-    sock: Rc<UdpSocket>,
+    sock: Rc<SessionSocket>,
     state: Rc<UdpSocketState>,
     task: Option<tokio::task::JoinHandle<()>>,
     stats: Arc<UpstreamStats>,
@@ -80,6 +117,8 @@ struct Session {
     _active: Gauge32,
     open: Rc<Cell<u64>>,
     listener_active: Arc<crate::ListenerStats>,
+    /// The session's count for its source.
+    _source: Option<SourceGuard>,
 }
 
 impl Drop for Session {
@@ -107,6 +146,8 @@ struct Worker {
     rx: RefCell<Vec<u8>>,
     next_id: Cell<u64>,
     open: Rc<Cell<u64>>,
+    /// New sessions per second (`udp.session_rate`, `udp.session_burst`).
+    bucket: RefCell<TokenBucket>,
     /// The listening socket's kernel drop count at the last look.
     overflow_seen: Cell<u32>,
 }
@@ -139,8 +180,11 @@ pub(crate) async fn serve(
     }
     let local = listen.local_addr()?;
     let timeout = ctx.shared().spec.timeouts.idle;
+    let mut table = SessionTable::new(spec.max_sessions, timeout);
+    table.set_unreplied_timeout(spec.unreplied_timeout);
     let w = Rc::new(Worker {
-        table: RefCell::new(SessionTable::new(spec.max_sessions, timeout)),
+        table: RefCell::new(table),
+        bucket: RefCell::new(TokenBucket::new(spec.session_rate, spec.session_burst)),
         outbox: RefCell::new(Outbox::new(OUTBOX_MSGS, OUTBOX_BYTES)),
         flush: Notify::new(),
         rx: RefCell::new(vec![0u8; SLOT * BATCH_SIZE]),
@@ -326,7 +370,7 @@ fn send_upstream(
 
 /// A session's socket, upstream, counters, and whether its PROXY header is still to be sent.
 type SessionRef = (
-    Rc<UdpSocket>,
+    Rc<SessionSocket>,
     Rc<UdpSocketState>,
     SocketAddr,
     Arc<UpstreamStats>,
@@ -351,6 +395,8 @@ fn session_for(
             add(&stats.session_evictions, evicted.len() as u64);
         }
         drop(evicted);
+        table.set_unreplied_timeout(shared.spec.udp.unreplied_timeout);
+        let class = table.class(client);
         let found = table.touch(client, now);
         match found {
             Ok(Some(s)) => {
@@ -373,13 +419,14 @@ fn session_for(
                 drop(old);
             }
             Err(expired) => {
-                add(&stats.udp.sessions_expired, 1);
+                count_expired(&stats.udp, class.unwrap_or(Class::Replied));
                 drop(table);
                 drop(expired);
             }
             Ok(None) => {}
         }
     }
+    let (source, descriptor) = admit(w, shared, client, now)?;
     let Some(i) = w.ctx.pick(shared, client.ip(), &Tried::default()) else {
         stats.udp.count_drop(UdpDrop::NoUpstream, 1);
         return None;
@@ -401,7 +448,11 @@ fn session_for(
     let id = w.next_id.get();
     w.next_id.set(id + 1);
     w.open.set(w.open.get() + 1);
-    let (sock, state) = (Rc::new(sock), Rc::new(state));
+    let sock = Rc::new(SessionSocket {
+        sock,
+        _held: descriptor,
+    });
+    let state = Rc::new(state);
     let task = tokio::task::spawn_local(session_task(
         Rc::clone(w),
         client,
@@ -422,8 +473,12 @@ fn session_for(
         _active: Gauge32::new(Arc::clone(&ustats), GaugeField::Active),
         open: Rc::clone(&w.open),
         listener_active: Arc::clone(&w.ctx.stats),
+        _source: source,
     };
-    let inserted = w.table.borrow_mut().insert(client, session, now);
+    let inserted = w
+        .table
+        .borrow_mut()
+        .insert_as(client, session, now, Class::Unreplied);
     if inserted.evicted.is_some() {
         add(&stats.session_evictions, 1);
     }
@@ -437,6 +492,58 @@ fn session_for(
         ustats,
         shared.spec.udp.proxy_protocol,
     ))
+}
+
+/// Whether `client` may open a new session now, checked cheapest first — its source's count
+/// (`udp.max_sessions_per_source`), the worker's rate (`udp.session_rate`), a descriptor from
+/// the node's budget — with what the session will hold; `None`: refused and counted. When
+/// the budget is spent, the worker's least recently used unreplied session, if it has been
+/// unused for [`RECLAIM_AFTER`], gives its descriptor up for the next new session
+/// (conntrack's early drop): a flood that is never answered churns among itself, and
+/// answered sessions stay.
+fn admit(
+    w: &Worker,
+    shared: &ListenerShared,
+    client: SocketAddr,
+    now: Instant,
+) -> Option<(Option<SourceGuard>, Descriptors)> {
+    let stats = &w.ctx.stats;
+    let udp = &shared.spec.udp;
+    let source = shared.spec.source_prefixes.source(client.ip());
+    let Ok(source) = SourceGuard::add(stats, source, udp.max_sessions_per_source) else {
+        stats.udp.count_drop(UdpDrop::SourceLimit, 1);
+        return None;
+    };
+    {
+        let mut bucket = w.bucket.borrow_mut();
+        bucket.reconfigure(udp.session_rate, udp.session_burst);
+        if !bucket.take(now) {
+            stats.udp.count_drop(UdpDrop::SessionRate, 1);
+            return None;
+        }
+    }
+    if let Some(descriptor) = w.ctx.budget.take(1) {
+        return Some((source, descriptor));
+    }
+    // Spent: end the least recently used unreplied session that has waited long enough. Its
+    // socket — and so its descriptor — goes when its aborted task is dropped, at this
+    // worker's next turn, not now: this datagram is refused, a later one gets the
+    // descriptor (the budget is never overdrawn, not even for a moment).
+    let reclaimed = w.table.borrow_mut().evict_unreplied(now, RECLAIM_AFTER);
+    if let Some(old) = reclaimed {
+        add(&stats.udp.sessions_reclaimed, 1);
+        drop(old);
+    }
+    stats.udp.count_drop(UdpDrop::Descriptors, 1);
+    None
+}
+
+/// Counts a session ended by its timeout: the idle one, or the unreplied one.
+fn count_expired(udp: &crate::UdpStats, class: Class) {
+    match class {
+        Class::Replied => add(&udp.sessions_expired, 1),
+        Class::Unreplied => add(&udp.sessions_unreplied, 1),
+    }
 }
 
 /// A socket connected to `upstream`, from an ephemeral port.
@@ -463,7 +570,7 @@ async fn session_task(
     w: Rc<Worker>,
     client: SocketAddr,
     id: u64,
-    sock: Rc<UdpSocket>,
+    sock: Rc<SessionSocket>,
     state: Rc<UdpSocketState>,
 ) {
     let mut meta = [RecvMeta::default(); BATCH_SIZE];
@@ -478,7 +585,7 @@ async fn session_task(
             let mut slices: Vec<IoSliceMut<'_>> =
                 rx.chunks_mut(SLOT).map(IoSliceMut::new).collect();
             let r = sock.try_io(Interest::READABLE, || {
-                state.recv((&*sock).into(), &mut slices, &mut meta)
+                state.recv((&**sock).into(), &mut slices, &mut meta)
             });
             drop(slices);
             let n = match r {
@@ -519,7 +626,7 @@ async fn session_task(
         let shared = w.ctx.shared();
         let done = {
             let mut table = w.table.borrow_mut();
-            match table.touch(client, now()) {
+            match table.touch_replied(client, now()) {
                 Ok(Some(s)) if s.id == id => {
                     s.replies += got;
                     add(&s.stats.bytes_in, bytes);
@@ -597,11 +704,13 @@ async fn flusher(w: Rc<Worker>) {
 /// listening socket since the last look.
 async fn sweeper(w: Rc<Worker>) {
     loop {
-        let timeout = w.table.borrow().timeout();
+        let timeout = w.table.borrow().unreplied_timeout();
         let every = (timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
         tokio::time::sleep(every).await;
         let gone = w.table.borrow_mut().expire(now(), SWEEP_MAX);
-        add(&w.ctx.stats.udp.sessions_expired, gone.len() as u64);
+        for (_, _, class) in &gone {
+            count_expired(&w.ctx.stats.udp, *class);
+        }
         drop(gone);
         count_overflow(&w);
     }

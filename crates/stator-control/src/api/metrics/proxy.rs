@@ -13,6 +13,7 @@ pub(super) fn proxy_metrics(e: &mut Exposition, ctx: &Ctx) {
         "Reloads whose listeners could not all be applied (a port in use).",
     )
     .sample(&[], ctx.proxy.reload_failures.load(Relaxed) as f64);
+    descriptor_metrics(e, ctx);
     if listeners.is_empty() {
         return;
     }
@@ -229,4 +230,40 @@ pub(super) fn proxy_metrics(e: &mut Exposition, ctx: &Ctx) {
             );
         }
     }
+}
+
+/// The node's descriptors and the proxy tier's budget (docs/operations.md, "Descriptors and
+/// floods").
+fn descriptor_metrics(e: &mut Exposition, ctx: &Ctx) {
+    let d = &ctx.proxy.descriptors;
+    let sizing = d.sizing();
+    e.family(
+        "stator_descriptors",
+        Kind::Gauge,
+        "File descriptors of the process: its limit (RLIMIT_NOFILE), open now, and reserved from the proxy tier (health checks, the admin API, BIRD, listener sockets, the process at start, a spare).",
+    );
+    if let Some(limit) = sizing.limit {
+        e.sample(&[("kind", "limit")], limit as f64);
+    }
+    if let Ok(open) = stator_sys::limits::open_fds() {
+        e.sample(&[("kind", "open")], open as f64);
+    }
+    e.sample(&[("kind", "reserved")], sizing.reserve as f64);
+    let b = &d.budget;
+    e.family(
+        "stator_proxy_descriptors",
+        Kind::Gauge,
+        "The proxy tier's descriptor budget (the limit less the reserve), the descriptors its connections and sessions hold now, and the most they held at once.",
+    );
+    if b.capacity() != u64::MAX {
+        e.sample(&[("kind", "budget")], b.capacity() as f64);
+    }
+    e.sample(&[("kind", "used")], b.used() as f64);
+    e.sample(&[("kind", "peak")], b.peak() as f64);
+    e.family(
+        "stator_proxy_descriptors_refused_total",
+        Kind::Counter,
+        "Connections, upstream connections and sessions refused because the budget was spent (each listener counts its own under the reason descriptors).",
+    )
+    .sample(&[], b.refused() as f64);
 }
