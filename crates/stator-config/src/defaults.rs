@@ -231,3 +231,18 @@ pub const MAX_TRACE_REPORTS_PER_SEC: u32 = 100_000;
 pub const SUFFIX_BITS_V4: u8 = 8;
 /// `vip_class.suffix_bits_v6`: a cluster prefix of /64.
 pub const SUFFIX_BITS_V6: u8 = 64;
+
+/// `listener.max_fails`: nginx's default, one failure excludes an upstream.
+pub const MAX_FAILS: u32 = 1;
+/// Largest `listener.max_fails`.
+pub const MAX_MAX_FAILS: u32 = 1000;
+/// `listener.fail_timeout`: nginx's default.
+pub const FAIL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Shortest `listener.fail_timeout`.
+pub const MIN_FAIL_TIMEOUT: Duration = Duration::from_millis(100);
+/// The methods `listener.http.retry_methods` may name (the HTTP proxy's `Methods`).
+pub const HTTP_METHODS: [&str; 9] = [
+    "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE", "POST", "PATCH", "CONNECT",
+];
+/// `listener.http.retry_methods`: RFC 9110 §9.2.2's idempotent methods.
+pub const RETRY_METHODS: [&str; 6] = ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"];

@@ -561,8 +561,12 @@ pub struct RawListener {
     pub persistence: Option<Scalar>,
     /// Session-table capacity per worker.
     pub persistence_entries: Option<i64>,
-    /// Further peers tried after a connect failure.
+    /// Further peers tried after a failure.
     pub retries: Option<i64>,
+    /// Failures within `fail_timeout` that leave an upstream out of picks.
+    pub max_fails: Option<i64>,
+    /// The window of `max_fails`, and how long an upstream stays out.
+    pub fail_timeout: Option<Scalar>,
     /// Client connections per worker.
     pub max_connections: Option<i64>,
     /// Client connections open per source, for the whole listener.
@@ -645,4 +649,6 @@ pub struct RawListenerHttp {
     pub keepalive_timeout: Option<Scalar>,
     /// Add `X-Served-By` to responses.
     pub served_by: Option<bool>,
+    /// Methods whose requests are sent again to another upstream after a failure.
+    pub retry_methods: Option<Vec<String>>,
 }

@@ -825,6 +825,9 @@ pub struct HttpOptions {
     pub keepalive_timeout: Duration,
     /// Add `X-Served-By: <node>/<listener>/<worker>` to responses.
     pub served_by: bool,
+    /// Methods whose requests (without a body) are sent again to another upstream when the
+    /// first fails before its response head.
+    pub retry_methods: Vec<String>,
 }
 
 /// One upstream of a listener: a pool member with the port the proxy connects to.
@@ -864,8 +867,14 @@ pub struct Listener {
     pub steering: Steering,
     /// Client address → backend stickiness (`None`: off).
     pub persistence: Option<Persistence>,
-    /// Further upstreams tried after a connect failure.
+    /// Further upstreams tried after a failure (to connect, or — an idempotent request without
+    /// a body — before the response head).
     pub retries: u8,
+    /// Failures within `fail_timeout` that leave an upstream out of every worker's picks for
+    /// `fail_timeout` (nginx's `max_fails`; 0 = passive health off). TCP and HTTP.
+    pub max_fails: u32,
+    /// The window of `max_fails`, and how long a failed upstream stays out.
+    pub fail_timeout: Duration,
     /// Client connections per worker; more are accepted and closed at once (counted).
     pub max_connections: u32,
     /// Client connections open per source (address prefix) for the whole listener; more are

@@ -241,6 +241,10 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
                 max_entries: p.max_entries as usize,
             }),
             retries: usize::from(l.retries),
+            passive: stator_proxy::PassiveSpec {
+                max_fails: l.max_fails,
+                fail_timeout: l.fail_timeout,
+            },
             max_connections: l.max_connections as usize,
             max_connections_per_source: l.max_connections_per_source,
             source_prefixes: SourcePrefixes {
@@ -273,6 +277,11 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
                 keepalive_pool: l.http.keepalive_pool as usize,
                 keepalive_timeout: l.http.keepalive_timeout,
                 served_by: l.http.served_by,
+                // validated by stator-config against the same names (a test checks the lists)
+                retry_methods: stator_proxy::Methods::parse(
+                    l.http.retry_methods.iter().map(String::as_str),
+                )
+                .unwrap_or(stator_proxy::Methods::IDEMPOTENT),
             },
             udp: UdpSpec {
                 responses: l.udp.responses,
@@ -294,5 +303,22 @@ fn forwarded_mode(m: ForwardedMode) -> stator_proxy::ForwardedMode {
         ForwardedMode::Off => stator_proxy::ForwardedMode::Off,
         ForwardedMode::Append => stator_proxy::ForwardedMode::Append,
         ForwardedMode::Replace => stator_proxy::ForwardedMode::Replace,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// stator-config validates `http.retry_methods` against its list and the proxy parses them
+    /// with its own: the two must name the same methods.
+    #[test]
+    fn the_configs_methods_are_the_proxys() {
+        assert_eq!(
+            stator_config::defaults::HTTP_METHODS,
+            stator_proxy::Methods::NAMES
+        );
+        let all = stator_proxy::Methods::parse(stator_config::defaults::HTTP_METHODS).unwrap();
+        assert_eq!(all.names().count(), stator_proxy::Methods::NAMES.len());
+        let default = stator_proxy::Methods::parse(stator_config::defaults::RETRY_METHODS).unwrap();
+        assert_eq!(default, stator_proxy::Methods::IDEMPOTENT);
     }
 }

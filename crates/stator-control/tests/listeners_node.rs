@@ -316,6 +316,79 @@ fn a_proxy_only_node_serves_reports_heals_and_reloads() {
 }
 
 #[test]
+fn a_backend_that_refuses_is_left_out_at_once_whatever_its_health_check_says() {
+    let rt = runtime();
+    let (a, b) = (Named::start("a"), Named::start("b"));
+    let web = free_tcp_port();
+    // health checks far slower than the test: only passive health can take b out
+    let text = config(a.addr, b.addr, web, None)
+        .replace("interval = \"100ms\"", "interval = \"30s\"")
+        .replace(
+            "workers = 2\n",
+            "workers = 2\nmax_fails = 1\nfail_timeout = \"1m\"\n",
+        );
+    let (node, api) = start_node(&rt, text);
+    let web_addr: SocketAddr = format!("127.0.0.1:{web}").parse().unwrap();
+    for _ in 0..4 {
+        assert_eq!(get(web_addr).0, 200);
+    }
+    drop(b);
+    // b refuses now: each request still gets 200 (from a), and b is tried at most once
+    for n in 0..20 {
+        assert_eq!(get(web_addr), (200, "a".to_string()), "request {n}");
+    }
+    let v = api.get_json("/v1/listeners").unwrap();
+    let l = listener(&v, "web");
+    assert_eq!(l["passive"]["max_fails"], 1, "{l}");
+    assert_eq!(l["passive"]["fail_timeout_seconds"], 60.0, "{l}");
+    let gone = &l["backends"][1];
+    assert_eq!(
+        gone["state"], "usable",
+        "its health check has not run again: {gone}"
+    );
+    assert_eq!(gone["passive"]["excluded"], true, "{gone}");
+    assert!(
+        gone["passive"]["excluded_for_seconds"].as_f64().unwrap() > 30.0,
+        "{gone}"
+    );
+    // refused, or — while the backend's thread was still closing its socket — accepted and
+    // reset under the request: one failure excluded it, and none came after. (A kept-alive
+    // connection's reset does not count towards the exclusion, so one may come first.)
+    let failures = gone["errors"]["connect_refused"].as_u64().unwrap()
+        + gone["errors"]["reset"].as_u64().unwrap();
+    assert!((1..=2).contains(&failures), "{gone}");
+    assert_eq!(l["backends"][0]["passive"]["excluded"], false, "{l}");
+    let id = gone["id"].as_str().unwrap().to_owned();
+    let metrics = api.request("GET", "/metrics", &[], &[]).unwrap();
+    let text = String::from_utf8(metrics.body).unwrap();
+    let samples = prom::check(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let at = [("listener", "web"), ("backend", id.as_str())];
+    assert_eq!(
+        prom::value(&samples, "stator_proxy_backend_excluded", &at),
+        Some(1.0)
+    );
+    assert_eq!(
+        prom::value(&samples, "stator_proxy_backend_exclusions_total", &at),
+        Some(1.0)
+    );
+    let retried: f64 = ["connect", "resent"]
+        .iter()
+        .filter_map(|r| {
+            prom::value(
+                &samples,
+                "stator_proxy_retries_total",
+                &[("listener", "web"), ("reason", r)],
+            )
+        })
+        .sum();
+    assert_eq!(
+        retried, failures as f64,
+        "each request b failed went on to a"
+    );
+    rt.block_on(node.shutdown()).unwrap();
+}
+
+#[test]
 fn a_reload_whose_listener_cannot_bind_is_refused_and_the_old_config_keeps_serving() {
     let rt = runtime();
     let (a, b) = (Named::start("a"), Named::start("b"));

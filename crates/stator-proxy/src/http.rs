@@ -126,7 +126,7 @@ async fn handle(
     let (mut parts, body) = req.into_parts();
     st.body_in.borrow_mut().progress();
     let body = ReqBody {
-        inner: body,
+        inner: Some(body),
         done: req_done,
         exchange: st.exchange(),
         st: Rc::clone(&st),
@@ -186,7 +186,10 @@ impl Failure {
     }
 }
 
-/// Sends `req` to an upstream, retrying on connect failures.
+/// Sends `req` to an upstream, retrying on connect failures — and, for an idempotent request
+/// without a body (`http.retry_methods`), on a failure before the response head — on another
+/// upstream each time, at most `retries` more; every failure counts towards the upstream's
+/// passive exclusion (`max_fails`).
 async fn forward(
     ctx: &Rc<WorkerCtx>,
     st: &Rc<ConnState>,
@@ -198,6 +201,14 @@ async fn forward(
     let spec = &shared.spec;
     let mut tried = Tried::new();
     let mut failures = 0;
+    let mut again = None;
+    // what the client gets when no upstream is left to try: the last failure's answer (504
+    // after a response timeout, 502 otherwise)
+    let mut last = StatusCode::BAD_GATEWAY;
+    // What is sent again after a failure past the connect: the head alone (a request with a
+    // body is never replayed: its body has been streamed, not kept).
+    let replay = (spec.http.retry_methods.contains(req.method()) && req.body().is_end_stream())
+        .then(|| Replay::of(&req));
     loop {
         let Some(i) = ctx.pick(shared, client, &tried) else {
             return Err(if failures == 0 {
@@ -207,14 +218,16 @@ async fn forward(
                     finish,
                 )
             } else {
-                Failure::upstream(
-                    StatusCode::BAD_GATEWAY,
-                    "every upstream tried failed\n",
-                    finish,
-                )
+                Failure::upstream(last, "every upstream tried failed\n", finish)
             });
         };
         tried.insert(i);
+        // a retry counts when it goes out, not when there was no upstream left for it
+        match again.take() {
+            Some(Again::Connect) => add(&ctx.stats.retries, 1),
+            Some(Again::Resent) => add(&ctx.stats.retries_resent, 1),
+            None => {}
+        }
         let addr = spec.upstreams[i].addr;
         let ustats = Arc::clone(&shared.stats[i]);
         let active = Gauge32::new(Arc::clone(&ustats), GaugeField::Active);
@@ -231,6 +244,7 @@ async fn forward(
             }
             Err(Unsent::Back(back, kind)) => {
                 ustats.error(kind);
+                shared.failed(i);
                 failures += 1;
                 if failures > spec.retries {
                     return Err(Failure::upstream(
@@ -239,17 +253,36 @@ async fn forward(
                         finish,
                     ));
                 }
-                add(&ctx.stats.retries, 1);
+                last = StatusCode::BAD_GATEWAY;
+                again = Some(Again::Connect);
                 req = back;
             }
-            Err(Unsent::Lost(kind)) => {
+            Err(Unsent::Lost(kind, reused)) => {
                 add(&ustats.requests, 1);
                 ustats.error(kind);
+                // no response head: the upstream failed (a reset, a kept-alive connection that
+                // died under the request, the response timeout) — though a reset of a
+                // kept-alive connection is not held against the upstream: it may have closed
+                // it as idle just as the request went out (a healthy backend's keep-alive
+                // timeout must not exclude it)
+                let before_head = matches!(kind, ErrorKind::Reset | ErrorKind::Timeout);
+                if before_head && !(reused && kind == ErrorKind::Reset) {
+                    shared.failed(i);
+                }
                 let status = if matches!(kind, ErrorKind::Timeout | ErrorKind::WriteTimeout) {
                     StatusCode::GATEWAY_TIMEOUT
                 } else {
                     StatusCode::BAD_GATEWAY
                 };
+                if let Some(r) = replay.as_ref().filter(|_| before_head)
+                    && failures < spec.retries
+                {
+                    failures += 1;
+                    last = status;
+                    again = Some(Again::Resent);
+                    req = r.request();
+                    continue;
+                }
                 let mut f = Failure::upstream(status, "the upstream failed\n", finish);
                 // the request body may be left half read
                 f.close = kind == ErrorKind::WriteTimeout;
@@ -291,14 +324,63 @@ async fn forward(
     }
 }
 
+/// Why the request goes to another upstream.
+#[derive(Debug, Clone, Copy)]
+enum Again {
+    /// Connecting to the last one failed (the request had not left).
+    Connect,
+    /// The last one failed before a response head (the request is sent again).
+    Resent,
+}
+
+/// A bodyless request's head, kept to send it again to another upstream.
+struct Replay {
+    method: http::Method,
+    uri: Uri,
+    version: http::Version,
+    headers: HeaderMap,
+    st: Rc<ConnState>,
+    exchange: u64,
+}
+
+impl Replay {
+    fn of(req: &http::Request<ReqBody>) -> Self {
+        Self {
+            method: req.method().clone(),
+            uri: req.uri().clone(),
+            version: req.version(),
+            headers: req.headers().clone(),
+            st: Rc::clone(&req.body().st),
+            exchange: req.body().exchange,
+        }
+    }
+
+    /// The request again, without a body.
+    fn request(&self) -> http::Request<ReqBody> {
+        let mut r = http::Request::new(ReqBody {
+            inner: None,
+            done: Done::none(),
+            st: Rc::clone(&self.st),
+            exchange: self.exchange,
+        });
+        *r.method_mut() = self.method.clone();
+        *r.uri_mut() = self.uri.clone();
+        *r.version_mut() = self.version;
+        *r.headers_mut() = self.headers.clone();
+        r
+    }
+}
+
 /// Why a request did not get a response from one upstream (the request is moved back and
 /// forth, never copied: the size difference does not matter).
 #[allow(clippy::large_enum_variant)]
 enum Unsent {
     /// It was not sent: here it is back, for the next upstream.
     Back(http::Request<ReqBody>, ErrorKind),
-    /// It was (at least partly) sent and failed: no retry.
-    Lost(ErrorKind),
+    /// It was (at least partly) sent and failed before a response head; `reused`: on a
+    /// kept-alive connection (whose reset may be the upstream closing it as idle just then,
+    /// not a failure of the upstream).
+    Lost(ErrorKind, bool),
     /// It was partly sent and its body stopped arriving from the client (`client_read`).
     ClientRead,
     /// Reading its body from the client failed: malformed (a bad chunk), or the client left.
@@ -346,17 +428,19 @@ async fn send(
                     let e = e.into_error();
                     return Err(match Stalled::find(&e) {
                         Some(Stalled::ClientRead) => Unsent::ClientRead,
-                        Some(Stalled::UpstreamWrite) => Unsent::Lost(ErrorKind::WriteTimeout),
+                        Some(Stalled::UpstreamWrite) => {
+                            Unsent::Lost(ErrorKind::WriteTimeout, reused)
+                        }
                         _ => match ClientBodyError::find(&e) {
                             Some(b) => Unsent::ClientBody {
                                 malformed: !b.is_incomplete_message(),
                             },
-                            None => Unsent::Lost(classify(&e)),
+                            None => Unsent::Lost(classify(&e), reused),
                         },
                     });
                 }
             },
-            Err(_) => return Err(Unsent::Lost(ErrorKind::Timeout)),
+            Err(_) => return Err(Unsent::Lost(ErrorKind::Timeout, reused)),
         }
     }
 }
@@ -624,7 +708,8 @@ fn local(
 /// (counted here), which aborts the upstream request.
 #[derive(Debug)]
 pub(crate) struct ReqBody {
-    inner: Incoming,
+    /// The client's body; `None` for a request sent again without one ([`Replay`]).
+    inner: Option<Incoming>,
     done: Done,
     st: Rc<ConnState>,
     /// The exchange it belongs to: the connection's `client_read` timer is its own only while
@@ -641,7 +726,11 @@ impl Body for ReqBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
-        let r = Pin::new(&mut this.inner).poll_frame(cx);
+        let Some(inner) = this.inner.as_mut() else {
+            this.done.finish();
+            return Poll::Ready(None);
+        };
+        let r = Pin::new(inner).poll_frame(cx);
         match &r {
             Poll::Pending => {
                 if this.st.exchange() == this.exchange && this.st.body_in.borrow_mut().blocked(cx) {
@@ -663,11 +752,13 @@ impl Body for ReqBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(Incoming::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Incoming::size_hint)
     }
 }
 

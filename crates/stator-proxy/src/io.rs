@@ -221,6 +221,11 @@ impl ConnState {
 pub(crate) struct Done(Option<Rc<ConnState>>);
 
 impl Done {
+    /// A token that closes nothing (a part that is no exchange's).
+    pub fn none() -> Self {
+        Self(None)
+    }
+
     pub fn finish(&mut self) {
         if let Some(st) = self.0.take() {
             st.open.set(st.open.get().saturating_sub(1));

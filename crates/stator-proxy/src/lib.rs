@@ -61,6 +61,7 @@ mod error;
 pub mod http;
 mod io;
 pub mod limits;
+pub mod passive;
 mod proxy;
 pub mod rules;
 pub mod session;
@@ -74,9 +75,10 @@ pub mod worker;
 
 pub use error::ProxyError;
 pub use limits::{DescriptorBudget, Descriptors, SourcePrefixes};
+pub use passive::PassiveSpec;
 pub use proxy::{ListenerView, Prepared, Proxy, SourceSteering, SteeringGroup, UpstreamView};
 pub use spec::{
-    Algorithm, ForwardedMode, HttpSpec, IpPrefix, ListenerSpec, PersistenceSpec, Protocol,
+    Algorithm, ForwardedMode, HttpSpec, IpPrefix, ListenerSpec, Methods, PersistenceSpec, Protocol,
     Steering, Timeouts, UdpSpec, UpstreamSpec, UpstreamState,
 };
 pub use stats::{

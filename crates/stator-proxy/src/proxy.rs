@@ -73,6 +73,10 @@ pub struct UpstreamView {
     pub spec: UpstreamSpec,
     /// Its state.
     pub state: UpstreamState,
+    /// How long it stays out of picks after failures (passive health), if it is out.
+    pub excluded_for: Option<std::time::Duration>,
+    /// Failures counted towards `max_fails` in its current window.
+    pub recent_failures: u32,
     /// Its counters.
     pub stats: Arc<UpstreamStats>,
 }
@@ -381,6 +385,8 @@ impl Proxy {
                         .map(|(i, u)| UpstreamView {
                             spec: u.clone(),
                             state: shared.state(i),
+                            excluded_for: shared.passive.excluded_for(i, crate::passive::now_ns()),
+                            recent_failures: shared.passive.failures(i),
                             stats: Arc::clone(&shared.stats[i]),
                         })
                         .collect(),

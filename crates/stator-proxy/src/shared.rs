@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use stator_sched::{AtomicPeerSet, Peer, PeerView, Scheduler};
 
 use crate::error::ProxyError;
+use crate::passive::{Passive, now_ns};
 use crate::spec::{ListenerSpec, UpstreamState};
 use crate::stats::{ListenerStats, UpstreamStats};
 
@@ -27,6 +28,8 @@ pub(crate) struct ListenerShared {
     pub stats: Vec<Arc<UpstreamStats>>,
     /// Upstream index by address (session entries name addresses).
     pub by_addr: HashMap<SocketAddr, usize>,
+    /// Upstreams excluded after failures (`max_fails` / `fail_timeout`).
+    pub passive: Passive,
 }
 
 impl ListenerShared {
@@ -86,11 +89,18 @@ impl ListenerShared {
             scheduler,
             usable,
             states,
+            passive: Passive::new(n, spec.passive),
             spec,
         };
+        let now = now_ns();
         for i in 0..n {
             let name = &shared.spec.upstreams[i].name;
             shared.set_state(i, old_state(name).unwrap_or(UpstreamState::Usable));
+            if let Some(p) = previous
+                && let Some(j) = p.spec.upstreams.iter().position(|u| u.name == *name)
+            {
+                shared.passive.carry(i, &p.passive, j, now);
+            }
         }
         Ok(shared)
     }
@@ -119,9 +129,32 @@ impl ListenerShared {
         }
     }
 
-    /// The schedulers' view: usable set and active counts.
-    pub fn view(&self) -> View<'_> {
-        View { shared: self }
+    /// The schedulers' view: usable set (less the upstreams excluded after failures, when
+    /// `passive`) and active counts.
+    pub fn view(&self, passive: bool) -> View<'_> {
+        View {
+            shared: self,
+            passive,
+        }
+    }
+
+    /// Whether upstream `i` may take new work now: usable, and not excluded after failures.
+    pub fn usable_now(&self, i: usize) -> bool {
+        self.usable.usable(i) && !self.passive.excluded(i, now_ns)
+    }
+
+    /// Counts a failure of upstream `i` towards its exclusion (`max_fails`); counted in its
+    /// stats when it excludes it.
+    pub fn failed(&self, i: usize) {
+        if self.passive.fail(i, now_ns())
+            && let Some(s) = self.stats.get(i)
+        {
+            s.passive_excluded
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(listener = %self.spec.name, backend = %self.spec.upstreams[i].name,
+                           for_ = ?self.spec.passive.fail_timeout,
+                           "upstream failed: left out of picks (passive health)");
+        }
     }
 }
 
@@ -129,12 +162,14 @@ impl ListenerShared {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct View<'a> {
     shared: &'a ListenerShared,
+    passive: bool,
 }
 
 impl PeerView for View<'_> {
     #[inline]
     fn usable(&self, index: usize) -> bool {
         self.shared.usable.usable(index)
+            && !(self.passive && self.shared.passive.excluded(index, now_ns))
     }
 
     #[inline]

@@ -188,6 +188,54 @@ pub struct HttpSpec {
     pub keepalive_timeout: Duration,
     /// Add `X-Served-By: <node>/<listener>/<worker>`.
     pub served_by: bool,
+    /// Methods whose requests (without a body) are sent again to another upstream when the
+    /// first fails before its response head (RFC 9110 §9.2.2's idempotent methods by default).
+    pub retry_methods: Methods,
+}
+
+/// A set of HTTP methods (the standard ones a retry rule can name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Methods(u16);
+
+impl Methods {
+    /// The methods a set can hold, by bit.
+    pub const NAMES: [&'static str; 9] = [
+        "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE", "POST", "PATCH", "CONNECT",
+    ];
+
+    /// RFC 9110 §9.2.2's idempotent methods: GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
+    pub const IDEMPOTENT: Methods = Methods(0b11_1111);
+
+    /// No method.
+    pub const NONE: Methods = Methods(0);
+
+    /// The set of `names` (upper case); `Err` names the first unknown one.
+    pub fn parse<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Self, &'a str> {
+        let mut bits = 0u16;
+        for n in names {
+            let i = Self::NAMES.iter().position(|m| *m == n).ok_or(n)?;
+            bits |= 1 << i;
+        }
+        Ok(Self(bits))
+    }
+
+    /// Whether `method` is in the set.
+    #[inline]
+    pub fn contains(self, method: &http::Method) -> bool {
+        Self::NAMES
+            .iter()
+            .position(|m| *m == method.as_str())
+            .is_some_and(|i| self.0 & (1 << i) != 0)
+    }
+
+    /// The names in the set.
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        Self::NAMES
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| self.0 & (1 << i) != 0)
+            .map(|(_, n)| *n)
+    }
 }
 
 impl Default for HttpSpec {
@@ -200,6 +248,7 @@ impl Default for HttpSpec {
             keepalive_pool: 32,
             keepalive_timeout: Duration::from_secs(60),
             served_by: false,
+            retry_methods: Methods::IDEMPOTENT,
         }
     }
 }
@@ -270,8 +319,11 @@ pub struct ListenerSpec {
     pub steering: Steering,
     /// Stickiness (`None`: off).
     pub persistence: Option<PersistenceSpec>,
-    /// Further upstreams tried after a connect failure.
+    /// Further upstreams tried after a failure: to connect, or (an idempotent request without
+    /// a body, HTTP) before the response head.
     pub retries: usize,
+    /// Upstreams left out of picks after failures (nginx's `max_fails` / `fail_timeout`).
+    pub passive: crate::passive::PassiveSpec,
     /// Client connections per worker.
     pub max_connections: usize,
     /// Client connections open per source (address masked to `source_prefixes`) for the
@@ -310,6 +362,7 @@ impl ListenerSpec {
             steering: Steering::Kernel,
             persistence: None,
             retries: 2,
+            passive: crate::passive::PassiveSpec::default(),
             max_connections: 16_384,
             max_connections_per_source: 1024,
             source_prefixes: SourcePrefixes::default(),

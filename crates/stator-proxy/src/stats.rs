@@ -276,6 +276,8 @@ pub struct UpstreamStats {
     pub bytes_out: AtomicU64,
     /// Bytes received from it.
     pub bytes_in: AtomicU64,
+    /// Times it was left out of picks after failures (passive health, `max_fails`).
+    pub passive_excluded: AtomicU64,
     errors: [AtomicU64; ErrorKind::ALL.len()],
 }
 
@@ -341,8 +343,11 @@ pub struct ListenerStats {
     pub bytes_in: AtomicU64,
     /// Bytes sent to clients.
     pub bytes_out: AtomicU64,
-    /// Further upstreams tried after a failure.
+    /// Further upstreams tried after a failure to connect (the request never went out).
     pub retries: AtomicU64,
+    /// Idempotent requests sent again to another upstream after the first failed before its
+    /// response head (a reset, a closed kept-alive connection, a timeout).
+    pub retries_resent: AtomicU64,
     /// Session-table lookups that found a usable backend.
     pub session_hits: AtomicU64,
     /// Session-table entries evicted because the table was full.

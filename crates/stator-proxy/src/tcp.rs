@@ -47,6 +47,7 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAd
             Ok(s) => break (s, i),
             Err(kind) => {
                 shared.stats[i].error(kind);
+                shared.failed(i);
                 attempts += 1;
                 if attempts > spec.retries {
                     ctx.stats.client_error(ClientErrorKind::UpstreamFailed);

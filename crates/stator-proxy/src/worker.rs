@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use stator_sched::{PeerView, Request, Tried, client_key};
+use stator_sched::{Request, Tried, client_key};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 
@@ -71,7 +71,7 @@ impl WorkerCtx {
             };
             if let Some(addr) = table.get(client, Instant::now())
                 && let Some(&i) = shared.by_addr.get(&addr)
-                && shared.usable.usable(i)
+                && shared.usable_now(i)
                 && !tried.contains(i)
             {
                 add(&self.stats.session_hits, 1);
@@ -80,11 +80,19 @@ impl WorkerCtx {
         }
         let mut sched = self.sched.borrow_mut();
         sched.sync(&shared.scheduler);
-        let view = shared.view();
-        let req = Request::new(&view)
-            .with_tried(tried)
-            .with_key(client_key(client));
-        sched.pick(&req).ok()
+        let key = client_key(client);
+        let view = shared.view(true);
+        let picked = sched
+            .pick(&Request::new(&view).with_tried(tried).with_key(key))
+            .ok();
+        if picked.is_some() || !shared.passive.any(shared.spec.upstreams.len()) {
+            return picked;
+        }
+        // every usable upstream left is excluded after failures: try them anyway (nginx does)
+        let view = shared.view(false);
+        sched
+            .pick(&Request::new(&view).with_tried(tried).with_key(key))
+            .ok()
     }
 
     /// Remembers that `client` was served by upstream `i` (when persistence is on).

@@ -146,6 +146,7 @@ pub(super) fn listeners(
             None => Some(d::SOURCE_PREFIX_V6),
             Some(n) => ctx.int(at.key("source_prefix_v6"), n, 1, 128),
         };
+        let passive = passive(ctx, &at, l, protocol);
         let timeouts = timeouts(ctx, &at.key("timeouts"), &l.timeouts, protocol);
         let http = http(ctx, &at.key("http"), l.http.as_ref(), protocol);
         let udp = udp(ctx, &at.key("udp"), l.udp.as_ref(), protocol);
@@ -167,6 +168,7 @@ pub(super) fn listeners(
             Some(max_connections_per_source),
             Some(source_prefix_v4),
             Some(source_prefix_v6),
+            Some((max_fails, fail_timeout)),
             Some(timeouts),
             Some(http),
             Some(udp),
@@ -184,6 +186,7 @@ pub(super) fn listeners(
             max_connections_per_source,
             source_prefix_v4,
             source_prefix_v6,
+            passive,
             timeouts,
             http,
             udp,
@@ -212,6 +215,8 @@ pub(super) fn listeners(
             max_connections_per_source,
             source_prefix_v4,
             source_prefix_v6,
+            max_fails,
+            fail_timeout,
             timeouts,
             http,
             udp,
@@ -221,6 +226,52 @@ pub(super) fn listeners(
         loops(ctx, &out, pools);
     }
     ok.then_some(out)
+}
+
+/// `max_fails` and `fail_timeout`: passive health (TCP and HTTP listeners).
+fn passive(
+    ctx: &mut Ctx,
+    at: &FieldPath,
+    l: &RawListener,
+    protocol: Option<ListenerProtocol>,
+) -> Option<(u32, Duration)> {
+    if protocol == Some(ListenerProtocol::Udp) {
+        let mut ok = true;
+        for (key, set) in [
+            ("max_fails", l.max_fails.is_some()),
+            ("fail_timeout", l.fail_timeout.is_some()),
+        ] {
+            if set {
+                ctx.error(
+                    at.key(key),
+                    Error::NotApplicable {
+                        reason: format!(
+                            "{key} applies to TCP and HTTP listeners (a UDP listener sees no \
+                             connection fail)"
+                        ),
+                    },
+                );
+                ok = false;
+            }
+        }
+        if !ok {
+            return None;
+        }
+    }
+    let max_fails = match l.max_fails {
+        None => Some(d::MAX_FAILS),
+        Some(n) => ctx.int(at.key("max_fails"), n, 0, d::MAX_MAX_FAILS.into()),
+    };
+    let fail_timeout = match &l.fail_timeout {
+        None => Some(d::FAIL_TIMEOUT),
+        Some(v) => ctx.duration_in(
+            at.key("fail_timeout"),
+            v,
+            d::MIN_FAIL_TIMEOUT,
+            d::MAX_PROXY_TIMEOUT,
+        ),
+    };
+    Some((max_fails?, fail_timeout?))
 }
 
 /// Refuses listeners whose upstreams lead back to a listener of the node, themselves or
@@ -655,6 +706,7 @@ fn http(
         keepalive_pool: d::KEEPALIVE_POOL,
         keepalive_timeout: d::KEEPALIVE_TIMEOUT,
         served_by: false,
+        retry_methods: d::RETRY_METHODS.iter().map(|m| (*m).to_owned()).collect(),
     };
     let Some(raw) = raw else {
         return Some(defaults);
@@ -709,7 +761,27 @@ fn http(
             _ => trusted_proxies = None,
         }
     }
+    let retry_methods = match &raw.retry_methods {
+        None => Some(defaults.retry_methods),
+        Some(list) => {
+            let mut ok = true;
+            for (i, m) in list.iter().enumerate() {
+                if !d::HTTP_METHODS.contains(&m.as_str()) {
+                    ok = false;
+                    ctx.error(
+                        at.key("retry_methods").index(i),
+                        Error::Invalid {
+                            value: format!("{m:?}"),
+                            expected: format!("one of {}", d::HTTP_METHODS.join(", ")),
+                        },
+                    );
+                }
+            }
+            ok.then(|| list.clone())
+        }
+    };
     Some(HttpOptions {
+        retry_methods: retry_methods?,
         forwarded_for: forwarded_for?,
         forwarded: forwarded?,
         trusted_proxies: trusted_proxies?,

@@ -513,6 +513,12 @@ fn listeners_json(ctx: &Ctx) -> Value {
                         "reused": u.stats.reused.load(Relaxed),
                         "bytes": { "in": u.stats.bytes_in.load(Relaxed), "out": u.stats.bytes_out.load(Relaxed) },
                         "errors": errors,
+                        "passive": {
+                            "excluded": u.excluded_for.is_some(),
+                            "excluded_for_seconds": u.excluded_for.map(|d| d.as_secs_f64()),
+                            "recent_failures": u.recent_failures,
+                            "exclusions": u.stats.passive_excluded.load(Relaxed),
+                        },
                     })
                 })
                 .collect();
@@ -565,6 +571,9 @@ fn listeners_json(ctx: &Ctx) -> Value {
                 "source_prefixes": { "v4": l.spec.source_prefixes.v4, "v6": l.spec.source_prefixes.v6 },
                 "requests": s.requests.load(Relaxed),
                 "retries": s.retries.load(Relaxed),
+                "retries_resent": s.retries_resent.load(Relaxed),
+                "passive": { "max_fails": l.spec.passive.max_fails, "fail_timeout_seconds": l.spec.passive.fail_timeout.as_secs_f64() },
+                "retry_methods": l.spec.http.retry_methods.names().collect::<Vec<_>>(),
                 "bytes": { "in": s.bytes_in.load(Relaxed), "out": s.bytes_out.load(Relaxed) },
                 "sessions": { "hits": s.session_hits.load(Relaxed), "evictions": s.session_evictions.load(Relaxed) },
                 "client_errors": client_errors,

@@ -94,10 +94,18 @@ pub(super) fn proxy_metrics(e: &mut Exposition, ctx: &Ctx) {
     e.family(
         "stator_proxy_retries_total",
         Kind::Counter,
-        "Further upstreams tried after a connect failure.",
+        "Further upstreams tried: after a connect failure (reason connect), or an idempotent \
+         request sent again after its upstream failed before the response head (resent).",
     );
     for l in &listeners {
-        e.sample(&[("listener", &l.spec.name)], n(&l.stats.retries));
+        e.sample(
+            &[("listener", &l.spec.name), ("reason", "connect")],
+            n(&l.stats.retries),
+        );
+        e.sample(
+            &[("listener", &l.spec.name), ("reason", "resent")],
+            n(&l.stats.retries_resent),
+        );
     }
     e.family(
         "stator_proxy_session_hits_total",
@@ -151,6 +159,31 @@ pub(super) fn proxy_metrics(e: &mut Exposition, ctx: &Ctx) {
     for (l, u) in &ups {
         let usable = u.state == stator_proxy::UpstreamState::Usable;
         e.sample(&[("listener", l), ("backend", &u.spec.name)], b(usable));
+    }
+    e.family(
+        "stator_proxy_backend_excluded",
+        Kind::Gauge,
+        "1 while the listener leaves the backend out of picks after failures (passive health: \
+         max_fails within fail_timeout), whatever the active checks say.",
+    );
+    for (l, u) in &ups {
+        e.sample(
+            &[("listener", l), ("backend", &u.spec.name)],
+            b(u.excluded_for.is_some()),
+        );
+    }
+    e.family(
+        "stator_proxy_backend_exclusions_total",
+        Kind::Counter,
+        "Times the listener left the backend out of picks after failures (passive health).",
+    );
+    for (l, u) in &ups {
+        e.sample(
+            &[("listener", l), ("backend", &u.spec.name)],
+            u.stats
+                .passive_excluded
+                .load(std::sync::atomic::Ordering::Relaxed) as f64,
+        );
     }
     for (name, kind, help, field) in [
         (

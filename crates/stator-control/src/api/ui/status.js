@@ -295,9 +295,13 @@
       for (const u of l.backends || []) {
         const ur = rate(`upstream:${l.name}/${u.id}`, now, num(u.requests, u.connections) || 0, 0);
         const ok = u.state === "up" || u.state === "usable";
-        rows.push(el("tr", { "data-upstream": `${l.name}/${u.id}`, "data-state": u.state || "" },
+        // passive health: left out of picks after failures, whatever the checks say
+        const out = u.passive && u.passive.excluded;
+        const state = out ? "failed" : (u.state || "?");
+        const title = out ? `left out for ${(u.passive.excluded_for_seconds || 0).toFixed(1)} s after failures (max_fails)` : "";
+        rows.push(el("tr", { "data-upstream": `${l.name}/${u.id}`, "data-state": state, title },
           td(""), td(u.id + (u.port ? ` (${u.address}:${u.port})` : "")),
-          td(badge(u.state || "?", ok ? "ok" : "bad")), td("weight " + fmtInt(u.weight)), td(""),
+          td(badge(state, ok && !out ? "ok" : "bad")), td("weight " + fmtInt(u.weight)), td(""),
           td(fmtInt(u.active), "num"), td(""), td(fmtRate(ur.pps, ""), "num"), td("", "opt")));
       }
     }
