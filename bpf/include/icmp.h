@@ -41,7 +41,7 @@ static __always_inline int stator_icmp_echo(struct xdp_md *ctx, const struct sta
 {
 	const struct stator_node_cfg *cfg = pkt->cfg;
 	__u8 *eth, *ip, *icmp;
-	__u16 old_word;
+	__u16 old_word, csum;
 
 	if (!cfg)
 		return stator_drop(STATOR_DROP_BAD_CONFIG);
@@ -93,9 +93,12 @@ static __always_inline int stator_icmp_echo(struct xdp_md *ctx, const struct sta
 		ip[7] = STATOR_ECHO_TTL;
 		icmp[0] = STATOR_ICMPV6_ECHO_REPLY;
 	}
-	/* RFC 1624 for the type change; the address swap leaves every sum unchanged */
-	*(__u16 *)(icmp + 2) = stator_csum_replace16(*(__u16 *)(icmp + 2), old_word,
-						     *(__u16 *)icmp);
+	/* RFC 1624 for the type change; the address swap leaves every sum unchanged. Eqn. 3
+	 * gives 0x0000 where the data now sums to +0 (an all-zero echo reply: type, code,
+	 * identifier, sequence and payload), which no receiver verifies; 0xffff is -0, the
+	 * same checksum wherever 0x0000 was right (docs/forwarding.md §6) */
+	csum = stator_csum_replace16(*(__u16 *)(icmp + 2), old_word, *(__u16 *)icmp);
+	*(__u16 *)(icmp + 2) = csum ? csum : 0xffff;
 	stator_count(STATOR_CNT_ICMP_ECHO_REPLY);
 	stator_count(STATOR_CNT_ACT_TX);
 	return XDP_TX;

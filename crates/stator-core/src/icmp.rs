@@ -76,7 +76,13 @@ pub(crate) fn echo_reply(frame: &mut [u8], ip: &Ip) {
     let code = icmp[1];
     let old = u16::from_be_bytes([old_type, code]);
     let new = u16::from_be_bytes([new_type, code]);
-    let c = checksum::update(u16::from_be_bytes([icmp[2], icmp[3]]), old, new);
+    // RFC 1624 eqn. 3 gives 0x0000 where the data now sums to +0 (an all-zero IPv4 echo
+    // reply), which does not verify; 0xffff (-0) verifies wherever 0x0000 did (the fuzz target
+    // core_process found it: fuzz/regressions/core_process/echo-all-zero)
+    let c = match checksum::update(u16::from_be_bytes([icmp[2], icmp[3]]), old, new) {
+        0 => 0xffff,
+        c => c,
+    };
     icmp[0] = new_type;
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
 }

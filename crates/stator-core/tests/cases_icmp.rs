@@ -50,6 +50,21 @@ fn echo_reply_v4_and_v6() {
     assert_eq!(fwd.counters(0).get(Counter::IcmpEchoReply), 1);
     assert_eq!(fwd.counters(0).get(Counter::ActTx), 1);
     assert_eq!(fwd.counters(0).vips().count(), 0, "no VIP stats for echo");
+    // An all-zero echo (identifier, sequence, no payload): the reply's data sums to +0 and only
+    // 0xffff verifies (RFC 1624 eqn. 3 alone gives 0x0000; found by the core_process fuzz target)
+    let req = Packet::icmp(v4(CLIENT4), v4(VIP4), 8, 0, [0; 4], Vec::new());
+    let mut reply = Packet::icmp(v4(VIP4), v4(CLIENT4), 0, 0, [0; 4], Vec::new());
+    reply.ttl = 64;
+    reply.src_mac = req.dst_mac;
+    reply.dst_mac = req.src_mac;
+    let (v, out) = run(&mut forwarder(), &snap, &fib_tx(), T0, &req.frame());
+    assert_eq!(v.action, Action::Tx);
+    assert_eq!(out, reply.frame(), "the all-zero echo reply");
+    assert_eq!(
+        out[14 + 20 + 2..14 + 20 + 4],
+        [0xff, 0xff],
+        "its ICMP checksum"
+    );
     // IPv6.
     let mut req = Packet::icmp(v6(CLIENT6), v6(VIP6), 128, 0, [0, 1, 0, 2], vec![0xab; 33]);
     req.tos = 0x10;

@@ -72,6 +72,15 @@ fn icmp_messages() {
             Out::Bytes(echo_reply(&req).frame()),
             ECHO,
         ));
+        // all zero but the type: RFC 1624 eqn. 3 alone gives 0x0000, only 0xffff verifies
+        let req = Packet::icmp(c4, v4(10, 0, 0, 10), 8, 0, [0; 4], Vec::new());
+        cases.push(case(
+            "echo request v4, all zero",
+            req.frame(),
+            TX,
+            Out::Bytes(echo_reply(&req).frame()),
+            ECHO,
+        ));
         let mut req = Packet::icmp(
             c6,
             v6("fd00::10"),
