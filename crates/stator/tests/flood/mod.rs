@@ -160,6 +160,53 @@ pub struct Seen {
     pub fd_looks: usize,
 }
 
+/// What both floods assert of the node, whatever the flood: the admin API answered every
+/// request within a second, the backend stayed up (no down transition, no EMFILE in `log`),
+/// the client talking before the flood got ≥ 99% of its answers, and the process stayed under
+/// its descriptor limit and the proxy within its budget (`budget` and `peak` from /metrics).
+pub fn assert_the_node_held(
+    seen: &Seen,
+    log: &str,
+    downs: f64,
+    (answered, asked): (u64, u64),
+    budget: f64,
+    peak: f64,
+) {
+    assert!(
+        seen.failures.is_empty(),
+        "the admin API failed {} requests: {:?}",
+        seen.failures.len(),
+        &seen.failures[..seen.failures.len().min(5)]
+    );
+    assert!(seen.latencies.len() >= 20, "{}", seen.distribution());
+    // The goal is 100 ms; this 2-core machine runs the flood, the node and the monitor at
+    // once, so what is asserted is that every request got its answer within a second.
+    assert!(
+        seen.max_latency() < Duration::from_secs(1),
+        "{}",
+        seen.distribution()
+    );
+    assert!(
+        seen.not_up.is_empty(),
+        "the backend was not up in {} answers: {:?}\n{log}",
+        seen.not_up.len(),
+        &seen.not_up[..seen.not_up.len().min(5)]
+    );
+    assert_eq!(downs, 0.0, "a down transition:\n{log}");
+    assert!(!log.contains("Too many open files"), "{log}");
+    assert!(
+        asked > 0 && answered as f64 >= 0.99 * asked as f64,
+        "the talking client got {answered} of {asked} answers"
+    );
+    assert!(
+        (seen.peak_fds as u64) < LIMIT,
+        "{} descriptors open at the peak, limit {LIMIT}",
+        seen.peak_fds
+    );
+    assert!(budget > 0.0 && budget < LIMIT as f64, "budget {budget}");
+    assert!(peak <= budget, "the proxy held {peak}, budget {budget}");
+}
+
 /// Asks the node's API for `/v1/backends` every 20 ms and counts its descriptors every 5 ms,
 /// on two threads, until stopped.
 pub struct Monitor {
