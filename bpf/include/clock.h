@@ -8,8 +8,8 @@
  * count: ~13-20 ns per packet on the development VMs, the largest single step left on a
  * connection-table hit (docs/xdp.md, round three). bpf_jiffies64() has the same resolution (one
  * tick) and the verifier inlines it into one load of jiffies_64 on 64-bit JITs. The loader
- * measures the tick and the offset between the two clocks once, before loading
- * (crates/stator-xdp/src/clock.rs), and writes them here; the values are frozen read-only
+ * takes the tick from the kernel and measures the offset between the two clocks once, before
+ * loading (crates/stator-xdp/src/clock.rs), and writes them here; the values are frozen read-only
  * data, so the verifier knows them and removes the branch not taken. A tick of 0 (a load
  * that did not probe: `verify`, an object loaded by other tools) keeps the helper.
  *

@@ -3,6 +3,7 @@
 //! Layer: the bottom of the I/O side, beside `std`; no other Stator crate below it. It holds
 //! what the node needs from the kernel that `std` does not offer, each behind a safe function
 //! with a plain Rust signature:
+//! - [`clock`]: the kernel's tick (the coarse clocks' resolution);
 //! - [`creds`]: who is at the other end of a Unix socket — user, primary group and, with
 //!   `SO_PEERGROUPS`, every supplementary group, as the kernel recorded them at `connect`
 //!   (no race with the peer exiting or changing identity later);
@@ -17,6 +18,7 @@
 //! `io::Error`s from the kernel unchanged. It never logs, never allocates on a hot path and
 //! knows nothing of Stator's configuration.
 
+pub mod clock;
 pub mod creds;
 pub mod files;
 pub mod limits;

@@ -4,16 +4,16 @@
 //! The helper call cost ~20 ns of every connection-table hit on the development VMs
 //! (docs/xdp.md, round three); `bpf_jiffies64()` has the same resolution and the verifier inlines
 //! it into one load. What the program needs to turn jiffies into the nanoseconds of
-//! `CLOCK_MONOTONIC_COARSE` — the tick (1 s / HZ) and the offset between the two clocks — is
-//! measured here, once per process, with a probe program run under `BPF_PROG_TEST_RUN`
-//! (`bpf/stator_clock.bpf.c`), and written into the forwarder's read-only data before it is
-//! loaded. Nothing else changes: the program's stamps stay within about a tick of
+//! `CLOCK_MONOTONIC_COARSE` — the tick (1 s / HZ, which the kernel publishes as the coarse
+//! clock's resolution) and the offset between the two clocks, measured here once per process
+//! with a probe program run under `BPF_PROG_TEST_RUN` (`bpf/stator_clock.bpf.c`) — is written
+//! into the forwarder's read-only data before it is loaded. Nothing else changes: the program's stamps stay within about a tick of
 //! `CLOCK_MONOTONIC_COARSE`, so a connection table pinned by a build that called the helper keeps
 //! its meaning, and userspace still compares stamps with `CLOCK_MONOTONIC_COARSE`.
 
 use std::os::fd::AsFd;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aya::Ebpf;
 
@@ -28,21 +28,12 @@ pub(crate) const TICK_GLOBAL: &str = "stator_clock_tick_ns";
 pub(crate) const BASE_GLOBAL: &str = "stator_clock_base_ns";
 
 const NS_PER_SEC: u64 = 1_000_000_000;
-/// Two samples on either side of a jiffies increment count as an edge when they are at most this
-/// far apart (otherwise the thread was preempted between them and the edge's time is unknown).
-const EDGE_WINDOW_NS: u64 = 50_000;
-/// Time between the two edges the tick is measured over: 10 ticks at HZ 100, and long enough
-/// that the edges' uncertainty (and the tick interrupt's own jitter) moves the estimate by
-/// well under 1%.
-const SPAN: Duration = Duration::from_millis(100);
-/// A probe that has not found its edges by then gives up.
-const PROBE_DEADLINE: Duration = Duration::from_secs(2);
 /// HZ values the kernel can be built with are 100 ..= 1000 on every architecture we know;
-/// anything far outside is a measurement gone wrong.
+/// anything far outside is not a tick.
 const HZ_RANGE: std::ops::RangeInclusive<u64> = 24..=10_000;
-/// The HZ choices of Linux's Kconfig (x86: 100, 250, 300, 1000; other architectures add the
-/// rest): a measurement within 1% of one is taken to be it.
-const USUAL_HZ: [u64; 12] = [24, 32, 48, 64, 100, 128, 200, 250, 256, 300, 1000, 1024];
+/// Samples of the three clocks the offset is taken from, and the time between two of them.
+const OFFSET_SAMPLES: usize = 5;
+const SAMPLE_GAP: Duration = Duration::from_micros(700);
 
 /// How the forwarder reads the time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,23 +51,6 @@ pub struct ClockSample {
     pub coarse_ns: u64,
     /// `CLOCK_MONOTONIC`, ns.
     pub mono_ns: u64,
-}
-
-/// A jiffies increment seen by two samples at most [`EDGE_WINDOW_NS`] apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClockEdge {
-    /// The last sample before the increment.
-    pub before: ClockSample,
-    /// The first sample after it.
-    pub after: ClockSample,
-}
-
-impl ClockEdge {
-    /// The edge as `(jiffies after it, CLOCK_MONOTONIC ns at it)`: the midpoint of the samples.
-    fn at(&self) -> (u64, u64) {
-        let mid = self.before.mono_ns + (self.after.mono_ns - self.before.mono_ns) / 2;
-        (self.after.jiffies, mid)
-    }
 }
 
 impl ProgramClock {
@@ -143,55 +117,42 @@ impl ProgramClock {
         }
     }
 
-    /// Measures the tick and the offset with the probe program: an edge of `jiffies_64`, another
-    /// one [`SPAN`] later, then a few samples for the offset.
+    /// The tick and the offset: the tick is the kernel's own (`CLOCK_MONOTONIC_COARSE`'s
+    /// resolution, [`stator_sys::clock::coarse_tick`]), the offset comes from a few runs of
+    /// the probe program.
+    ///
+    /// The tick used to be timed here, between two jiffies increments ~100 ms apart: on a
+    /// loaded VM a preempted vCPU catches several jiffies up at once, and one such measurement
+    /// took HZ 250 for 256 — a clock 2.4% fast, its stamps 85 ms ahead of the coarse clock an
+    /// hour later. The kernel's number has no such error.
     pub fn probe() -> Result<Self> {
         let probe = ClockProbe::load()?;
-        let deadline = Instant::now() + PROBE_DEADLINE;
-        let a = probe.edge(deadline)?;
-        std::thread::sleep(SPAN);
-        let b = probe.edge(deadline)?;
-        let mut samples = vec![b.after];
-        for _ in 0..4 {
-            std::thread::sleep(Duration::from_micros(700));
+        let mut samples = Vec::with_capacity(OFFSET_SAMPLES);
+        for i in 0..OFFSET_SAMPLES {
+            if i > 0 {
+                std::thread::sleep(SAMPLE_GAP);
+            }
             samples.push(probe.sample()?);
         }
-        Self::from_edges(&a, &b, &samples).map_err(|reason| XdpError::Clock { reason })
+        Self::from_tick(stator_sys::clock::coarse_tick(), &samples)
+            .map_err(|reason| XdpError::Clock { reason })
     }
 
-    /// The clock two edges and some samples imply (pure: the arithmetic of
-    /// [`ProgramClock::probe`]). The tick is the time between the edges over the jiffies
-    /// between them, taken to be one of Linux's usual HZ choices when within 1% of it (the edges
-    /// are [`SPAN`] apart and each known to within [`EDGE_WINDOW_NS`]), else rounded to a whole
-    /// HZ. The offset is the smallest `coarse − jiffies × tick` of the samples, so the
-    /// program's clock is never ahead of `CLOCK_MONOTONIC_COARSE` by more than the samples'
-    /// jitter: a sample that caught jiffies incremented and the coarse clock not yet is a tick
-    /// lower and wins. Behind by a tick is harmless; a stamp ahead of userspace's clock would
-    /// make a fresh entry look as if it came from the future.
-    pub fn from_edges(
-        a: &ClockEdge,
-        b: &ClockEdge,
-        samples: &[ClockSample],
-    ) -> std::result::Result<Self, String> {
-        let (ja, ta) = a.at();
-        let (jb, tb) = b.at();
-        if jb <= ja || tb <= ta {
-            return Err(format!(
-                "the second edge (jiffies {jb}, {tb} ns) is not after the first ({ja}, {ta} ns)"
-            ));
-        }
-        let measured = (tb - ta) as f64 / (jb - ja) as f64;
-        let rate = NS_PER_SEC as f64 / measured;
-        let hz = USUAL_HZ
-            .into_iter()
-            .find(|&h| (rate - h as f64).abs() <= h as f64 * 0.01)
-            .unwrap_or(rate.round() as u64);
+    /// The clock a tick and some samples imply (pure: the arithmetic of
+    /// [`ProgramClock::probe`]). The offset is the smallest `coarse − jiffies × tick` of the
+    /// samples, so the program's clock is never ahead of `CLOCK_MONOTONIC_COARSE` by more than
+    /// the samples' jitter: a sample that caught jiffies incremented and the coarse clock not
+    /// yet is a tick lower and wins. Behind by a tick is harmless; a stamp ahead of
+    /// userspace's clock would make a fresh entry look as if it came from the future.
+    pub fn from_tick(tick: Duration, samples: &[ClockSample]) -> std::result::Result<Self, String> {
+        let tick_ns = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX);
+        let hz = (NS_PER_SEC + tick_ns / 2).checked_div(tick_ns).unwrap_or(0);
         if !HZ_RANGE.contains(&hz) {
             return Err(format!(
-                "measured a tick of {measured:.0} ns (HZ {hz}), outside HZ {HZ_RANGE:?}"
+                "the coarse clock's resolution, {tick_ns} ns, is no kernel tick (HZ {hz}, outside \
+                 HZ {HZ_RANGE:?})"
             ));
         }
-        let tick_ns = (NS_PER_SEC + hz / 2) / hz;
         let base = samples
             .iter()
             .map(|s| i128::from(s.coarse_ns) - i128::from(s.jiffies) * i128::from(tick_ns))
@@ -245,25 +206,6 @@ impl ClockProbe {
             }),
         }
     }
-
-    /// Samples until `jiffies_64` moves between two samples close enough together.
-    pub fn edge(&self, deadline: Instant) -> Result<ClockEdge> {
-        let mut before = self.sample()?;
-        loop {
-            let after = self.sample()?;
-            if after.jiffies != before.jiffies
-                && after.mono_ns.saturating_sub(before.mono_ns) <= EDGE_WINDOW_NS
-            {
-                return Ok(ClockEdge { before, after });
-            }
-            if Instant::now() > deadline {
-                return Err(XdpError::Clock {
-                    reason: format!("no jiffies edge within {PROBE_DEADLINE:?}"),
-                });
-            }
-            before = after;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -285,31 +227,18 @@ mod tests {
         }
     }
 
-    /// The time of tick boundary `i` of a kernel with `hz`.
-    fn boundary(hz: u64, i: u64) -> u64 {
-        (i as u128 * NS_PER_SEC as u128).div_ceil(hz as u128) as u64
-    }
-
-    /// An edge around the boundary at `mono`, its second sample `late` ns after it.
-    fn edge_at(k: &impl Fn(u64) -> ClockSample, mono: u64, late: u64) -> ClockEdge {
-        ClockEdge {
-            before: k(mono - 1_000),
-            after: k(mono + late),
-        }
+    /// Linux's `TICK_NSEC` for `hz`: what `clock_getres(CLOCK_MONOTONIC_COARSE)` returns.
+    fn tick(hz: u64) -> Duration {
+        Duration::from_nanos((NS_PER_SEC + hz / 2) / hz)
     }
 
     #[test]
-    fn every_usual_hz_is_recovered_with_an_offset_that_reproduces_the_coarse_clock() {
+    fn every_usual_hz_gives_an_offset_that_reproduces_the_coarse_clock() {
         for hz in [100, 250, 300, 1000] {
             let k = kernel(hz, 20_000);
-            let tick = NS_PER_SEC / hz;
-            let i0 = 36_000 * hz + 7; // ten hours of uptime
-            // the first edge seen at once, the second 45 µs late: the window's worst
-            let a = edge_at(&k, boundary(hz, i0), 2_000);
-            let b = edge_at(&k, boundary(hz, i0 + hz / 10), 45_000);
-            let t = boundary(hz, i0 + hz / 10);
-            let samples: Vec<_> = (0..5).map(|i| k(t + 1_000 + i * 700_000)).collect();
-            let c = ProgramClock::from_edges(&a, &b, &samples).unwrap();
+            let t = 36_000 * NS_PER_SEC + 7_654_321; // ten hours of uptime
+            let samples: Vec<_> = (0..5).map(|i| k(t + i * 700_000)).collect();
+            let c = ProgramClock::from_tick(tick(hz), &samples).unwrap();
             assert_eq!(c.hz(), Some(hz));
             assert_eq!(c.tick_ns(), (NS_PER_SEC + hz / 2) / hz);
             // a day later the program's clock is within a tick of the coarse clock (HZ 300's
@@ -318,7 +247,7 @@ mod tests {
             let program = c.at(later.jiffies).unwrap();
             let drift = (program as i128 - later.coarse_ns as i128).abs();
             assert!(
-                drift <= i128::from(tick) + 9_000_000,
+                drift <= tick(hz).as_nanos() as i128 + 9_000_000,
                 "HZ {hz}: {drift} ns off"
             );
             if hz != 300 {
@@ -333,12 +262,10 @@ mod tests {
     #[test]
     fn a_sample_between_the_jiffies_and_the_coarse_update_pulls_the_offset_back_not_forward() {
         let k = kernel(250, 5_000);
-        let a = edge_at(&k, 10 * NS_PER_SEC, 2_000);
-        let b = edge_at(&k, 10 * NS_PER_SEC + 100_000_000, 2_000);
         let mut torn = k(10 * NS_PER_SEC + 33_000_000);
         torn.jiffies += 1; // jiffies moved, the coarse clock not yet
         let good = k(10 * NS_PER_SEC + 34_000_000);
-        let c = ProgramClock::from_edges(&a, &b, &[good, torn]).unwrap();
+        let c = ProgramClock::from_tick(tick(250), &[good, torn]).unwrap();
         let program = c.at(good.jiffies).unwrap();
         assert!(
             program <= good.coarse_ns,
@@ -349,26 +276,24 @@ mod tests {
     }
 
     #[test]
-    fn nonsense_measurements_are_refused() {
-        let k = kernel(250, 0);
-        let a = edge_at(&k, NS_PER_SEC, 2_000);
-        let s = [k(NS_PER_SEC + 1_000_000)];
-        // the same edge twice
-        assert!(ProgramClock::from_edges(&a, &a, &s).is_err());
-        // 1 jiffy in a second: HZ 1
-        let mut far = edge_at(&k, 2 * NS_PER_SEC, 2_000);
-        far.before.jiffies = a.after.jiffies;
-        far.after.jiffies = a.after.jiffies + 1;
-        let e = ProgramClock::from_edges(&a, &far, &s).unwrap_err();
-        assert!(e.contains("outside HZ"), "{e}");
-        // 10,000 jiffies in 30 ms: HZ 333,333
-        let mut fast = edge_at(&k, NS_PER_SEC + 100_000_000, 2_000);
-        fast.after.jiffies = a.after.jiffies + 10_000;
-        let e = ProgramClock::from_edges(&a, &fast, &s).unwrap_err();
-        assert!(e.contains("outside HZ"), "{e}");
-        // no samples
-        let b = edge_at(&k, NS_PER_SEC + 100_000_000, 2_000);
-        assert!(ProgramClock::from_edges(&a, &b, &[]).is_err());
+    fn nonsense_ticks_and_no_samples_are_refused() {
+        let s = [kernel(250, 0)(NS_PER_SEC + 1_000_000)];
+        for bad in [
+            Duration::ZERO,
+            Duration::from_secs(1),
+            Duration::from_nanos(1_000),
+        ] {
+            let e = ProgramClock::from_tick(bad, &s).unwrap_err();
+            assert!(e.contains("no kernel tick"), "{bad:?}: {e}");
+        }
+        assert!(ProgramClock::from_tick(tick(250), &[]).is_err());
+    }
+
+    #[test]
+    fn the_kernels_tick_is_accepted() {
+        let s = [kernel(250, 0)(NS_PER_SEC)];
+        let c = ProgramClock::from_tick(stator_sys::clock::coarse_tick(), &s).unwrap();
+        assert!([100, 250, 300, 1000].contains(&c.hz().unwrap()), "{c:?}");
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub use attach::{
     status,
 };
 pub use bpffs::{BPFFS_ROOT, bpffs_mount_point, ensure_bpffs};
-pub use clock::{ClockEdge, ClockProbe, ClockSample, ProgramClock};
+pub use clock::{ClockProbe, ClockSample, ProgramClock};
 pub use ct4::{BUCKET_BYTES as CT4_BUCKET_BYTES, Occupancy as Ct4Occupancy, buckets_per_cpu};
 pub use decap::{
     DECAP_MAPS, DECAP_PROGRAM_NAME, DEFAULT_DECAP_PIN_PATH, Decap, DecapConfig, DecapCounters,
