@@ -169,7 +169,8 @@ fn the_debian_package() {
     let check = run(Command::new(&packaged).arg("check").arg(&conf));
     println!("{}", text(&check).trim());
 
-    // The unit: stop withdraws (SIGTERM), reload is SIGHUP after a check.
+    // The unit: stop withdraws (SIGTERM), reload is SIGHUP after a check, a node under
+    // systemd's watchdog, withdrawn by `stator withdraw` after an unclean stop.
     let unit = std::fs::read_to_string(root.join("usr/lib/systemd/system/stator.service")).unwrap();
     for line in [
         "ExecStart=/usr/bin/stator run -c /etc/stator/stator.toml",
@@ -179,6 +180,11 @@ fn the_debian_package() {
         "WantedBy=multi-user.target",
         "RuntimeDirectory=stator",
         "LimitNOFILE=1048576",
+        // Supervision: readiness, the watchdog, and the withdrawal after an unclean stop.
+        "Type=notify",
+        "NotifyAccess=main",
+        "WatchdogSec=10s",
+        "ExecStopPost=/usr/bin/stator withdraw --unless-clean -c /etc/stator/stator.toml",
     ] {
         assert!(unit.lines().any(|l| l == line), "{line} in\n{unit}");
     }
