@@ -19,6 +19,8 @@
 //!   changed, and announces or withdraws a VIP with `enable`/`disable` of its static
 //!   protocol, so health changes never reconfigure anything and the BGP sessions never flap
 //!   because VIPs changed. [`AnnouncerThread`] runs it on its own thread for the controller.
+//! - [`withdraw`] withdraws every VIP without the controller (`stator withdraw`, run by
+//!   systemd after a controller died, hung or could not start).
 //!
 //! Contract:
 //! - BIRD announces a VIP address exactly while the latest [`DesiredRoutes`] says so (after
@@ -47,6 +49,7 @@ pub mod reply;
 pub mod routes;
 pub mod show;
 pub mod thread;
+pub mod withdraw;
 
 pub use announcer::{
     Announcer, AnnouncerOptions, AnnouncerStatus, Counters, Pass, RouteStatus, SessionStatus,
@@ -58,3 +61,4 @@ pub use reply::{Reply, ReplyAssembler, ReplyClass, ReplyCode, ReplyLine};
 pub use routes::{DesiredRoutes, static_protocol_name};
 pub use show::{Protocol, ProtocolState};
 pub use thread::AnnouncerThread;
+pub use withdraw::{withdraw_configured, withdraw_unconfigured};

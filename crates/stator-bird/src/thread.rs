@@ -42,7 +42,12 @@ struct Shared {
     inbox: Mutex<Inbox>,
     wake: Condvar,
     status: Mutex<AnnouncerStatus>,
+    /// When the thread was last between two steps (not blocked on BIRD).
+    beat: Mutex<Instant>,
 }
+
+/// Longest the thread waits without beating (for a supervisor's liveness check).
+pub const BEAT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A lock that survives a panicked holder: the data are plain values, valid at every step.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -64,6 +69,7 @@ impl AnnouncerThread {
             inbox: Mutex::new(Inbox::default()),
             wake: Condvar::new(),
             status: Mutex::new(announcer.status()),
+            beat: Mutex::new(Instant::now()),
         });
         let thread_shared = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
@@ -103,6 +109,13 @@ impl AnnouncerThread {
         lock(&self.shared.status).clone()
     }
 
+    /// When the thread last made progress: it beats at least every [`BEAT_INTERVAL`] while
+    /// idle, and after each pass (a pass waits on BIRD for at most the I/O timeout per
+    /// reply). A thread stuck for longer is hung.
+    pub fn last_beat(&self) -> Instant {
+        *lock(&self.shared.beat)
+    }
+
     /// Withdraws every VIP and waits until BIRD confirmed it or `timeout` passed (see
     /// [`Announcer::withdraw_all`]). Blocks the caller.
     pub fn withdraw_all(&self, timeout: Duration) -> Result<(), BirdError> {
@@ -139,6 +152,7 @@ impl Drop for AnnouncerThread {
 
 fn run(mut announcer: Announcer, shared: &Shared) {
     loop {
+        *lock(&shared.beat) = Instant::now();
         let inbox = std::mem::take(&mut *lock(&shared.inbox));
         if let Some(bgp) = inbox.bgp {
             announcer.set_bgp(bgp);
@@ -165,9 +179,10 @@ fn run(mut announcer: Announcer, shared: &Shared) {
             if now >= next {
                 break;
             }
+            *lock(&shared.beat) = now;
             guard = shared
                 .wake
-                .wait_timeout(guard, next - now)
+                .wait_timeout(guard, (next - now).min(BEAT_INTERVAL))
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }

@@ -95,6 +95,7 @@ pub mod noplane;
 pub mod plan;
 pub mod reconciler;
 pub mod reports;
+pub mod supervise;
 pub mod view;
 pub mod watchdog;
 pub mod xdp;

@@ -18,6 +18,9 @@
 //!    for health checks, the API and BIRD — a reserve that leaves too little refuses the
 //!    start) and starts the listeners.
 //!
+//! [`Node::run_until_signal`] tells systemd the node is ready and pings its watchdog while the
+//! main loop and every one of [`Node::vitals`] make progress ([`crate::supervise`]).
+//!
 //! [`Node::shutdown`]: withdraw every VIP (BIRD confirms, bounded), stop the checks, detach
 //! or keep the data plane (`dataplane.on_exit`), stop the API.
 
@@ -40,6 +43,7 @@ use crate::listeners::ProxyTier;
 use crate::noplane::NoPlane;
 use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
 use crate::reports::Reporter;
+use crate::supervise::{self, Heartbeat, Supervision, Vital};
 use crate::view::View;
 use crate::watchdog;
 use crate::xdp::XdpPlane;
@@ -84,6 +88,8 @@ pub struct Node {
     follower: JoinHandle<()>,
     /// The tracer's reports (XDP and AF_XDP planes).
     reporter: Option<Reporter>,
+    /// The reconciler's heartbeat.
+    heartbeat: Heartbeat,
 }
 
 impl Node {
@@ -325,6 +331,7 @@ impl Node {
             return Err(e);
         }
         let follower = proxy.follow(view);
+        let heartbeat = reconciler.heartbeat();
         let reconciler = tokio::spawn(reconciler.run(inputs));
         Ok(Self {
             follower,
@@ -337,7 +344,32 @@ impl Node {
             servers,
             startup,
             reporter,
+            heartbeat,
         })
+    }
+
+    /// The tasks the node cannot live without, each with the deadline by which it must act
+    /// again: the reconciler, the health checks, the BGP announcer (`main`, the loop of
+    /// [`Node::run_until_signal`], is added there). systemd's watchdog is pinged only while
+    /// every one keeps its promise ([`crate::supervise`]).
+    pub fn vitals(&self) -> Vec<Vital> {
+        let board = self.ctx.board.clone();
+        let announcer = Arc::clone(&self.ctx.announcer);
+        vec![
+            Vital::looping(
+                "reconciler",
+                self.heartbeat.clone(),
+                supervise::LOOP_ALLOWANCE,
+            ),
+            Vital::new("health checks", move || board.deadline()),
+            Vital::new("bgp announcer", move || {
+                announcer
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .as_ref()
+                    .map(|t| t.last_beat() + supervise::ANNOUNCER_ALLOWANCE)
+            }),
+        ]
     }
 
     /// Where the admin API's TCP endpoint listens, if it has one.
@@ -470,15 +502,38 @@ impl Node {
     }
 
     /// Runs until SIGTERM or SIGINT (then [`Node::shutdown`]); SIGHUP reloads the file.
-    pub async fn run_until_signal(self) -> Result<(), ControlError> {
+    /// Tells `supervision` (systemd) that the node is ready, pings its watchdog while this
+    /// loop and every one of [`Node::vitals`] make progress, and that it is stopping.
+    pub async fn run_until_signal(self, mut supervision: Supervision) -> Result<(), ControlError> {
         use tokio::signal::unix::{SignalKind, signal};
         let sig =
             |kind| signal(kind).map_err(|e| ControlError::io("installing a signal handler", e));
         let mut term = sig(SignalKind::terminate())?;
         let mut int = sig(SignalKind::interrupt())?;
         let mut hup = sig(SignalKind::hangup())?;
+        let main = Heartbeat::new();
+        let mut vitals = vec![Vital::looping(
+            "main loop",
+            main.clone(),
+            supervise::LOOP_ALLOWANCE,
+        )];
+        vitals.extend(self.vitals());
+        let view = self.view();
+        supervision.ready(
+            &format!(
+                "running: snapshot generation {}, {} VIPs announced of {}",
+                view.generation,
+                view.announce.iter().filter(|a| **a).count(),
+                view.announce.len()
+            ),
+            vitals,
+        );
+        let mut beat = tokio::time::interval(supervise::BEAT_INTERVAL);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            main.beat();
             tokio::select! {
+                _ = beat.tick() => {}
                 _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
                 _ = int.recv() => { tracing::info!("SIGINT: shutting down"); break; }
                 _ = hup.recv() => {
@@ -490,6 +545,7 @@ impl Node {
                 }
             }
         }
+        supervision.stopping();
         self.shutdown().await
     }
 }

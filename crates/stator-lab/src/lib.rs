@@ -9,7 +9,9 @@
 //! and [`bird`] runs BIRD daemons in it (each with its own config, socket and pid file) and
 //! reads back what tests assert: sessions, the router's kernel next hops, BGP connections.
 //! [`wait`] bounds every wait and says what it waited for. [`stator`] runs `stator run` in a
-//! node's namespace (pins on a bpffs of the lab's own) and talks to its admin API.
+//! node's namespace (pins on a bpffs of the lab's own) and talks to its admin API;
+//! [`supervise`] supervises it as the packaged systemd unit does (readiness, watchdog,
+//! `stator withdraw` after an unclean stop, restart on failure).
 //!
 //! [`topo`] builds the direct-server-return path end to end — clients, a router, load-balancer
 //! nodes on one LAN, backends on another — with the sysctls, neighbour entries, GRO and MTUs
@@ -33,6 +35,7 @@ pub mod netns;
 pub mod prometheus;
 pub mod serve;
 pub mod stator;
+pub mod supervise;
 pub mod topo;
 pub mod traffic;
 pub mod wait;

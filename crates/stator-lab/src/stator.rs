@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::netns::{ChildGuard, Netns, NetnsError, Result, run};
+use crate::supervise::{Service, Supervisor, UnitTiming};
 use crate::wait::wait_until;
 
 /// A bpffs mounted for the lab; unmounted (and its directory removed) when dropped.
@@ -68,6 +69,8 @@ pub struct StatorRun {
     socket: PathBuf,
     binary: PathBuf,
     child: Option<ChildGuard>,
+    /// Set for a node supervised as the systemd unit does (then `child` is `None`).
+    supervisor: Option<Supervisor>,
 }
 
 impl StatorRun {
@@ -92,13 +95,65 @@ impl StatorRun {
             socket: socket.to_owned(),
             binary: binary.to_owned(),
             child: None,
+            supervisor: None,
         };
         s.restart()?;
         Ok(s)
     }
 
+    /// Like [`StatorRun::start`], but supervised as the packaged systemd unit does
+    /// ([`crate::supervise`]), with `timing`; `bird_socket` is the node's BIRD (for
+    /// `stator withdraw` when the configuration cannot be read). Its `NOTIFY_SOCKET` is
+    /// `<dir>/<name>.notify`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_supervised(
+        ns: &Netns,
+        binary: &Path,
+        dir: &Path,
+        name: &str,
+        config: &str,
+        socket: &Path,
+        bird_socket: &Path,
+        timing: UnitTiming,
+    ) -> Result<Self> {
+        let path = dir.join(format!("{name}.toml"));
+        write_private(&path, config)?;
+        let log = dir.join(format!("{name}.log"));
+        let supervisor = Supervisor::start(Service {
+            ns: ns.clone(),
+            binary: binary.to_owned(),
+            config: path.clone(),
+            log: log.clone(),
+            notify: dir.join(format!("{name}.notify")),
+            pid_file: dir.join(format!("{name}.pid")),
+            bird_socket: bird_socket.to_owned(),
+            timing,
+        })?;
+        Ok(Self {
+            ns: ns.clone(),
+            name: name.to_owned(),
+            config: path,
+            log,
+            socket: socket.to_owned(),
+            binary: binary.to_owned(),
+            child: None,
+            supervisor: Some(supervisor),
+        })
+    }
+
+    /// The supervisor, for a supervised node.
+    pub fn supervisor(&self) -> Option<&Supervisor> {
+        self.supervisor.as_ref()
+    }
+
     /// Starts the process again with the same files (after [`StatorRun::terminate`]).
+    ///
+    /// A supervised node is restarted cleanly by its supervisor (`systemctl restart`).
     pub fn restart(&mut self) -> Result<()> {
+        if let Some(s) = &self.supervisor {
+            s.restart();
+            return Ok(());
+        }
         self.kill();
         let log = File::options()
             .create(true)
@@ -140,12 +195,18 @@ impl StatorRun {
 
     /// The process id while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().and_then(ChildGuard::id)
+        match &self.supervisor {
+            Some(s) => s.pid(),
+            None => self.child.as_ref().and_then(ChildGuard::id),
+        }
     }
 
-    /// True while the process runs.
+    /// True while the process runs (supervised: while it is supervised, restarts included).
     pub fn is_running(&mut self) -> bool {
-        self.child.as_mut().is_some_and(ChildGuard::is_running)
+        match &self.supervisor {
+            Some(s) => s.is_active(),
+            None => self.child.as_mut().is_some_and(ChildGuard::is_running),
+        }
     }
 
     /// Sends `method path` (no body) to the node's admin API on its socket.
@@ -186,6 +247,10 @@ impl StatorRun {
 
     /// Sends SIGHUP: `stator run` applies its configuration file again.
     pub fn reload(&self) -> Result<()> {
+        if let Some(s) = &self.supervisor {
+            s.signal(libc::SIGHUP);
+            return Ok(());
+        }
         match &self.child {
             Some(child) => {
                 child.signal(libc::SIGHUP);
@@ -229,7 +294,21 @@ impl StatorRun {
     }
 
     /// Sends SIGTERM and waits up to `timeout` for the exit; returns the exit status.
+    ///
+    /// A supervised node is stopped by its supervisor (`systemctl stop`: SIGTERM, then
+    /// `stator withdraw --unless-clean`); its status is success unless the stop was not clean.
     pub fn terminate(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
+        if let Some(mut s) = self.supervisor.take() {
+            use std::os::unix::process::ExitStatusExt as _;
+            let result = s.stop(timeout)?;
+            return Ok(std::process::ExitStatus::from_raw(
+                if result.as_deref() == Some("success") {
+                    0
+                } else {
+                    1 << 8
+                },
+            ));
+        }
         let Some(mut child) = self.child.take() else {
             return Err(NetnsError::Failed {
                 cmd: "terminate".into(),
@@ -251,7 +330,13 @@ impl StatorRun {
     }
 
     /// Kills the process (SIGKILL), as a crash would.
+    ///
+    /// A supervised node's supervisor sees the crash: it withdraws the node and restarts it.
     pub fn kill(&mut self) {
+        if let Some(s) = &self.supervisor {
+            s.signal(libc::SIGKILL);
+            return;
+        }
         if let Some(mut child) = self.child.take() {
             child.signal(libc::SIGKILL);
             let _ = child.wait_timeout(Duration::from_secs(5));

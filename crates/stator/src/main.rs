@@ -14,6 +14,7 @@ mod lab_cmd;
 mod run_cmd;
 mod table;
 mod trace_send;
+mod withdraw_cmd;
 mod xdp_cmd;
 
 #[derive(Debug, Parser)]
@@ -34,6 +35,9 @@ enum Command {
     Check(CheckArgs),
     /// Run one node: the controller and its data plane, until SIGTERM/SIGINT (SIGHUP reloads).
     Run(run_cmd::RunArgs),
+    /// Withdraw every VIP of the node through BIRD without `stator run` (systemd's
+    /// `ExecStopPost=` after the controller died, hung or could not start).
+    Withdraw(withdraw_cmd::WithdrawArgs),
     #[command(flatten)]
     Client(client_cmd::ClientCmd),
     /// The XDP data plane: attach, detach, status, stats.
@@ -86,6 +90,7 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(report.exit_code());
         }
         Command::Run(args) => run_cmd::run(args),
+        Command::Withdraw(args) => withdraw_cmd::run(args),
         Command::Client(cmd) => client_cmd::run(cmd),
         Command::Xdp(cmd) => xdp_cmd::run(cmd),
         Command::Decap(cmd) => decap_cmd::run(cmd),

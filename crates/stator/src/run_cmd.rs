@@ -36,6 +36,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
     };
     stator_control::logging::init(&config.log);
+    // Before anything else: a node under systemd says so (or that it is not) first.
+    let supervision = stator_control::supervise::Supervision::from_env();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("stator")
@@ -55,7 +57,7 @@ pub fn run(args: RunArgs) -> Result<()> {
                 return Err(anyhow::Error::new(e).context("stator run could not start"));
             }
         };
-        if let Err(e) = node.run_until_signal().await {
+        if let Err(e) = node.run_until_signal(supervision).await {
             // The data plane was still detached or kept; report, but the shutdown is done.
             tracing::error!(error = %e, "shutdown finished with an error");
         }

@@ -114,6 +114,7 @@ fn the_debian_package() {
         "./usr/share/fish/vendor_completions.d/stator.fish",
         "./usr/share/man/man1/stator.1.gz",
         "./usr/share/man/man1/stator-run.1.gz",
+        "./usr/share/man/man1/stator-withdraw.1.gz",
         "./usr/share/man/man1/stator-xdp-attach.1.gz",
         "./usr/share/doc/stator/operations.md",
         "./usr/share/doc/stator/examples/grafana-dashboard.json",
@@ -169,7 +170,8 @@ fn the_debian_package() {
     let check = run(Command::new(&packaged).arg("check").arg(&conf));
     println!("{}", text(&check).trim());
 
-    // The unit: stop withdraws (SIGTERM), reload is SIGHUP after a check.
+    // The unit: stop withdraws (SIGTERM), reload is SIGHUP after a check, a node under
+    // systemd's watchdog, withdrawn by `stator withdraw` after an unclean stop.
     let unit = std::fs::read_to_string(root.join("usr/lib/systemd/system/stator.service")).unwrap();
     for line in [
         "ExecStart=/usr/bin/stator run -c /etc/stator/stator.toml",
@@ -179,6 +181,11 @@ fn the_debian_package() {
         "WantedBy=multi-user.target",
         "RuntimeDirectory=stator",
         "LimitNOFILE=1048576",
+        // Supervision: readiness, the watchdog, and the withdrawal after an unclean stop.
+        "Type=notify",
+        "NotifyAccess=main",
+        "WatchdogSec=10s",
+        "ExecStopPost=/usr/bin/stator withdraw --unless-clean -c /etc/stator/stator.toml",
     ] {
         assert!(unit.lines().any(|l| l == line), "{line} in\n{unit}");
     }
@@ -213,6 +220,63 @@ fn the_debian_package() {
     let page = text(&page);
     assert!(page.contains(".TH STATOR-RUN 1"), "{page}");
     assert!(page.contains("/etc/stator/stator.toml"), "{page}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The unit's `ExecStopPost=stator withdraw --unless-clean`, without BIRD or root: after a
+/// clean stop it does nothing (exit 0); after an unclean one it tries BIRD and fails — exit
+/// 1, within its timeout — when BIRD does not answer, with the configuration and without it.
+/// (Withdrawals that BIRD confirms are in lab_failures 7–9.)
+#[test]
+fn withdraw_after_a_clean_stop_does_nothing_and_fails_in_time_without_bird() {
+    let dir = temp("withdraw");
+    let socket = dir.join("no-bird.ctl");
+    let conf = dir.join("stator.toml");
+    let minimal = std::fs::read_to_string(repo().join("examples/minimal.toml")).unwrap();
+    std::fs::write(
+        &conf,
+        format!(
+            "{minimal}\n[bgp]\nlocal_as = 65010\nbird_socket = \"{}\"\nbird_config = \"{}\"\n\n\
+             [[bgp.neighbor]]\nname = \"tor1_v4\"\naddress = \"10.0.0.1\"\nremote_as = 65000\n",
+            socket.display(),
+            dir.join("stator-bird.conf").display()
+        ),
+    )
+    .unwrap();
+    let withdraw = |config: &Path, result: &str| {
+        let t = std::time::Instant::now();
+        let out = Command::new(BIN)
+            .args(["withdraw", "--unless-clean", "--timeout", "0.5", "-c"])
+            .arg(config)
+            .arg("--bird-socket")
+            .arg(&socket)
+            .env("SERVICE_RESULT", result)
+            .env("EXIT_CODE", "killed")
+            .env("EXIT_STATUS", "KILL")
+            .output()
+            .unwrap();
+        let took = t.elapsed();
+        let all = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        println!(
+            "SERVICE_RESULT={result} -c {}: {} in {took:?}\n{all}",
+            config.display(),
+            out.status
+        );
+        (out.status, took, all)
+    };
+    let (status, _, text) = withdraw(&conf, "success");
+    assert!(status.success(), "{text}");
+    assert!(text.contains("clean stop: nothing to withdraw"), "{text}");
+    for config in [conf.clone(), dir.join("gone.toml")] {
+        let (status, took, text) = withdraw(&config, "signal");
+        assert_eq!(status.code(), Some(1), "{text}");
+        assert!(
+            text.contains("BIRD did not confirm the withdrawal"),
+            "{text}"
+        );
+        assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

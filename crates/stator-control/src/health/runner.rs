@@ -70,6 +70,8 @@ fn state_name(s: Option<bool>) -> &'static str {
 struct Shared {
     machine: Machine,
     status: CheckStatus,
+    /// When the next probe is due (set before the check sleeps; kept while it probes).
+    due: Option<std::time::Instant>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -96,6 +98,20 @@ pub struct Board {
 }
 
 impl Board {
+    /// By when every running check must have probed again (its due time, plus its
+    /// timeout, plus [`crate::supervise::CHECK_ALLOWANCE`]); `None` without checks. A check
+    /// past it is stuck (systemd's watchdog stops being pinged).
+    pub fn deadline(&self) -> Option<std::time::Instant> {
+        lock(&self.checks)
+            .iter()
+            .filter_map(|(k, s)| {
+                lock(s)
+                    .due
+                    .map(|d| d + k.timing.timeout + crate::supervise::CHECK_ALLOWANCE)
+            })
+            .min()
+    }
+
     /// Every running check with its status, in key order.
     pub fn statuses(&self) -> Vec<(CheckKey, CheckStatus)> {
         lock(&self.checks)
@@ -225,6 +241,7 @@ impl Runner {
                 state: state_name(initial),
                 ..CheckStatus::default()
             },
+            due: None,
         }));
         let handle = tokio::spawn(check_loop(
             key,
@@ -265,6 +282,7 @@ async fn check_loop(
     };
     let mut next = Instant::now() + delay;
     loop {
+        lock(&shared).due = Some(next.into_std());
         tokio::time::sleep_until(next).await;
         let started = Instant::now();
         let result = probe::run_via(

@@ -223,6 +223,8 @@ pub struct Reconciler {
     retry_at: Option<Instant>,
     interfaces: Vec<String>,
     plane_kind: &'static str,
+    /// Beats each time round the loop, at least every [`crate::supervise::BEAT_INTERVAL`].
+    heartbeat: crate::supervise::Heartbeat,
 }
 
 /// The longest connection-table idle timeout: how long a freed id stays in quarantine.
@@ -315,7 +317,13 @@ impl Reconciler {
             interfaces: parts.interfaces,
             plane_kind,
             config,
+            heartbeat: crate::supervise::Heartbeat::new(),
         }
+    }
+
+    /// The reconciler's heartbeat (systemd's watchdog pings only while it beats).
+    pub fn heartbeat(&self) -> crate::supervise::Heartbeat {
+        self.heartbeat.clone()
     }
 
     /// A receiver of the views this reconciler publishes.
@@ -386,10 +394,14 @@ impl Reconciler {
 
     /// Handles inputs until a [`Request::Shutdown`] (or every sender is gone).
     pub async fn run(mut self, mut inputs: Inputs) {
+        let mut beat = tokio::time::interval(crate::supervise::BEAT_INTERVAL);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            self.heartbeat.beat();
             let deadline = self.next_deadline();
             let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(far_future));
             tokio::select! {
+                _ = beat.tick() => {}
                 req = inputs.requests.recv() => match req {
                     None => return,
                     Some(Request::Shutdown { reply }) => {

@@ -114,6 +114,22 @@ impl Deployment {
         }
     }
 
+    /// Freezes backend `k`'s servers (SIGSTOP), as a server that hangs: connections are
+    /// still accepted by its kernel, but nothing answers (health checks time out).
+    /// [`Deployment::backend_thaw`] resumes them.
+    pub fn backend_freeze(&mut self, k: usize) {
+        if let Some(child) = &self.backends[k].serve {
+            child.signal(libc::SIGSTOP);
+        }
+    }
+
+    /// Resumes backend `k`'s frozen servers (SIGCONT).
+    pub fn backend_thaw(&mut self, k: usize) {
+        if let Some(child) = &self.backends[k].serve {
+            child.signal(libc::SIGCONT);
+        }
+    }
+
     /// What backend `k`'s servers have answered so far (zero before they first report).
     pub fn served(&self, k: usize) -> Served {
         read_served(&self.stats_path(k))

@@ -41,7 +41,7 @@ pin_path = "{pins}/n{j}"
 conntrack = "shared"
 conntrack_entries = 65536
 slots_per_generation = {slots}
-{afxdp}
+{on_exit}{afxdp}
 [bgp]
 bird_socket = "{dir}/n{j}.ctl"
 bird_config = "{dir}/n{j}-stator.conf"
@@ -81,6 +81,13 @@ read_token_file = "{dir}/{read_token}"
 format = "json"
 "#,
             mode = if spec.is_afxdp(j) { "afxdp" } else { "xdp" },
+            // supervised like the packaged unit: with the packaged configuration's choice, so
+            // that a restart never stops the data plane
+            on_exit = if spec.supervise.is_some() {
+                "on_exit = \"keep\"\n"
+            } else {
+                ""
+            },
             // one packet thread beside the I/O thread, unpinned: the lab shares two cores
             afxdp = if spec.is_afxdp(j) {
                 "\n[dataplane.afxdp]\npacket_threads = 1\npin = false\nframes = 4096\n\

@@ -48,6 +48,7 @@ use crate::lan::{RouterBgp, node_bird_config, router_bird_config};
 use crate::netns::{ChildGuard, Netns, NetnsError, Result, is_root};
 use crate::prometheus::Prometheus;
 use crate::stator::{ApiAnswer, BpfFs, StatorRun, api_request, write_private};
+use crate::supervise::UnitTiming;
 use crate::topo::{DsrLab, DsrSpec, Host};
 use crate::wait::wait_until;
 
@@ -160,6 +161,10 @@ pub struct DeploySpec {
     /// `192.0.2.0/24` with 4-bit suffixes and `2001:db8:100::/48` with 64-bit ones) and each
     /// VIP fails over to the next cluster's address (docs/forwarding.md §3.1, §10).
     pub clusters: usize,
+    /// Supervise every node's `stator run` the way the packaged systemd unit does
+    /// ([`crate::supervise`]: readiness, watchdog, `stator withdraw` after an unclean stop,
+    /// restart on failure), with this timing; `None`: plain processes.
+    pub supervise: Option<UnitTiming>,
 }
 
 /// The address of a VIP in cluster `c` (cluster 0: [`VIP_V4`] / [`VIP_V6`]): the same suffix
@@ -201,6 +206,7 @@ impl DeploySpec {
             afxdp_nodes: 0,
             fragments: false,
             clusters: 1,
+            supervise: None,
         }
     }
 
@@ -434,14 +440,26 @@ impl Deployment {
             );
             let bird = Bird::start(&host.ns, &spec.dir, &name, &bird_conf)?;
             let config = d.node_config(j, &host);
-            let run = StatorRun::start(
-                &host.ns,
-                &spec.binary,
-                &spec.dir,
-                &format!("stator-{name}"),
-                &config,
-                &node_socket(&spec.dir, j),
-            )?;
+            let run = match &spec.supervise {
+                None => StatorRun::start(
+                    &host.ns,
+                    &spec.binary,
+                    &spec.dir,
+                    &format!("stator-{name}"),
+                    &config,
+                    &node_socket(&spec.dir, j),
+                )?,
+                Some(timing) => StatorRun::start_supervised(
+                    &host.ns,
+                    &spec.binary,
+                    &spec.dir,
+                    &format!("stator-{name}"),
+                    &config,
+                    &node_socket(&spec.dir, j),
+                    bird.socket(),
+                    timing.clone(),
+                )?,
+            };
             write_pid(&spec.dir, &format!("stator-{name}"), run.pid())?;
             d.nodes.push(Node { host, bird, run });
         }
@@ -567,7 +585,8 @@ impl Deployment {
     }
 
     /// Kills node `j`'s `stator run` (SIGKILL), as a crash would: XDP stays attached and
-    /// nothing is withdrawn.
+    /// nothing is withdrawn (a supervised node is then withdrawn by its supervisor and
+    /// restarted).
     pub fn node_kill(&mut self, j: usize) {
         self.nodes[j].run.kill();
     }
