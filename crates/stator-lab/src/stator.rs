@@ -85,9 +85,23 @@ impl StatorRun {
         config: &str,
         socket: &Path,
     ) -> Result<Self> {
+        let mut s = Self::written(ns, binary, dir, name, config, socket)?;
+        s.restart()?;
+        Ok(s)
+    }
+
+    /// The node's files written (`<dir>/<name>.toml`, private), nothing started yet.
+    fn written(
+        ns: &Netns,
+        binary: &Path,
+        dir: &Path,
+        name: &str,
+        config: &str,
+        socket: &Path,
+    ) -> Result<Self> {
         let path = dir.join(format!("{name}.toml"));
         write_private(&path, config)?;
-        let mut s = Self {
+        Ok(Self {
             ns: ns.clone(),
             name: name.to_owned(),
             config: path,
@@ -96,9 +110,7 @@ impl StatorRun {
             binary: binary.to_owned(),
             child: None,
             supervisor: None,
-        };
-        s.restart()?;
-        Ok(s)
+        })
     }
 
     /// Like [`StatorRun::start`], but supervised as the packaged systemd unit does
@@ -116,29 +128,18 @@ impl StatorRun {
         bird_socket: &Path,
         timing: UnitTiming,
     ) -> Result<Self> {
-        let path = dir.join(format!("{name}.toml"));
-        write_private(&path, config)?;
-        let log = dir.join(format!("{name}.log"));
-        let supervisor = Supervisor::start(Service {
+        let mut s = Self::written(ns, binary, dir, name, config, socket)?;
+        s.supervisor = Some(Supervisor::start(Service {
             ns: ns.clone(),
             binary: binary.to_owned(),
-            config: path.clone(),
-            log: log.clone(),
+            config: s.config.clone(),
+            log: s.log.clone(),
             notify: dir.join(format!("{name}.notify")),
             pid_file: dir.join(format!("{name}.pid")),
             bird_socket: bird_socket.to_owned(),
             timing,
-        })?;
-        Ok(Self {
-            ns: ns.clone(),
-            name: name.to_owned(),
-            config: path,
-            log,
-            socket: socket.to_owned(),
-            binary: binary.to_owned(),
-            child: None,
-            supervisor: Some(supervisor),
-        })
+        })?);
+        Ok(s)
     }
 
     /// The supervisor, for a supervised node.
