@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{Backend, Client, proxy, refused_addr, spec};
+use common::{Backend, Client, proxy, read_head, refused_addr, spec};
 use hyper_util::rt::TokioIo;
 use stator_proxy::{ErrorKind, ListenerView, PassiveSpec, Protocol, Proxy, UpstreamSpec};
 
@@ -297,7 +297,7 @@ impl Dying {
             for s in l.incoming() {
                 let Ok(mut s) = s else { continue };
                 s.set_read_timeout(Some(WAIT)).unwrap();
-                let head = read_head(&mut s);
+                let head = String::from_utf8_lossy(&read_head(&mut s)).into_owned();
                 if let Some(line) = head.lines().next() {
                     h.lock().unwrap().push(line.to_string());
                 }
@@ -318,18 +318,6 @@ impl Dying {
     fn heads(&self) -> Vec<String> {
         self.heads.lock().unwrap().clone()
     }
-}
-
-fn read_head(s: &mut TcpStream) -> String {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match s.read(&mut b) {
-            Ok(1) => head.push(b[0]),
-            _ => break,
-        }
-    }
-    String::from_utf8_lossy(&head).into_owned()
 }
 
 /// One request on a new connection: the status line's code (0 when none came).

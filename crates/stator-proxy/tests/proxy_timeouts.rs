@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{Backend, proxy, spec};
+use common::{Backend, proxy, read_head, spec};
 use stator_proxy::{ClientErrorKind, ErrorKind, Protocol, UpstreamSpec};
 
 /// The limit under test.
@@ -116,19 +116,6 @@ fn deaf_upstream(http: bool) -> (UpstreamSpec, mpsc::Receiver<String>, mpsc::Sen
 /// Waits (bounded) until `s`'s peer has closed: reads until end of stream or an error.
 fn peer_closed(s: &mut TcpStream) -> bool {
     read_to_close(s).1
-}
-
-/// Reads a request head (to the blank line) from `s`.
-fn read_head(s: &mut TcpStream) -> Vec<u8> {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match s.read(&mut b) {
-            Ok(1) => head.push(b[0]),
-            _ => break,
-        }
-    }
-    head
 }
 
 #[test]

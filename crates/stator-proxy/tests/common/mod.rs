@@ -318,3 +318,18 @@ pub fn raw(addr: SocketAddr, bytes: &[u8], pause: Duration) -> Vec<u8> {
     let _ = s.read_to_end(&mut out);
     out
 }
+
+/// Reads an HTTP head (to the blank line) from `s`, a byte at a time so that nothing after it
+/// is consumed; what came before an error or end of stream.
+pub fn read_head(s: &mut std::net::TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => break,
+        }
+    }
+    head
+}
