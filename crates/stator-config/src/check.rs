@@ -293,6 +293,7 @@ pub fn check_str_on(file: &str, text: &str, host: Option<&Host>) -> CheckReport 
         Err(mut errors) => {
             parsed.doc.locate_all(&mut errors);
             sort_by_location(&mut errors, |e| e.location);
+            crate::error::bound_errors(&mut errors);
             report.errors = errors.iter().map(Diagnostic::from).collect();
         }
     }

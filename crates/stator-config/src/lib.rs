@@ -50,7 +50,8 @@ pub use check::{
 };
 pub use descriptors::{DescriptorPlan, Fit, Part, PartKind};
 pub use error::{
-    ConfigError, ConfigErrors, Error, FieldPath, Location, Segment, Warning, WarningKind,
+    ConfigError, ConfigErrors, Error, FieldPath, Location, MAX_REPORTED, Segment, Warning,
+    WarningKind,
 };
 pub use flatten::{FlatMember, Flattened, WeightConflict, flatten};
 pub use health::{
@@ -79,6 +80,7 @@ pub fn from_toml_str(file: &str, text: &str) -> Result<Config, ConfigErrors> {
     validate(&parsed.raw).map_err(|mut errors| {
         parsed.doc.locate_all(&mut errors);
         check::sort_by_location(&mut errors, |e| e.location);
+        error::bound_errors(&mut errors);
         fail(errors)
     })
 }

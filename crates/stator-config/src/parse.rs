@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use toml::de::{DeTable, DeValue};
 
-use crate::error::{ConfigError, Error, FieldPath, Location, Segment};
+use crate::error::{ConfigError, Error, FieldPath, LineIndex, Location, Segment, bound_errors};
 use crate::raw::RawConfig;
 
 /// A parsed document: the raw configuration, plus what is needed to locate paths in the text.
@@ -22,7 +22,7 @@ pub(crate) struct Parsed<'a> {
 
 /// The spanned document, for [`Doc::locate`].
 pub(crate) struct Doc<'a> {
-    text: &'a str,
+    lines: LineIndex<'a>,
     root: DeValue<'a>,
 }
 
@@ -41,7 +41,7 @@ impl Doc<'_> {
             span = Some(next.span());
             value = next.get_ref();
         }
-        span.map(|s| Location::of_offset(self.text, s.start))
+        span.map(|s| self.lines.locate(s.start))
     }
 
     /// Fills in the location of each error from its path (errors that have one keep it).
@@ -58,17 +58,18 @@ impl Doc<'_> {
 /// error, located.
 pub(crate) fn parse(text: &str) -> Result<Parsed<'_>, Vec<ConfigError>> {
     let (table, syntax_errors) = DeTable::parse_recoverable(text);
+    let lines = LineIndex::new(text);
     if !syntax_errors.is_empty() {
-        return Err(syntax_errors
+        let mut errors: Vec<ConfigError> = syntax_errors
             .iter()
             .map(|e| ConfigError {
                 path: FieldPath::root(),
                 // the parser gives no place for its nesting limits (a dotted key or arrays
                 // nested too deep): the most deeply nested line is the one to look at
-                location: Some(e.span().map_or_else(
-                    || deepest_line(text),
-                    |s| Location::of_offset(text, s.start),
-                )),
+                location: Some(
+                    e.span()
+                        .map_or_else(|| deepest_line(text), |s| lines.locate(s.start)),
+                ),
                 error: Error::Syntax {
                     message: match e.message().trim() {
                         "recursion limit" | "cannot recurse further; max recursion depth met" => {
@@ -80,10 +81,12 @@ pub(crate) fn parse(text: &str) -> Result<Parsed<'_>, Vec<ConfigError>> {
                     },
                 },
             })
-            .collect());
+            .collect();
+        bound_errors(&mut errors);
+        return Err(errors);
     }
     let doc = Doc {
-        text,
+        lines,
         root: DeValue::Table(table.get_ref().clone()),
     };
     let deserializer = toml::Deserializer::from(table);
@@ -94,7 +97,7 @@ pub(crate) fn parse(text: &str) -> Result<Parsed<'_>, Vec<ConfigError>> {
             let location = e
                 .inner()
                 .span()
-                .map(|s| Location::of_offset(text, s.start))
+                .map(|s| doc.lines.locate(s.start))
                 .or_else(|| doc.locate(&path));
             Err(vec![ConfigError {
                 path,
