@@ -8,6 +8,12 @@
 # One busy loop per CPU (`nproc`), at normal priority, for as long as the tests run and at
 # most STRESS_LIMIT seconds (default 3600); the loops are killed when the tests end, however
 # they end. Extra arguments go to the root tier (e.g. --test lab_e2e).
+#
+# STRESS_LOAD, if set, is a command run in place of each busy loop — one that keeps a CPU busy
+# just as well and does something useful meanwhile, such as a fuzz target:
+#   STRESS_LOAD='fuzz/target/.../config CORPUS -max_total_time=3600' scripts/test-stress.sh
+# It runs the same way (one per CPU, normal priority, under the same limit, killed with the
+# tests); `{n}` in it is replaced by the instance's number (1..nproc), for log files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cpus=$(nproc)
@@ -18,11 +24,13 @@ cleanup() {
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
-for _ in $(seq "$cpus"); do
-  timeout "$limit" sh -c 'while :; do :; done' &
+load=${STRESS_LOAD:-while :; do :; done}
+for n in $(seq "$cpus"); do
+  # timeout runs the load in a process group of its own and, killed, kills that whole group
+  timeout "$limit" sh -c "${load//\{n\}/$n}" &
   pids+=($!)
 done
-echo "test-stress: $cpus busy loop(s) running (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "test-stress: $cpus × '${load}' running (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
 started=$(date +%s)
 status=0
 ./scripts/test-tier.sh root "$@" || status=$?
