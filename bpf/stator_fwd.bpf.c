@@ -46,6 +46,8 @@ static __always_inline int stator_forward(struct xdp_md *ctx, struct stator_pkt 
 	vip = stator_vip_match(pkt, pkt->flow.dst, 1, pkt->flow.dport, pkt->flow.proto);
 	if (!vip)
 		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
+	if (stator_stale(pkt))
+		return STATOR_PASS(pkt, STATOR_CNT_STALE_PASS);
 	/* SYN without ACK: a new connection attempt (retransmissions included) */
 	if (pkt->flow.proto == IPPROTO_TCP && (pkt->tcp_flags & 0x12) == 0x02)
 		mode = STATOR_SEL_SYN;

@@ -94,6 +94,8 @@ static __always_inline int stator_frag_decide(struct xdp_md *ctx, struct stator_
 	} else if (pkt->frag_proto != IPPROTO_TCP && pkt->frag_proto != IPPROTO_UDP) {
 		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
 	}
+	if (stator_stale(pkt))
+		return STATOR_PASS(pkt, STATOR_CNT_STALE_PASS);
 	stator_frag_key_of(pkt, &key);
 
 	/* 3. the 3-tuple owner */

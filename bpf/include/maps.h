@@ -34,6 +34,15 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct stator_beat);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_beat SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);

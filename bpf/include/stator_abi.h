@@ -141,7 +141,8 @@ enum stator_counter {
 	STATOR_CNT_TRACE_LIMITED = 25,  /* traced packet not reported: rate limit */
 	STATOR_CNT_TRACE_LOST = 26,     /* traced packet not reported: stator_trace full */
 	STATOR_CNT_TRACE_UNAUTH = 27,   /* a mark whose MAC no tracer key verifies: not traced */
-	STATOR_CNT_MAX = 28,
+	STATOR_CNT_STALE_PASS = 28,     /* VIP packet passed: the controller's heartbeat is stale */
+	STATOR_CNT_MAX = 29,
 };
 
 /*
@@ -176,6 +177,7 @@ enum stator_drop_reason {
  *
  *  forwarder (stator_fwd.bpf.c; every map pinned by name)
  *   stator_ctl       ARRAY[1]                      struct stator_ctl,      BPF_F_MMAPABLE
+ *   stator_beat      ARRAY[1]                      struct stator_beat,     BPF_F_MMAPABLE
  *   stator_cfg       ARRAY[2]                      struct stator_node_cfg, BPF_F_MMAPABLE (per gen)
  *   stator_vtab      ARRAY[2 * STATOR_VTAB_SLOTS]  struct stator_vaddr,    BPF_F_MMAPABLE (per gen)
  *   stator_vips      HASH[2 * STATOR_MAX_VIPS] stator_vip_key → struct stator_vip     (per gen)
@@ -239,6 +241,15 @@ struct stator_ctl {
 	                      * loader's default is 1 s; 0 = bpf_fib_lookup for every packet */
 	__u64 test_clock_ns; /* if non-zero, the programs use it instead of bpf_ktime_get_coarse_ns()
 	                      * (tests only; the loader always writes 0) */
+};
+
+/* stator_beat[0]: the controller's heartbeat (docs/forwarding.md §3.2). While stale_after_ns is
+ * non-zero and `now` is more than stale_after_ns past refreshed_ns, the tables are not trusted:
+ * VIP traffic is passed to the kernel, counted stale_pass. A map of its own (not stator_ctl) so
+ * that a node upgraded in place keeps its pinned stator_ctl. */
+struct stator_beat {
+	__u64 refreshed_ns;   /* `now` (CLOCK_MONOTONIC_COARSE) of the controller's last refresh */
+	__u64 stale_after_ns; /* 0 = the check is off (the default) */
 };
 
 /* stator_cfg[gen]: node-wide settings that change atomically with the rest of a snapshot. */

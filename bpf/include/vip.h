@@ -12,6 +12,7 @@
 #define STATOR_VIP_H
 
 #include "stats.h"
+#include "clock.h"
 #include "group.h"
 
 /* Reads the active generation (once per packet), its stator_cfg, and the data-plane knobs of
@@ -33,6 +34,24 @@ static __always_inline int stator_read_ctl(struct stator_pkt *pkt)
 		return stator_drop(STATOR_DROP_BAD_CONFIG);
 	pkt->cfg = cfg;
 	return STATOR_CONTINUE;
+}
+
+/* §3.2: whether the controller's heartbeat is stale — its tables are then not trusted and VIP
+ * traffic goes to the kernel. Off (never stale) while stale_after_ns is 0, the default. */
+static __always_inline int stator_stale(struct stator_pkt *pkt)
+{
+	__u32 zero = 0;
+	const struct stator_beat *b = bpf_map_lookup_elem(&stator_beat, &zero);
+	__u64 now, after, at;
+
+	if (!b)
+		return 0;
+	after = b->stale_after_ns;
+	if (!after)
+		return 0;
+	at = b->refreshed_ns;
+	now = stator_now(pkt);
+	return now > at && now - at > after;
 }
 
 /* The stator_vtab slot of (addr, family) in generation `gen`, or NULL: at most

@@ -10,7 +10,8 @@
 //! Input: the world first (`core_process/world.rs`: node, forwarder and timeouts, peers,
 //! classes, VIPs with their backends, how the second snapshot differs), then records
 //! (`core_process/frames.rs`: a frame built from a few bytes or taken raw, a snapshot switch,
-//! the clock stepping back, time passing) until the input ends.
+//! the clock stepping back, time passing, the controller's heartbeat refreshed or turned off)
+//! until the input ends.
 //!
 //! The data plane's holder runs as the AF_XDP plane runs it (`HoldQueue`): a held fragment is
 //! queued; after every record the frames whose datagram now has a fresh record are processed
@@ -28,7 +29,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stator_core::{Action, Forwarder, HoldQueue};
+use stator_core::{Action, Beat, Forwarder, HoldQueue};
 
 #[path = "core_process/frames.rs"]
 mod frames;
@@ -56,6 +57,10 @@ fuzz_target!(|data: &[u8]| {
             // never 0: the data path's clock is never 0 once the machine is up
             Record::Back(ns) => now = now.saturating_sub(ns).max(1),
             Record::Tick(ns) => now += ns,
+            Record::Beat(after) => fwd.set_beat(Beat {
+                refreshed_ns: now,
+                stale_after_ns: after,
+            }),
             Record::Frame(f) => {
                 now += f.dt;
                 let v = oracle::process(&mut fwd, &world, which, now, &f);

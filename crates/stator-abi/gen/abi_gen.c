@@ -43,7 +43,8 @@
 	X(STATOR_CNT_TRACE_REPORT, "trace_report")                                                \
 	X(STATOR_CNT_TRACE_LIMITED, "trace_limited")                                              \
 	X(STATOR_CNT_TRACE_LOST, "trace_lost")                                                    \
-	X(STATOR_CNT_TRACE_UNAUTH, "trace_unauth")
+	X(STATOR_CNT_TRACE_UNAUTH, "trace_unauth")                                                \
+	X(STATOR_CNT_STALE_PASS, "stale_pass")
 
 #define DROPS(X)                                                                                  \
 	X(STATOR_DROP_NONE, "none")                                                               \
@@ -231,6 +232,9 @@ int main(void)
 	OFF(stator_ctl, active_gen);
 	OFF(stator_ctl, fib_cache_us);
 	OFF(stator_ctl, test_clock_ns);
+	SIZE(stator_beat);
+	OFF(stator_beat, refreshed_ns);
+	OFF(stator_beat, stale_after_ns);
 
 	SIZE(stator_node_cfg);
 	OFF(stator_node_cfg, src_v4);

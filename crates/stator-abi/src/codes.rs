@@ -134,6 +134,7 @@ pub enum Counter {
     TraceLimited = STATOR_CNT_TRACE_LIMITED,
     TraceLost = STATOR_CNT_TRACE_LOST,
     TraceUnauth = STATOR_CNT_TRACE_UNAUTH,
+    StalePass = STATOR_CNT_STALE_PASS,
 }
 
 impl Counter {
@@ -167,6 +168,7 @@ impl Counter {
         Self::TraceLimited,
         Self::TraceLost,
         Self::TraceUnauth,
+        Self::StalePass,
     ];
 
     /// The index in the `stator_counters` per-CPU array.

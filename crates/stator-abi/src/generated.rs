@@ -77,7 +77,7 @@ pub const STATOR_PROBE_F_VADDR: u32 = 2;
 pub const STATOR_BENCH_FRAME_MAX: u32 = 256;
 pub const STATOR_MAX_XSK_QUEUES: u32 = 64;
 pub const STATOR_FIBQ_OFF: u32 = 14;
-pub const STATOR_CNT_MAX: u32 = 28;
+pub const STATOR_CNT_MAX: u32 = 29;
 pub const STATOR_DROP_MAX: u32 = 18;
 pub const STATOR_DECAP_CNT_MAX: u32 = 12;
 pub const STATOR_DECAP_CNT_FIRST_REASON: u32 = 6;
@@ -121,9 +121,10 @@ pub const STATOR_CNT_TRACE_REPORT: u32 = 24;
 pub const STATOR_CNT_TRACE_LIMITED: u32 = 25;
 pub const STATOR_CNT_TRACE_LOST: u32 = 26;
 pub const STATOR_CNT_TRACE_UNAUTH: u32 = 27;
+pub const STATOR_CNT_STALE_PASS: u32 = 28;
 
 /// Counter index → metric label, in index order.
-pub const COUNTER_NAMES: [&str; 28] = [
+pub const COUNTER_NAMES: [&str; 29] = [
     "act_aborted",
     "act_drop",
     "act_pass",
@@ -152,6 +153,7 @@ pub const COUNTER_NAMES: [&str; 28] = [
     "trace_limited",
     "trace_lost",
     "trace_unauth",
+    "stale_pass",
 ];
 pub const STATOR_DROP_NONE: u32 = 0;
 pub const STATOR_DROP_MALFORMED_L3: u32 = 1;
@@ -258,6 +260,9 @@ pub const SIZEOF_stator_ctl: usize = 16;
 pub const OFFSETOF_stator_ctl_active_gen: usize = 0;
 pub const OFFSETOF_stator_ctl_fib_cache_us: usize = 4;
 pub const OFFSETOF_stator_ctl_test_clock_ns: usize = 8;
+pub const SIZEOF_stator_beat: usize = 16;
+pub const OFFSETOF_stator_beat_refreshed_ns: usize = 0;
+pub const OFFSETOF_stator_beat_stale_after_ns: usize = 8;
 pub const SIZEOF_stator_node_cfg: usize = 80;
 pub const OFFSETOF_stator_node_cfg_src_v4: usize = 0;
 pub const OFFSETOF_stator_node_cfg_src_v6: usize = 4;

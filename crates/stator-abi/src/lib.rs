@@ -49,7 +49,7 @@ pub use decap::{DecapAddr, DecapCfg, DecapCounter};
 pub use flow::{Ct4Bucket, Ct4Entry, CtEntry, Flood, FlowKey, Nh};
 pub use frag::{FragEntry, FragKey, HoldHdr};
 pub use groups::{AddrRec, Class, ClassKey, Peer, SfxKey, low_bits};
-pub use node::{Ctl, NodeCfg};
+pub use node::{Beat, Ctl, NodeCfg};
 pub use probe::{BenchFrame, Probe};
 pub use reuseport::{RpCfg, RpCounter};
 pub use service::{Real, Traffic, Vaddr, VaddrVip, Vip, VipKey, vtab_hash};
@@ -125,7 +125,7 @@ mod tests {
     fn counter_labels() {
         assert_eq!(Counter::CtHit.label(), "ct_hit");
         assert_eq!(Counter::SelfTest.label(), "self_test");
-        assert_eq!(Counter::TraceUnauth as u32 + 1, STATOR_CNT_MAX);
+        assert_eq!(Counter::StalePass as u32 + 1, STATOR_CNT_MAX);
         for (i, c) in Counter::ALL.iter().enumerate() {
             assert_eq!(c.index() as usize, i);
         }

@@ -20,6 +20,32 @@ assert_layout!(Ctl, SIZEOF_stator_ctl,
     fib_cache_us => OFFSETOF_stator_ctl_fib_cache_us,
     test_clock_ns => OFFSETOF_stator_ctl_test_clock_ns);
 
+/// `struct stator_beat` — `stator_beat[0]`: the controller's heartbeat (docs/forwarding.md
+/// §3.2).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Beat {
+    /// `now` (CLOCK_MONOTONIC_COARSE, ns) of the controller's last refresh.
+    pub refreshed_ns: u64,
+    /// How long the tables are trusted after a refresh; 0 = always (the check is off).
+    pub stale_after_ns: u64,
+}
+assert_layout!(Beat, SIZEOF_stator_beat,
+    refreshed_ns => OFFSETOF_stator_beat_refreshed_ns,
+    stale_after_ns => OFFSETOF_stator_beat_stale_after_ns);
+
+impl Beat {
+    /// Whether tables refreshed by this beat are stale at `now_ns`: the check is on and more
+    /// than `stale_after_ns` has passed since the refresh. A refresh "in the future" (a clock
+    /// read on another CPU a tick ahead) is fresh.
+    #[inline]
+    pub fn stale(&self, now_ns: u64) -> bool {
+        self.stale_after_ns != 0
+            && now_ns > self.refreshed_ns
+            && now_ns - self.refreshed_ns > self.stale_after_ns
+    }
+}
+
 /// `struct stator_node_cfg` — `stator_cfg[gen]`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -306,7 +306,7 @@ fn drive(ns: &Netns, mut plane: Plane, u: &Universe, seed: u64, frames: usize) -
                                 cfg.set(u, i, Some(RealState::Usable));
                             }
                         }
-                        Change::FloodLimit(_) | Change::Cache(_) => continue,
+                        Change::FloodLimit(_) | Change::Cache(_) | Change::Beat(_) => continue,
                     }
                     settle(&plane, o.sent);
                     in_flight = 0;

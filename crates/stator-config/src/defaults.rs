@@ -31,6 +31,12 @@ pub const NEXT_HOP_CACHE: Duration = Duration::from_secs(1);
 /// Longest `dataplane.next_hop_cache`.
 pub const MAX_NEXT_HOP_CACHE: Duration = Duration::from_secs(3600);
 
+/// Shortest `dataplane.stale_after` other than 0: the controller refreshes the heartbeat every
+/// second; a bound of a few seconds survives a loaded scheduler.
+pub const MIN_STALE_AFTER: Duration = Duration::from_secs(3);
+/// Longest `dataplane.stale_after`.
+pub const MAX_STALE_AFTER: Duration = Duration::from_secs(86_400);
+
 /// `dataplane.afxdp.packet_threads`: one beside the I/O thread fits a 2-core machine.
 pub const AFXDP_PACKET_THREADS: u32 = 1;
 /// `dataplane.afxdp.frames`.

@@ -194,6 +194,8 @@ pub struct RawDataplane {
     pub icmp_echo: Option<bool>,
     /// What to do with the data plane on exit.
     pub on_exit: Option<OnExit>,
+    /// How long the forwarder trusts its tables without a heartbeat; "0s" = always.
+    pub stale_after: Option<Scalar>,
     /// `[dataplane.afxdp]`.
     pub afxdp: Option<RawAfxdp>,
 }

@@ -265,6 +265,10 @@ pub struct Dataplane {
     pub icmp_echo: bool,
     /// What to do with the data plane on exit.
     pub on_exit: OnExit,
+    /// How long the forwarder trusts its tables after the controller's last heartbeat: past
+    /// it, VIP traffic is passed to the kernel (docs/forwarding.md §3.2). `None`: always (the
+    /// default).
+    pub stale_after: Option<Duration>,
     /// The AF_XDP forwarder's settings (defaults unless `[dataplane.afxdp]` sets them).
     pub afxdp: Afxdp,
 }

@@ -32,6 +32,7 @@ const TABLES: &[(&str, &[(&str, char)])] = &[
             ("next_hop_cache", 'x'),
             ("icmp_echo", 'b'),
             ("on_exit", 'e'),
+            ("stale_after", 'x'),
         ],
     ),
     (

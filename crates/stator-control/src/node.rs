@@ -528,6 +528,7 @@ impl Node {
             ),
             vitals,
         );
+        let refresher = self.start_beat(&main);
         let mut beat = tokio::time::interval(supervise::BEAT_INTERVAL);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -546,7 +547,43 @@ impl Node {
             }
         }
         supervision.stopping();
-        self.shutdown().await
+        let keep = self.view().config.dataplane.on_exit == stator_config::OnExit::Keep;
+        let result = self.shutdown().await;
+        if let Some(r) = refresher {
+            r.finish(keep);
+        }
+        result
+    }
+
+    /// Starts refreshing the data plane's heartbeat when `dataplane.stale_after` asks for it
+    /// (XDP only), fed by the main loop's beat and every one of [`Node::vitals`]. A node whose
+    /// heartbeat cannot be written runs without it and says so.
+    fn start_beat(&self, main: &Heartbeat) -> Option<supervise::BeatRefresher> {
+        let config = self.view().config.clone();
+        let stale_after = config.dataplane.stale_after?;
+        if config.dataplane.mode != DataplaneMode::Xdp {
+            return None;
+        }
+        let writer = match stator_xdp::BeatWriter::open(&config.dataplane.pin_path) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot write the data-plane heartbeat: dataplane.stale_after has no effect");
+                return None;
+            }
+        };
+        let mut vitals = vec![Vital::looping(
+            "main loop",
+            main.clone(),
+            supervise::LOOP_ALLOWANCE,
+        )];
+        vitals.extend(self.vitals());
+        match supervise::BeatRefresher::start(writer, stale_after, vitals) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the data-plane heartbeat: dataplane.stale_after has no effect");
+                None
+            }
+        }
     }
 }
 

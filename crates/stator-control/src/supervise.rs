@@ -304,6 +304,87 @@ impl Supervision {
     }
 }
 
+/// The data plane's heartbeat (`dataplane.stale_after`, docs/forwarding.md §3.2): a thread
+/// that refreshes `stator_beat` every [`BEAT_INTERVAL`] while every one of its vitals makes
+/// progress — the same rule as the watchdog pings, but seen by the forwarder itself, so it
+/// holds without systemd, and when the supervisor's kill or `stator withdraw` did not happen.
+/// A controller that dies, is stopped or hangs stops refreshing; past the bound the XDP
+/// forwarder passes VIP traffic to the kernel (`stale_pass`).
+#[derive(Debug)]
+pub struct BeatRefresher {
+    writer: Arc<stator_xdp::BeatWriter>,
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+impl BeatRefresher {
+    /// Refreshes now, then every [`BEAT_INTERVAL`] while `vitals` keep their promises.
+    ///
+    /// # Errors
+    /// The thread cannot be started.
+    pub fn start(
+        writer: stator_xdp::BeatWriter,
+        stale_after: Duration,
+        vitals: Vec<Vital>,
+    ) -> std::io::Result<Self> {
+        let writer = Arc::new(writer);
+        writer.refresh(stale_after);
+        tracing::info!(stale_after = ?stale_after, "data-plane heartbeat on: the forwarder passes VIP traffic if the controller stops refreshing it");
+        let stop = Arc::new(AtomicBool::new(false));
+        let (w, s) = (Arc::clone(&writer), Arc::clone(&stop));
+        let handle = std::thread::Builder::new()
+            .name("stator-dp-beat".into())
+            .spawn(move || refresh(&w, stale_after, &vitals, &s))?;
+        Ok(Self {
+            writer,
+            stop,
+            handle,
+        })
+    }
+
+    /// Stops refreshing. `keep_forwarding` (a clean stop with `on_exit = "keep"`): the check
+    /// is turned off, so that the forwarder goes on trusting its tables until the next
+    /// controller refreshes them; otherwise the last refresh stands.
+    pub fn finish(self, keep_forwarding: bool) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle.thread().unpark();
+        let _ = self.handle.join();
+        if keep_forwarding {
+            self.writer.off();
+            tracing::info!(
+                "data-plane heartbeat off: the forwarder keeps trusting its tables until the next controller"
+            );
+        }
+    }
+}
+
+fn refresh(w: &stator_xdp::BeatWriter, stale_after: Duration, vitals: &[Vital], stop: &AtomicBool) {
+    let mut silent_since: Option<Instant> = None;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::park_timeout(BEAT_INTERVAL);
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let now = Instant::now();
+        match stalled(vitals, now) {
+            None => {
+                if let Some(since) = silent_since.take() {
+                    tracing::info!(silent_for = ?since.elapsed(), "every task makes progress again: data-plane heartbeat resumes");
+                }
+                w.refresh(stale_after);
+            }
+            Some((name, late)) => {
+                if silent_since.is_none() {
+                    tracing::error!(task = name, late = ?late, stale_after = ?stale_after,
+                                    "a task the node cannot live without made no progress: the data-plane \
+                                     heartbeat stops (past stale_after, the forwarder passes VIP traffic)");
+                    silent_since = Some(now);
+                }
+            }
+        }
+    }
+}
+
 fn ping(notifier: &Notifier, bound: Duration, vitals: &[Vital], stop: &AtomicBool) {
     let every = bound / 2;
     let mut silent_since: Option<Instant> = None;

@@ -129,6 +129,7 @@ fn alert_rules_and_scrape_config_pass_promtool() {
     for wanted in [
         "stator_forwarder_healthy == 0",
         "stator_vip_usable_backends == 0",
+        "stator_passed_packets_total{reason=\"stale\"}",
         "stator_vip_announce != on(instance, job, node, vip) stator_vip_announced",
         "stator_drops_total{reason=~\"fib|no_neigh|mtu\"}",
         "increase(stator_config_reloads_total{result=\"failure\"}[1h]) > 0",

@@ -3,7 +3,7 @@
 //! steps one frame goes through live in `pipeline`; this module owns the state they change.
 
 use stator_abi::{
-    Counter, FragKey, STATOR_DEFAULT_CT_ENTRIES, STATOR_DEFAULT_FRAG_ENTRIES, TraceEvent,
+    Beat, Counter, FragKey, STATOR_DEFAULT_CT_ENTRIES, STATOR_DEFAULT_FRAG_ENTRIES, TraceEvent,
 };
 
 use crate::compiled::{CompiledSnapshot, IPPROTO_TCP};
@@ -72,6 +72,8 @@ pub struct Forwarder {
     frags: FragTable,
     /// The tracer's report window (`stator_trl`), one for all CPUs.
     window: ReportWindow,
+    /// The controller's heartbeat (`stator_beat[0]`, §3.2); off until set.
+    beat: Beat,
     side: Side,
 }
 
@@ -91,8 +93,20 @@ impl Forwarder {
             mode: cfg.ct_mode,
             frags: FragTable::new(cfg.frag_capacity),
             window: ReportWindow::default(),
+            beat: Beat::default(),
             side: Side::default(),
         }
+    }
+
+    /// Sets the controller's heartbeat (`stator_beat[0]`, docs/forwarding.md §3.2): while it is
+    /// stale, VIP traffic is passed, counted `stale_pass`.
+    pub fn set_beat(&mut self, beat: Beat) {
+        self.beat = beat;
+    }
+
+    /// The heartbeat [`process`](Self::process) checks.
+    pub fn beat(&self) -> Beat {
+        self.beat
     }
 
     /// The fragment table (`stator_frag`).
@@ -203,6 +217,7 @@ impl Forwarder {
             table: &mut self.tables[t],
             frags: &mut self.frags,
             window: &mut self.window,
+            beat: self.beat,
             side: &mut self.side,
             len: frame.data().len(),
         };
@@ -216,6 +231,10 @@ impl Forwarder {
             }
             End::Stop(Stop::NonVip) => {
                 counters.inc(Counter::NonVip);
+                Action::Pass
+            }
+            End::Stop(Stop::Stale) => {
+                counters.inc(Counter::StalePass);
                 Action::Pass
             }
             End::Stop(Stop::Drop(r)) => {

@@ -158,6 +158,9 @@ where
         }
         None
     };
+    if cx.stale() {
+        return Stop::Stale.into();
+    }
     let key = frag_key(ip, f);
     let three = Tuple {
         src: ip.src,

@@ -143,6 +143,6 @@ pub use verdict::{Action, Cause, Insert, Selection, Trace, TraceOutcome, Verdict
 /// The ABI types the forwarder's API speaks in, re-exported so callers need not depend on
 /// `stator-abi` for them.
 pub use stator_abi::{
-    Counter, CtEntry, DropReason, Encap, Family, FlowKey, FragEntry, FragKey, TraceCause,
+    Beat, Counter, CtEntry, DropReason, Encap, Family, FlowKey, FragEntry, FragKey, TraceCause,
     TraceEvent, TraceKind, TraceMark, Traffic,
 };

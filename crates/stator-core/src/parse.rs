@@ -37,6 +37,8 @@ pub(crate) enum Stop {
     NonIp,
     /// Not VIP traffic: pass, count `non_vip`.
     NonVip,
+    /// VIP traffic while the controller's heartbeat is stale (§3.2): pass, count `stale_pass`.
+    Stale,
     /// Drop for this reason.
     Drop(DropReason),
 }

@@ -3,7 +3,7 @@
 //! [`Forwarder::process`](crate::Forwarder::process) drives, from the parse to the transmit.
 
 use stator_abi::{
-    Counter, CtEntry, DropReason, Encap, FlowKey, FragEntry, FragKey, STATOR_GRE_REDIRECT,
+    Beat, Counter, CtEntry, DropReason, Encap, FlowKey, FragEntry, FragKey, STATOR_GRE_REDIRECT,
     STATOR_NO_REAL, STATOR_NO_VIP, STATOR_REAL_F_USABLE, TraceEvent, TraceKind,
 };
 
@@ -64,12 +64,20 @@ pub(crate) struct Cx<'a, N: ?Sized> {
     pub(crate) table: &'a mut ConnTable,
     pub(crate) frags: &'a mut FragTable,
     pub(crate) window: &'a mut ReportWindow,
+    /// The controller's heartbeat (§3.2).
+    pub(crate) beat: Beat,
     pub(crate) side: &'a mut Side,
     /// The frame's length as received.
     pub(crate) len: usize,
 }
 
 impl<N: ?Sized> Cx<'_, N> {
+    /// §3.2: the controller's heartbeat is stale — VIP traffic is passed.
+    #[inline]
+    pub(crate) fn stale(&self) -> bool {
+        self.beat.stale(self.now)
+    }
+
     /// Writes `stator_frag[key]` (§9 step 4), counting `frag_record` for a decision.
     pub(crate) fn record(
         &mut self,
@@ -136,7 +144,9 @@ pub(crate) struct PktCx {
 #[inline]
 fn inner_stop(end: End, redirected: bool) -> End {
     match end {
-        End::Stop(Stop::NonIp | Stop::NonVip) if redirected => DropReason::Redirect.into(),
+        End::Stop(Stop::NonIp | Stop::NonVip | Stop::Stale) if redirected => {
+            DropReason::Redirect.into()
+        }
         e => e,
     }
 }
@@ -213,6 +223,9 @@ where
             };
             if m.group {
                 cx.st.counters.inc(Counter::GroupMatch);
+            }
+            if cx.stale() {
+                return Stop::Stale.into();
             }
             pcx.mark = cx.traced(data, ip);
             let tuple = ip.tuple(sport, dport);

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use aya::programs::{ProgramError, ProgramFd, Xdp};
 use aya::{Ebpf, EbpfLoader};
 use stator_abi::{
-    Probe, STATOR_FAMILY_NONE, STATOR_PROBE_ETHERTYPE, STATOR_PROBE_F_CFG, STATOR_PROBE_F_VADDR,
-    STATOR_PROBE_MAGIC,
+    Beat, Probe, STATOR_FAMILY_NONE, STATOR_PROBE_ETHERTYPE, STATOR_PROBE_F_CFG,
+    STATOR_PROBE_F_VADDR, STATOR_PROBE_MAGIC,
 };
 use stator_core::{Snapshot, ValidSnapshot};
 
@@ -286,6 +286,28 @@ impl Forwarder {
             .set_fib_cache_us(lifetime.map_or(0, |d| d.as_micros() as u32));
         self.opts = opts;
         Ok(())
+    }
+
+    /// Writes the controller's heartbeat (`stator_beat[0]`, docs/forwarding.md §3.2): from the
+    /// next packet on, VIP traffic is passed (counted `stale_pass`) while `now` is more than
+    /// `beat.stale_after_ns` past `beat.refreshed_ns`; a `stale_after_ns` of 0 turns the check
+    /// off. Times are CLOCK_MONOTONIC_COARSE nanoseconds ([`crate::monotonic_coarse_ns`]), the
+    /// program's clock. Fails only under maps pinned by a build without the heartbeat.
+    pub fn set_beat(&self, beat: Beat) -> Result<()> {
+        match &self.maps.beat {
+            Some(m) => {
+                m.store(beat);
+                Ok(())
+            }
+            None => Err(XdpError::NotLoaded {
+                pin_path: self.opts.pin_path.join("stator_beat"),
+            }),
+        }
+    }
+
+    /// The heartbeat the program reads (`None` under maps of a build without it).
+    pub fn beat(&self) -> Option<Beat> {
+        self.maps.beat.as_ref().map(sys::MmapArray::load)
     }
 
     /// Sets (`Some`) or clears (`None`) the test clock the program uses instead of the kernel

@@ -67,12 +67,13 @@ pub use decap::{
 pub use error::{Result, XdpError};
 pub use forwarder::{CommitReport, Forwarder, PROGRAM_NAME, SelfTest, TAIL_PROGRAMS, verify};
 pub use holder::{Holder, HolderStats};
-pub use maps::{Counters, FORWARDER_MAPS, Maps};
+pub use maps::{BeatWriter, Counters, FORWARDER_MAPS, Maps};
 pub use options::{
     AttachMode, ConntrackMode, DEFAULT_FIB_CACHE, DEFAULT_PIN_PATH, MAX_SLOTS_PER_GEN, XdpOptions,
 };
 pub use pass::attach_pass;
 pub use rings::{HoldRing, TraceRing};
+pub use sys::monotonic_coarse_ns;
 pub use xsk::{FIBQ_PROGRAM_NAME, XSK_CT_ENTRIES, XSK_PROGRAM_NAME};
 
 /// True when the process runs as root (what loading and attaching need).

@@ -12,8 +12,9 @@ use aya::maps::{
     Array, DevMapHash, HashMap, Map, MapData, MapInfo, MapType, PerCpuArray, PerCpuHashMap,
 };
 use stator_abi::{
-    AddrRec, Class, Counter, CtEntry, Ctl, DropReason, Flood, FlowKey, FragEntry, FragKey, NodeCfg,
-    Peer, Real, STATOR_CNT_MAX, STATOR_DROP_MAX, SfxKey, TraceKeys, Traffic, Vaddr, Vip, VipKey,
+    AddrRec, Beat, Class, Counter, CtEntry, Ctl, DropReason, Flood, FlowKey, FragEntry, FragKey,
+    NodeCfg, Peer, Real, STATOR_CNT_MAX, STATOR_DROP_MAX, SfxKey, TraceKeys, Traffic, Vaddr, Vip,
+    VipKey,
 };
 
 use crate::ct4::{Ct4Table, Occupancy};
@@ -22,8 +23,9 @@ use crate::options::ConntrackMode;
 use crate::sys::{ClassData, MmapArray, Rec, Record};
 
 /// Names of the forwarder's maps (also their pin names).
-pub const FORWARDER_MAPS: [&str; 27] = [
+pub const FORWARDER_MAPS: [&str; 28] = [
     "stator_ctl",
+    "stator_beat",
     "stator_cfg",
     "stator_vtab",
     "stator_vips",
@@ -80,6 +82,9 @@ pub struct Maps {
     ct_entries: u32,
     slots_per_gen: u32,
     pub(crate) ctl: MmapArray<Ctl>,
+    /// The controller's heartbeat (`stator_beat[0]`); `None` under maps pinned by a build
+    /// before it (read-only use of an older node's maps).
+    pub(crate) beat: Option<MmapArray<Beat>>,
     pub(crate) cfg: MmapArray<NodeCfg>,
     pub(crate) reals: MmapArray<Real>,
     pub(crate) slots: MmapArray<u32>,
@@ -117,6 +122,69 @@ impl std::fmt::Debug for Maps {
 
 fn open_pin(dir: &Path, name: &'static str) -> Result<MapData> {
     MapData::from_pin(dir.join(name)).map_err(|e| XdpError::map(name, "opening the pin", e))
+}
+
+/// The controller's side of the heartbeat (`stator_beat[0]`, docs/forwarding.md §3.2),
+/// opened from its pin: a thread of its own refreshes it, apart from whoever owns the
+/// [`crate::Forwarder`].
+pub struct BeatWriter {
+    map: MmapArray<Beat>,
+}
+
+impl std::fmt::Debug for BeatWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BeatWriter")
+            .field("beat", &self.map.load())
+            .finish()
+    }
+}
+
+impl BeatWriter {
+    /// Opens `stator_beat` pinned under `pin_path` (the forwarder must be loaded).
+    ///
+    /// # Errors
+    /// Not root, or no heartbeat map pinned there (nothing loaded, or a build without it).
+    pub fn open(pin_path: &Path) -> Result<Self> {
+        if !crate::sys::is_root() {
+            return Err(XdpError::NotRoot {
+                what: "writing the forwarder's heartbeat".into(),
+            });
+        }
+        if !pin_path.join("stator_beat").exists() {
+            return Err(XdpError::NotLoaded {
+                pin_path: pin_path.to_path_buf(),
+            });
+        }
+        let md = open_pin(pin_path, "stator_beat")?;
+        Ok(Self {
+            map: mmap_array("stator_beat", &md)?,
+        })
+    }
+
+    /// Refreshes the heartbeat now (CLOCK_MONOTONIC_COARSE); the forwarder trusts its tables
+    /// for `stale_after` from now.
+    pub fn refresh(&self, stale_after: std::time::Duration) {
+        self.map.store(Beat {
+            refreshed_ns: crate::sys::monotonic_coarse_ns(),
+            stale_after_ns: u64::try_from(stale_after.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1),
+        });
+    }
+
+    /// Turns the check off: the tables are trusted however old (a clean stop that keeps
+    /// forwarding, `on_exit = "keep"`).
+    pub fn off(&self) {
+        self.map.store(Beat {
+            refreshed_ns: crate::sys::monotonic_coarse_ns(),
+            stale_after_ns: 0,
+        });
+    }
+
+    /// The heartbeat as the program reads it.
+    pub fn read(&self) -> Beat {
+        self.map.load()
+    }
 }
 
 fn typed<T>(
@@ -202,6 +270,14 @@ impl Maps {
             ct_entries: ct_info.max_entries(),
             slots_per_gen,
             ctl: mmap_array("stator_ctl", &ctl)?,
+            beat: if pin_path.join("stator_beat").exists() {
+                Some(mmap_array(
+                    "stator_beat",
+                    &open_pin(pin_path, "stator_beat")?,
+                )?)
+            } else {
+                None
+            },
             cfg: mmap_array("stator_cfg", &cfg)?,
             reals: mmap_array("stator_reals", &reals)?,
             slots: mmap_array("stator_slots", &slots)?,

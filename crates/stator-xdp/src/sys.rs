@@ -14,7 +14,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use stator_abi::{
-    AddrRec, BenchFrame, Class, Ct4Bucket, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey,
+    AddrRec, Beat, BenchFrame, Class, Ct4Bucket, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey,
     FragEntry, FragKey, NodeCfg, Peer, Real, SIZEOF_stator_class_key, SfxKey, TraceKeys, Traffic,
     Vaddr, Vip, VipKey, XskCfg,
 };
@@ -38,7 +38,7 @@ macro_rules! abi_records {
     )* };
 }
 abi_records!(
-    Ctl, NodeCfg, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Ct4Bucket, Flood, Traffic,
+    Beat, Ctl, NodeCfg, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Ct4Bucket, Flood, Traffic,
     BenchFrame, DecapAddr, DecapCfg, XskCfg, Peer, AddrRec, Class, SfxKey, FragKey, FragEntry,
     TraceKeys
 );
@@ -195,6 +195,41 @@ impl MmapArray<Ctl> {
     }
 }
 
+impl MmapArray<Beat> {
+    fn beat_field(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: both fields lie inside element 0 and are 8-byte aligned (asserted ABI offsets
+        // 0 and 8 in a page-aligned mapping); they are only accessed atomically or by BPF loads.
+        unsafe { AtomicU64::from_ptr(self.ptr(0).cast::<u8>().add(off).cast()) }
+    }
+
+    /// Stores `stator_beat[0]`, each field atomically, in the order that never shows a packet
+    /// a stale beat the two values do not mean: the refresh before turning the check on, the
+    /// check off before an older refresh.
+    pub(crate) fn store(&self, beat: Beat) {
+        let at = self.beat_field(std::mem::offset_of!(Beat, refreshed_ns));
+        let after = self.beat_field(std::mem::offset_of!(Beat, stale_after_ns));
+        if beat.stale_after_ns == 0 {
+            after.store(0, Ordering::Release);
+            at.store(beat.refreshed_ns, Ordering::Release);
+        } else {
+            at.store(beat.refreshed_ns, Ordering::Release);
+            after.store(beat.stale_after_ns, Ordering::Release);
+        }
+    }
+
+    /// Loads `stator_beat[0]`.
+    pub(crate) fn load(&self) -> Beat {
+        Beat {
+            refreshed_ns: self
+                .beat_field(std::mem::offset_of!(Beat, refreshed_ns))
+                .load(Ordering::Acquire),
+            stale_after_ns: self
+                .beat_field(std::mem::offset_of!(Beat, stale_after_ns))
+                .load(Ordering::Acquire),
+        }
+    }
+}
+
 /// `membarrier(MEMBARRIER_CMD_GLOBAL)`: returns after an RCU grace period (`synchronize_rcu`),
 /// i.e. once every XDP program invocation that started before the call has finished.
 pub(crate) fn membarrier_global() -> io::Result<()> {
@@ -209,7 +244,7 @@ pub(crate) fn membarrier_global() -> io::Result<()> {
 
 /// `CLOCK_MONOTONIC_COARSE` in nanoseconds: the clock `bpf_ktime_get_coarse_ns()` reads, which
 /// stamps connection-table entries.
-pub(crate) fn monotonic_coarse_ns() -> u64 {
+pub fn monotonic_coarse_ns() -> u64 {
     // SAFETY: a zeroed timespec is a valid out-parameter; clock_gettime writes only into it.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
     // SAFETY: as above; CLOCK_MONOTONIC_COARSE always exists on Linux.

@@ -154,6 +154,7 @@ fn assert_coverage(r: &Report) {
         Counter::GroupMatch,
         Counter::TraceReport,
         Counter::TraceLimited,
+        Counter::StalePass,
     ] {
         assert!(
             r.events.get(c.label()).copied().unwrap_or(0) > 0,

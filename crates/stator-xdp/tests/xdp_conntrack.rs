@@ -393,6 +393,97 @@ fn idle_timeouts_follow_the_test_clock() {
     });
 }
 
+/// The controller's heartbeat (docs/forwarding.md §3.2), written as `stator run` writes it
+/// (`BeatWriter` on the pinned map, the kernel's coarse clock) and read by the program under
+/// the test clock: fresh → forwarded; stale → passed, counted `stale_pass`, nothing decided;
+/// off → forwarded however old; refreshed → forwarded with the connection's entry intact.
+#[test]
+fn a_stale_heartbeat_passes_vip_traffic() {
+    with_world("ct-beat", ConntrackMode::PerCpu, |w| {
+        let beat =
+            stator_xdp::BeatWriter::open(&w.fwd.options().pin_path).expect("open stator_beat");
+        assert_eq!(beat.read().stale_after_ns, 0, "off after load");
+        beat.refresh(std::time::Duration::from_secs(3));
+        let b = beat.read();
+        assert_eq!(b.stale_after_ns, 3 * SEC);
+        assert_eq!(
+            w.fwd.beat(),
+            Some(b),
+            "the forwarder reads what the writer wrote"
+        );
+        let at = b.refreshed_ns;
+
+        w.fwd.set_test_clock(Some(at + SEC));
+        let syn = tcp(client4(), 24_101, &vips::tcp4(), SYN);
+        let (real, out) = w.via_maglev(&syn, &vips::tcp4());
+        w.check(&case(
+            "fresh: forwarded",
+            syn.frame(),
+            TX,
+            Out::Bytes(out),
+            MISS_TX,
+        ));
+        let ack = with_flags(&syn, ACK);
+        w.fwd.set_test_clock(Some(at + 3 * SEC));
+        w.check(&case(
+            "exactly the bound: forwarded",
+            ack.frame(),
+            TX,
+            to_real(w, &ack, real),
+            HIT_TX,
+        ));
+        w.fwd.set_test_clock(Some(at + 3 * SEC + 1));
+        let stale: &[(Stat, u64)] = &[
+            (Stat::C(Counter::ActPass), 1),
+            (Stat::C(Counter::StalePass), 1),
+        ];
+        w.check(&case(
+            "past the bound: passed",
+            ack.frame(),
+            PASS,
+            Out::Same,
+            stale,
+        ));
+        let u = udp(client4(), 24_102, &vips::udp4());
+        w.check(&case(
+            "a new UDP flow: passed",
+            u.frame(),
+            PASS,
+            Out::Same,
+            stale,
+        ));
+        let other = Packet::tcp(client4(), 24_103, common::v4(10, 0, 0, 200), 80, SYN);
+        w.check(&case(
+            "not VIP traffic: as ever",
+            other.frame(),
+            PASS,
+            Out::Same,
+            NON_VIP,
+        ));
+
+        beat.off();
+        w.fwd.set_test_clock(Some(at + 100 * SEC));
+        w.check(&case(
+            "off: forwarded however old",
+            ack.frame(),
+            TX,
+            to_real(w, &ack, real),
+            HIT_TX,
+        ));
+
+        beat.refresh(std::time::Duration::from_secs(3));
+        w.fwd.set_test_clock(Some(beat.read().refreshed_ns + SEC));
+        w.check(&case(
+            "refreshed: the entry still there",
+            ack.frame(),
+            TX,
+            to_real(w, &ack, real),
+            HIT_TX,
+        ));
+        w.fwd.set_test_clock(None);
+    });
+}
+
 #[test]
 fn flood_guard_follows_the_test_clock() {
     with_world("ct-flood", ConntrackMode::PerCpu, |w| {

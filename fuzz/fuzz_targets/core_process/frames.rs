@@ -28,6 +28,9 @@ pub enum Record {
     Back(u64),
     /// Only time passes (the holder looks at its queue).
     Tick(u64),
+    /// The controller's heartbeat refreshed now, stale after this many ns (0: the check off;
+    /// docs/forwarding.md §3.2).
+    Beat(u64),
 }
 
 /// A frame and what the oracle knows about how it was made.
@@ -74,6 +77,7 @@ pub fn read(r: &mut Reader<'_>, seal_key: &[u8; 16]) -> Option<Record> {
     match kind {
         5 => return Some(Record::Switch),
         6 => return Some(Record::Back(dt_ns)),
+        7 if op & 0x80 != 0 => return Some(Record::Beat(dt_ns)),
         7 => return Some(Record::Tick(dt_ns)),
         _ => {}
     }

@@ -17,7 +17,8 @@
 //! - a redirect (fragment to its owner, failover) goes to a peer that is not this node or to
 //!   the VIP's failover address, never out of a received redirect (recursion control: never
 //!   redirected twice), and a redirected fragment is a fragment;
-//! - for a plain TCP/UDP packet, `Forwarder::explain` (asked before, on a copy) predicts the
+//! - `stale_pass` only while the heartbeat is stale, and then a pass that decided nothing;
+//! - for a plain TCP/UDP packet (unless passed as stale), `Forwarder::explain` (asked before, on a copy) predicts the
 //!   VIP, the selection and the real `process` arrives at, and `table_hash` is the verdict's
 //!   flow hash.
 
@@ -179,6 +180,19 @@ pub fn process(
             redirected_in,
             predicted,
         );
+    }
+
+    // the heartbeat (§3.2): only a stale one passes VIP traffic, and then nothing is decided
+    if d(Counter::StalePass) == 1 {
+        assert!(before.beat().stale(now), "stale_pass under a fresh heartbeat: {v:?}");
+        assert_eq!(v.action, Action::Pass, "{v:?}");
+        assert_eq!(v.real, None, "{v:?}");
+        assert_eq!(
+            fwd.conn_table(frame.cpu).len(),
+            before.conn_table(frame.cpu).len(),
+            "nothing recorded while stale"
+        );
+        return v;
     }
 
     // explain and table_hash agree with process for a plain packet

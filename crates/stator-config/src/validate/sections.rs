@@ -171,6 +171,10 @@ pub(super) fn dataplane(ctx: &mut Ctx, raw: Option<&RawDataplane>) -> Option<Dat
             )
             .map(|t| (!t.is_zero()).then_some(t)),
     };
+    let stale_after = match raw.stale_after.as_ref() {
+        None => Some(None),
+        Some(v) => stale_after(ctx, at.key("stale_after"), v, mode),
+    };
     Some(Dataplane {
         mode: mode?,
         interfaces: interfaces?,
@@ -185,8 +189,50 @@ pub(super) fn dataplane(ctx: &mut Ctx, raw: Option<&RawDataplane>) -> Option<Dat
         next_hop_cache: next_hop_cache?,
         icmp_echo: raw.icmp_echo.unwrap_or(true),
         on_exit: raw.on_exit.unwrap_or_default(),
+        stale_after: stale_after?,
         afxdp: afxdp?,
     })
+}
+
+/// `dataplane.stale_after`: "0s" is off (`None`); otherwise at least
+/// [`d::MIN_STALE_AFTER`], and only where the XDP forwarder runs.
+fn stale_after(
+    ctx: &mut Ctx,
+    at: FieldPath,
+    v: &Scalar,
+    mode: Option<DataplaneMode>,
+) -> Option<Option<Duration>> {
+    let t = ctx.duration_in(at.clone(), v, Duration::ZERO, d::MAX_STALE_AFTER)?;
+    if t.is_zero() {
+        return Some(None);
+    }
+    if t < d::MIN_STALE_AFTER {
+        ctx.error(
+            at,
+            Error::OutOfRange {
+                value: crate::duration::format_duration(t),
+                min: crate::duration::format_duration(d::MIN_STALE_AFTER),
+                max: crate::duration::format_duration(d::MAX_STALE_AFTER),
+                hint: "; the controller refreshes the heartbeat once a second, and a loaded \
+                       node would pass VIP traffic for nothing (\"0s\" turns the check off)"
+                    .into(),
+            },
+        );
+        return None;
+    }
+    if mode != Some(DataplaneMode::Xdp) {
+        ctx.error(
+            at,
+            Error::Unsupported {
+                what: "the heartbeat check outside the XDP forwarder".into(),
+                hint: "; the AF_XDP plane runs inside stator run itself, and mode = \"none\" \
+                       forwards nothing: remove stale_after, or set mode = \"xdp\""
+                    .into(),
+            },
+        );
+        return None;
+    }
+    Some(Some(t))
 }
 
 /// `[dataplane.afxdp]`: every key optional, checked against what the AF_XDP plane accepts.

@@ -349,7 +349,8 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
         "Packets handed to the kernel, by why.",
     )
     .sample(&[("reason", "non_vip")], c.get(Counter::NonVip) as f64)
-    .sample(&[("reason", "non_ip")], c.get(Counter::NonIp) as f64);
+    .sample(&[("reason", "non_ip")], c.get(Counter::NonIp) as f64)
+    .sample(&[("reason", "stale")], c.get(Counter::StalePass) as f64);
     e.family(
         "stator_icmp_total",
         Kind::Counter,

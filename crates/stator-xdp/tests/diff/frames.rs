@@ -77,6 +77,9 @@ pub enum Change {
     FloodLimit(u32),
     /// The next-hop cache on or off (not part of the snapshot; the core does not see it).
     Cache(bool),
+    /// The controller's heartbeat (docs/forwarding.md §3.2) refreshed now, stale after this
+    /// many ns (0: the check off).
+    Beat(u64),
 }
 
 /// One step of a run.
@@ -390,6 +393,7 @@ impl Gen {
             }
             870..940 => self.connection(cfg, &mut out),
             940..948 => self.flood(&mut out),
+            948..953 => self.heartbeat(cfg, &mut out),
             _ => self.sec4(cfg, &mut out),
         }
         out

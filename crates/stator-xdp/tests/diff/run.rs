@@ -13,7 +13,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
-use stator_abi::{Counter, CtEntry, DropReason, Flood, FragEntry, HoldHdr, TraceEvent, Traffic};
+use stator_abi::{
+    Beat, Counter, CtEntry, DropReason, Flood, FragEntry, HoldHdr, TraceEvent, Traffic,
+};
 use stator_core::{
     Action, CompiledSnapshot, CtMode, Forwarder as Core, ForwarderConfig, FragKey, RealId,
     RealState, StaticFib, ValidSnapshot, VecPacketBuf, Verdict, VipId,
@@ -297,6 +299,19 @@ impl<'a> Run<'a> {
                 let life = on.then(|| std::time::Duration::from_secs(1));
                 self.xdp.set_fib_cache(life).unwrap();
                 self.remember(format!("next-hop cache {}", if on { "on" } else { "off" }));
+                return;
+            }
+            Change::Beat(after) => {
+                let beat = Beat {
+                    refreshed_ns: self.now,
+                    stale_after_ns: after,
+                };
+                self.xdp.set_beat(beat).expect("set the heartbeat");
+                self.core.set_beat(beat);
+                self.remember(format!(
+                    "heartbeat at {} ns, stale after {after} ns",
+                    self.now
+                ));
                 return;
             }
             Change::Random => self.cfg.randomize(self.u, &mut g),

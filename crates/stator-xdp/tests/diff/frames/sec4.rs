@@ -47,6 +47,43 @@ impl Gen {
     /// Puts a trace mark at the start of a TCP/UDP packet's payload (most of the time a
     /// whole one; now and then one cut short), sealed for the packet's flow with one of the
     /// nodes' keys, a key no node holds, or not at all (docs/forwarding.md §11.1).
+    /// The controller's heartbeat (docs/forwarding.md §3.2): refreshed now with a bound, then
+    /// frames on both sides of it — the clock exactly at the bound, one past, stepped back —
+    /// unfragmented, redirected, fragmented and group traffic; then the check off again.
+    pub(super) fn heartbeat(&mut self, cfg: &Config, out: &mut Vec<Step>) {
+        let after = self.rng.random_range(1..3 * SEC);
+        out.push(Step::Commit(Change::Beat(after)));
+        for _ in 0..self.rng.random_range(3..10) {
+            match self.rng.random_range(0..6) {
+                0 => out.push(Step::Advance(after)),
+                1 => out.push(Step::Advance(1)),
+                2 => out.push(Step::Advance(self.rng.random_range(0..after))),
+                3 => out.push(Step::Rewind(self.rng.random_range(1..SEC))),
+                _ => {}
+            }
+            let ingress = self.ingress();
+            match self.rng.random_range(0..10) {
+                0..5 => {
+                    let (p, kind) = self.valid_packet();
+                    let s = self.frame(Class::Valid, kind, p.frame(), ingress);
+                    out.push(s);
+                }
+                5..7 => {
+                    let (f, kind) = self.redirect();
+                    let s = self.frame(Class::Adversarial, kind, f, ingress);
+                    out.push(s);
+                }
+                7..9 => self.fragmented(cfg, out),
+                _ => {
+                    let p = self.group_packet();
+                    let s = self.frame(Class::Valid, "group", p.frame(), ingress);
+                    out.push(s);
+                }
+            }
+        }
+        out.push(Step::Commit(Change::Beat(0)));
+    }
+
     fn mark(&mut self, p: &mut Packet) {
         let v6_ = self.pct(30);
         let mut m = TraceMark {
