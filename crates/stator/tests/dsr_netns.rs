@@ -14,11 +14,10 @@
 
 mod common;
 
-use common::peer_xdp;
+use common::{decap_attach, decap_detach, peer_xdp, stator_ok};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use stator_abi::{Counter, DecapCounter, Encap};
@@ -55,23 +54,6 @@ impl Drop for Pins {
         }
         drop(self.1.take());
     }
-}
-
-/// `stator <args>` in a namespace (`nsenter --net`, which keeps bpffs visible).
-fn stator(ns: &Netns, args: &[&str]) -> String {
-    let out = Command::new("nsenter")
-        .arg(format!("--net={}", ns.path().display()))
-        .arg(env!("CARGO_BIN_EXE_stator"))
-        .args(args)
-        .output()
-        .expect("run stator under nsenter");
-    assert!(
-        out.status.success(),
-        "stator {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// An interface statistic (`rx_packets`, `tx_packets`) inside a namespace.
@@ -235,21 +217,7 @@ fn tcp_connections_spread_over_both_backends_and_replies_bypass_the_lb() {
             servers.push(Server::udp_echo(&b.ns, SocketAddr::new(vip, 7), &b.name).unwrap());
         }
         // the backend side through the CLI, as an operator runs it
-        let out = stator(
-            &b.ns,
-            &[
-                "decap",
-                "attach",
-                "--iface",
-                "eth0",
-                "--addr",
-                &b.addr(false).to_string(),
-                "--addr",
-                &b.addr(true).to_string(),
-                "--pin-path",
-                backend_pins[k].to_str().unwrap(),
-            ],
-        );
+        let out = decap_attach(&b.ns, &[b.addr(false), b.addr(true)], &backend_pins[k]);
         assert!(out.contains("attached to eth0"), "{out}");
         assert!(out.contains("native mode"), "{out}");
     }
@@ -386,7 +354,7 @@ fn tcp_connections_spread_over_both_backends_and_replies_bypass_the_lb() {
     }
 
     // the CLI reads the same counters and the attachment
-    let stats: serde_json::Value = serde_json::from_str(&stator(
+    let stats: serde_json::Value = serde_json::from_str(&stator_ok(
         &lab.backends[0].ns,
         &[
             "decap",
@@ -401,7 +369,7 @@ fn tcp_connections_spread_over_both_backends_and_replies_bypass_the_lb() {
         assert!(stats["counters"][k].as_u64().unwrap() > 0, "{k}: {stats}");
     }
     assert_eq!(stats["counters"]["rejected"], 0);
-    let status: serde_json::Value = serde_json::from_str(&stator(
+    let status: serde_json::Value = serde_json::from_str(&stator_ok(
         &lab.backends[0].ns,
         &[
             "decap",
@@ -417,17 +385,7 @@ fn tcp_connections_spread_over_both_backends_and_replies_bypass_the_lb() {
     assert_eq!(status["gue_port"], 6080);
 
     for p in &backend_pins {
-        let out = stator(
-            &lab.backends[0].ns,
-            &[
-                "decap",
-                "detach",
-                "--all",
-                "--purge",
-                "--pin-path",
-                p.to_str().unwrap(),
-            ],
-        );
+        let out = decap_detach(&lab.backends[0].ns, p);
         assert!(out.contains("detached from eth0"), "{out}");
         assert!(!p.exists());
     }

@@ -17,12 +17,12 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::peer_xdp;
+use common::{decap_attach, decap_detach, peer_xdp};
 use stator_abi::Counter;
-use stator_lab::netns::{Netns, is_root};
+use stator_lab::netns::is_root;
 use stator_lab::serve::{Server, tcp_connect};
 use stator_lab::stator::{BpfFs, StatorRun};
 use stator_lab::topo::{DsrLab, DsrSpec};
@@ -32,23 +32,6 @@ const NET: u8 = 84;
 const VIP: &str = "192.0.2.84";
 const STALE_AFTER: Duration = Duration::from_secs(3);
 const SOON: Duration = Duration::from_secs(10);
-
-fn stator(ns: &Netns, args: &[&str]) -> Output {
-    Command::new("nsenter")
-        .arg(format!("--net={}", ns.path().display()))
-        .arg(env!("CARGO_BIN_EXE_stator"))
-        .args(args)
-        .output()
-        .expect("run stator under nsenter")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn config(lab: &DsrLab, dir: &Path, pins: &Path) -> String {
     let mut backends = String::new();
@@ -174,20 +157,7 @@ fn a_controller_that_stops_refreshing_leaves_a_forwarder_that_passes_vip_traffic
         servers.push(Server::tcp_echo(&b.ns, SocketAddr::new(vip_addr, 80), &b.name).unwrap());
         servers.push(Server::tcp_echo(&b.ns, SocketAddr::new(b.addr(false), 80), &b.name).unwrap());
         let pins = bpffs.path().join(&b.name);
-        let out = stator(
-            &b.ns,
-            &[
-                "decap",
-                "attach",
-                "--iface",
-                "eth0",
-                "--addr",
-                &b.addr(false).to_string(),
-                "--pin-path",
-                pins.to_str().unwrap(),
-            ],
-        );
-        assert!(out.status.success(), "{}", text(&out));
+        decap_attach(&b.ns, &[b.addr(false)], &pins);
         decap_pins.push(pins);
     }
     lab.route_vip(vip_addr, &[0]).unwrap();
@@ -303,18 +273,7 @@ fn a_controller_that_stops_refreshing_leaves_a_forwarder_that_passes_vip_traffic
     let _ = stator_xdp::purge(&lb_pins);
     drop(servers);
     for (k, p) in decap_pins.iter().enumerate() {
-        let out = stator(
-            &lab.backends[k].ns,
-            &[
-                "decap",
-                "detach",
-                "--all",
-                "--purge",
-                "--pin-path",
-                p.to_str().unwrap(),
-            ],
-        );
-        assert!(out.status.success(), "{}", text(&out));
+        decap_detach(&lab.backends[k].ns, p);
     }
     let _ = stator_xdp::detach_all(&peer_pin);
     let _ = stator_xdp::purge(&peer_pin);

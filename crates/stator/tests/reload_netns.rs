@@ -32,15 +32,15 @@
 
 mod common;
 
-use common::peer_xdp;
+use common::{decap_attach, decap_detach, output_text, peer_xdp, stator_in};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use stator_lab::netns::{Netns, is_root, list};
+use stator_lab::netns::{is_root, list};
 use stator_lab::serve::{Server, tcp_connect};
 use stator_lab::stator::{BpfFs, StatorRun};
 use stator_lab::topo::{DsrLab, DsrSpec};
@@ -55,24 +55,6 @@ const NEW_CONNS: usize = 84;
 /// Deadline of one round of connects or of line exchanges.
 const ROUND: Duration = Duration::from_secs(10);
 const SOON: Duration = Duration::from_secs(10);
-
-/// `stator <args>` in a namespace (`nsenter --net`, which keeps the lab's bpffs visible).
-fn stator(ns: &Netns, args: &[&str]) -> Output {
-    Command::new("nsenter")
-        .arg(format!("--net={}", ns.path().display()))
-        .arg(env!("CARGO_BIN_EXE_stator"))
-        .args(args)
-        .output()
-        .expect("run stator under nsenter")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// What changes between the configurations of the test.
 struct Shape {
@@ -430,20 +412,7 @@ fn established_connections_survive_every_kind_of_reload() {
         // the health check's endpoint
         servers.push(Server::tcp_echo(&b.ns, SocketAddr::new(b.addr(false), 80), &b.name).unwrap());
         let pins = bpffs.path().join(&b.name);
-        let out = stator(
-            &b.ns,
-            &[
-                "decap",
-                "attach",
-                "--iface",
-                "eth0",
-                "--addr",
-                &b.addr(false).to_string(),
-                "--pin-path",
-                pins.to_str().unwrap(),
-            ],
-        );
-        assert!(out.status.success(), "{}", text(&out));
+        decap_attach(&b.ns, &[b.addr(false)], &pins);
         decap_pins.push(pins);
     }
     lab.route_vip(vip_addr, &[0]).unwrap();
@@ -576,14 +545,14 @@ fn established_connections_survive_every_kind_of_reload() {
     let file = dir.join("apply-509.toml");
     std::fs::write(&file, config(&lab, &dir, &lb_pins, &shape3)).unwrap();
     let t = Instant::now();
-    let out = stator(
+    let out = stator_in(
         lb,
         &["apply", file.to_str().unwrap(), "--socket", &socket_arg],
     );
     assert!(
-        out.status.success() && text(&out).contains("applied"),
+        out.status.success() && output_text(&out).contains("applied"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
     let (g3, shown) = visible(&run, g, t, "stator apply with table size 509");
     assert_eq!(vip(&run)["table_size"], 509);
@@ -651,7 +620,7 @@ fn established_connections_survive_every_kind_of_reload() {
     let file = dir.join("apply-no-b1.toml");
     std::fs::write(&file, config(&lab, &dir, &lb_pins, &shape5)).unwrap();
     let t = Instant::now();
-    let out = stator(
+    let out = stator_in(
         lb,
         &[
             "apply",
@@ -662,7 +631,7 @@ fn established_connections_survive_every_kind_of_reload() {
             &socket_arg,
         ],
     );
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let (g5, shown) = visible(&run, g, t, "stator apply removing b1");
     assert_eq!(vip(&run)["backends"]["usable"], 3);
     let moved5 = moved(&run, &conns, &["b1"]);
@@ -710,18 +679,7 @@ fn established_connections_survive_every_kind_of_reload() {
     assert!(!lb_pins.join("stator_ctl").exists(), "pins removed on exit");
     drop(servers);
     for (k, p) in decap_pins.iter().enumerate() {
-        let out = stator(
-            &lab.backends[k].ns,
-            &[
-                "decap",
-                "detach",
-                "--all",
-                "--purge",
-                "--pin-path",
-                p.to_str().unwrap(),
-            ],
-        );
-        assert!(out.status.success(), "{}", text(&out));
+        decap_detach(&lab.backends[k].ns, p);
         assert!(!p.exists());
     }
     let _ = stator_xdp::detach_all(&peer_pin);

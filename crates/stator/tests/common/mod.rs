@@ -1,10 +1,69 @@
 //! What the lab's end-to-end test files and the benchmark smoke tests share.
 #![allow(dead_code)] // each test file uses a different part
 
+use std::net::IpAddr;
 use std::path::Path;
+use std::process::{Command, Output};
 
 use stator_lab::netns::Netns;
 use stator_xdp::AttachMode;
+
+/// `stator <args>` in a namespace (`nsenter --net`, which keeps the lab's bpffs visible).
+pub fn stator_in(ns: &Netns, args: &[&str]) -> Output {
+    Command::new("nsenter")
+        .arg(format!("--net={}", ns.path().display()))
+        .arg(env!("CARGO_BIN_EXE_stator"))
+        .args(args)
+        .output()
+        .expect("run stator under nsenter")
+}
+
+/// A command's stdout and stderr, as one text.
+pub fn output_text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// [`stator_in`], asserting that it succeeded; its standard output.
+pub fn stator_ok(ns: &Netns, args: &[&str]) -> String {
+    let out = stator_in(ns, args);
+    assert!(
+        out.status.success(),
+        "stator {args:?} failed: {}",
+        output_text(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A backend's side through the CLI, as an operator runs it: `stator decap attach` on its
+/// `eth0` for `addrs`, pinned under `pins`; its standard output.
+pub fn decap_attach(ns: &Netns, addrs: &[IpAddr], pins: &Path) -> String {
+    let addrs: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+    let mut args = vec!["decap", "attach", "--iface", "eth0"];
+    for a in &addrs {
+        args.extend(["--addr", a.as_str()]);
+    }
+    args.extend(["--pin-path", pins.to_str().expect("a UTF-8 pin path")]);
+    stator_ok(ns, &args)
+}
+
+/// `stator decap detach --all --purge` of the pins under `pins`; its standard output.
+pub fn decap_detach(ns: &Netns, pins: &Path) -> String {
+    stator_ok(
+        ns,
+        &[
+            "decap",
+            "detach",
+            "--all",
+            "--purge",
+            "--pin-path",
+            pins.to_str().expect("a UTF-8 pin path"),
+        ],
+    )
+}
 
 /// The pass-through XDP program on a router port facing a node (veth delivers a node's XDP_TX
 /// frames only to a peer with an XDP program; docs/xdp.md) — the deployment's `peer_xdp` hook.
