@@ -15,15 +15,15 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{decap_attach, decap_detach, peer_xdp};
+use common::EchoLab;
 use stator_abi::Counter;
 use stator_lab::netns::is_root;
-use stator_lab::serve::{Server, tcp_connect};
+use stator_lab::serve::tcp_connect;
 use stator_lab::stator::{BpfFs, StatorRun};
 use stator_lab::topo::{DsrLab, DsrSpec};
 use stator_lab::wait::wait_for;
@@ -142,25 +142,12 @@ fn a_controller_that_stops_refreshing_leaves_a_forwarder_that_passes_vip_traffic
     };
     let prefix = format!("shb{tag}-");
     let bpffs = BpfFs::mount(&dir.join("bpffs")).unwrap();
-    let peer_pin = bpffs.path().join("peer");
     let lb_pins = bpffs.path().join("l0");
 
     let mut spec = DsrSpec::new(&prefix, NET, 1, 1, 2);
     spec.addrs_per_client = 4;
-    let lab = DsrLab::create_with(&spec, |router, port| peer_xdp(router, port, &peer_pin))
-        .expect("build the DSR lab");
-    let vip_addr: IpAddr = VIP.parse().unwrap();
-    let mut servers = Vec::new();
-    let mut decap_pins = Vec::new();
-    for (k, b) in lab.backends.iter().enumerate() {
-        lab.add_vip_to_backend(k, vip_addr).unwrap();
-        servers.push(Server::tcp_echo(&b.ns, SocketAddr::new(vip_addr, 80), &b.name).unwrap());
-        servers.push(Server::tcp_echo(&b.ns, SocketAddr::new(b.addr(false), 80), &b.name).unwrap());
-        let pins = bpffs.path().join(&b.name);
-        decap_attach(&b.ns, &[b.addr(false)], &pins);
-        decap_pins.push(pins);
-    }
-    lab.route_vip(vip_addr, &[0]).unwrap();
+    let echo = EchoLab::create(&spec, VIP.parse().unwrap(), bpffs.path());
+    let lab = &echo.lab;
 
     let socket = dir.join("api.sock");
     let mut run = StatorRun::start(
@@ -168,7 +155,7 @@ fn a_controller_that_stops_refreshing_leaves_a_forwarder_that_passes_vip_traffic
         &binary,
         &dir,
         "node",
-        &config(&lab, &dir, &lb_pins),
+        &config(lab, &dir, &lb_pins),
         &socket,
     )
     .unwrap();
@@ -189,7 +176,7 @@ fn a_controller_that_stops_refreshing_leaves_a_forwarder_that_passes_vip_traffic
         SOON,
         Duration::from_millis(100),
         || {
-            (one_request(&lab, 0).is_ok() && beat.read().refreshed_ns > b0.refreshed_ns)
+            (one_request(lab, 0).is_ok() && beat.read().refreshed_ns > b0.refreshed_ns)
                 .then_some(())
         },
     )
@@ -209,7 +196,7 @@ fn a_controller_that_stops_refreshing_leaves_a_forwarder_that_passes_vip_traffic
     );
     let mut answered = Vec::new();
     for i in 0..8 {
-        if let Ok(b) = one_request(&lab, i) {
+        if let Ok(b) = one_request(lab, i) {
             answered.push(b);
         }
     }
@@ -232,7 +219,7 @@ fn a_controller_that_stops_refreshing_leaves_a_forwarder_that_passes_vip_traffic
         "forwarding again after SIGCONT",
         SOON,
         Duration::from_millis(100),
-        || one_request(&lab, 1).ok(),
+        || one_request(lab, 1).ok(),
     )
     .unwrap_or_else(|e| panic!("{e}: {}", run.log_tail(20)));
     println!("forwarding again {:?} after SIGCONT", resumed.elapsed());
@@ -248,7 +235,7 @@ fn a_controller_that_stops_refreshing_leaves_a_forwarder_that_passes_vip_traffic
         "a clean stop that keeps forwarding turns the check off"
     );
     std::thread::sleep(STALE_AFTER + Duration::from_millis(1500));
-    let kept = one_request(&lab, 2);
+    let kept = one_request(lab, 2);
     let passes_after = stale_passes(&lb_pins);
     println!(
         "{:?} after a clean stop (keep): {kept:?}, stale_pass {passes_after}",
@@ -271,12 +258,6 @@ fn a_controller_that_stops_refreshing_leaves_a_forwarder_that_passes_vip_traffic
         move || stator_xdp::detach_all(&p)
     });
     let _ = stator_xdp::purge(&lb_pins);
-    drop(servers);
-    for (k, p) in decap_pins.iter().enumerate() {
-        decap_detach(&lab.backends[k].ns, p);
-    }
-    let _ = stator_xdp::detach_all(&peer_pin);
-    let _ = stator_xdp::purge(&peer_pin);
-    drop(lab);
+    echo.finish();
     drop(bpffs);
 }

@@ -32,7 +32,7 @@
 
 mod common;
 
-use common::{decap_attach, decap_detach, output_text, peer_xdp, stator_in};
+use common::{EchoLab, output_text, stator_in};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -41,7 +41,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use stator_lab::netns::{is_root, list};
-use stator_lab::serve::{Server, tcp_connect};
+use stator_lab::serve::tcp_connect;
 use stator_lab::stator::{BpfFs, StatorRun};
 use stator_lab::topo::{DsrLab, DsrSpec};
 use stator_lab::wait::wait_for;
@@ -395,27 +395,12 @@ fn established_connections_survive_every_kind_of_reload() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let bpffs = BpfFs::mount(&dir.join("bpffs")).unwrap();
-    let peer_pin = bpffs.path().join("peer");
     let lb_pins = bpffs.path().join("l0");
 
     let mut spec = DsrSpec::new(&prefix, NET, 1, 1, 4);
     spec.addrs_per_client = 8;
-    // XDP_TX from the LB node reaches the router only through an XDP program on its port
-    let lab = DsrLab::create_with(&spec, |router, port| peer_xdp(router, port, &peer_pin))
-        .expect("build the DSR lab");
-    let vip_addr: IpAddr = VIP.parse().unwrap();
-    let mut servers = Vec::new();
-    let mut decap_pins = Vec::new();
-    for (k, b) in lab.backends.iter().enumerate() {
-        lab.add_vip_to_backend(k, vip_addr).unwrap();
-        servers.push(Server::tcp_echo(&b.ns, SocketAddr::new(vip_addr, 80), &b.name).unwrap());
-        // the health check's endpoint
-        servers.push(Server::tcp_echo(&b.ns, SocketAddr::new(b.addr(false), 80), &b.name).unwrap());
-        let pins = bpffs.path().join(&b.name);
-        decap_attach(&b.ns, &[b.addr(false)], &pins);
-        decap_pins.push(pins);
-    }
-    lab.route_vip(vip_addr, &[0]).unwrap();
+    let echo = EchoLab::create(&spec, VIP.parse().unwrap(), bpffs.path());
+    let lab = &echo.lab;
 
     let lb = &lab.lbs[0].ns;
     let shape0 = Shape {
@@ -429,7 +414,7 @@ fn established_connections_survive_every_kind_of_reload() {
         &binary,
         &dir,
         "node",
-        &config(&lab, &dir, &lb_pins, &shape0),
+        &config(lab, &dir, &lb_pins, &shape0),
         &socket,
     )
     .unwrap();
@@ -440,7 +425,7 @@ fn established_connections_survive_every_kind_of_reload() {
 
     // The long-lived connections, and who answers each.
     let t0 = Instant::now();
-    let mut conns = open(&lab, 0, CONNS);
+    let mut conns = open(lab, 0, CONNS);
     let first = exchange(&mut conns, "start");
     for (c, r) in conns.iter_mut().zip(first) {
         c.backend = r.unwrap_or_else(|e| panic!("connection {} from {}: {e}", c.id, c.src));
@@ -463,7 +448,7 @@ fn established_connections_survive_every_kind_of_reload() {
         backends: vec![(0, 1), (1, 2), (2, 3)],
         table_size: 251,
     };
-    std::fs::write(dir.join("node.toml"), config(&lab, &dir, &lb_pins, &shape1)).unwrap();
+    std::fs::write(dir.join("node.toml"), config(lab, &dir, &lb_pins, &shape1)).unwrap();
     let t = Instant::now();
     let hup = Command::new("kill")
         .args(["-HUP", &run.pid().unwrap().to_string()])
@@ -495,7 +480,7 @@ fn established_connections_survive_every_kind_of_reload() {
         table_size: 251,
     };
     let t = Instant::now();
-    let (status, answer) = put_config(&run, &config(&lab, &dir, &lb_pins, &shape2), Some(g.config));
+    let (status, answer) = put_config(&run, &config(lab, &dir, &lb_pins, &shape2), Some(g.config));
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["config_generation"], g.snapshot + 1, "{answer}");
     let (g2, shown) = visible(&run, g, t, "the PUT adding b3");
@@ -513,7 +498,7 @@ fn established_connections_survive_every_kind_of_reload() {
         shown,
         Some(g2),
     ));
-    let mut fresh = open(&lab, CONNS, NEW_CONNS);
+    let mut fresh = open(lab, CONNS, NEW_CONNS);
     let answers = exchange(&mut fresh, "new");
     for (c, r) in fresh.iter_mut().zip(answers) {
         c.backend = r.unwrap_or_else(|e| panic!("new connection {} from {}: {e}", c.id, c.src));
@@ -543,7 +528,7 @@ fn established_connections_survive_every_kind_of_reload() {
         table_size: 509,
     };
     let file = dir.join("apply-509.toml");
-    std::fs::write(&file, config(&lab, &dir, &lb_pins, &shape3)).unwrap();
+    std::fs::write(&file, config(lab, &dir, &lb_pins, &shape3)).unwrap();
     let t = Instant::now();
     let out = stator_in(
         lb,
@@ -570,7 +555,7 @@ fn established_connections_survive_every_kind_of_reload() {
 
     // 4. Refused: an invalid config, and a stale If-Match. Nothing changes.
     let invalid =
-        config(&lab, &dir, &lb_pins, &shape3).replace("table_size = 509", "table_size = 508");
+        config(lab, &dir, &lb_pins, &shape3).replace("table_size = 509", "table_size = 508");
     let t = Instant::now();
     let (status, answer) = put_config(&run, &invalid, Some(g.config));
     let refused_in = t.elapsed();
@@ -583,7 +568,7 @@ fn established_connections_survive_every_kind_of_reload() {
     assert_eq!(answer["field"], "vip[0].table_size", "{answer}");
     let (stale, answer) = put_config(
         &run,
-        &config(&lab, &dir, &lb_pins, &shape3),
+        &config(lab, &dir, &lb_pins, &shape3),
         Some(g.config - 1),
     );
     assert_eq!(stale, 412, "{answer}");
@@ -618,7 +603,7 @@ fn established_connections_survive_every_kind_of_reload() {
         table_size: 509,
     };
     let file = dir.join("apply-no-b1.toml");
-    std::fs::write(&file, config(&lab, &dir, &lb_pins, &shape5)).unwrap();
+    std::fs::write(&file, config(lab, &dir, &lb_pins, &shape5)).unwrap();
     let t = Instant::now();
     let out = stator_in(
         lb,
@@ -677,15 +662,7 @@ fn established_connections_survive_every_kind_of_reload() {
     let exit = run.terminate(SOON).unwrap();
     assert!(exit.success(), "{exit}: {}", run.log_tail(20));
     assert!(!lb_pins.join("stator_ctl").exists(), "pins removed on exit");
-    drop(servers);
-    for (k, p) in decap_pins.iter().enumerate() {
-        decap_detach(&lab.backends[k].ns, p);
-        assert!(!p.exists());
-    }
-    let _ = stator_xdp::detach_all(&peer_pin);
-    let _ = stator_xdp::purge(&peer_pin);
-    let _ = std::fs::remove_dir_all(&peer_pin);
-    drop(lab);
+    echo.finish();
     assert!(list(&prefix).unwrap().is_empty(), "namespaces left");
     drop(bpffs);
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,12 +1,67 @@
 //! What the lab's end-to-end test files and the benchmark smoke tests share.
 #![allow(dead_code)] // each test file uses a different part
 
-use std::net::IpAddr;
-use std::path::Path;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use stator_lab::netns::Netns;
+use stator_lab::serve::Server;
+use stator_lab::topo::{DsrLab, DsrSpec};
 use stator_xdp::AttachMode;
+
+/// A DSR lab (`stator_lab::topo`) serving one echo service: on every backend the VIP on `lo`,
+/// an echo server (`Server::tcp_echo`: every line answered with the backend's name) on
+/// `vip:80` and on the backend's own address (the TCP health check's endpoint), and `stator
+/// decap` attached through the CLI; the router's ports with the pass-through XDP program and
+/// the VIP routed to the first LB node. Pins live under `bpffs`.
+pub struct EchoLab {
+    pub lab: DsrLab,
+    servers: Vec<Server>,
+    decap_pins: Vec<PathBuf>,
+    peer_pin: PathBuf,
+}
+
+impl EchoLab {
+    pub fn create(spec: &DsrSpec, vip: IpAddr, bpffs: &Path) -> Self {
+        let peer_pin = bpffs.join("peer");
+        // XDP_TX from an LB node reaches the router only through an XDP program on its port
+        let lab = DsrLab::create_with(spec, |router, port| peer_xdp(router, port, &peer_pin))
+            .expect("build the DSR lab");
+        let mut servers = Vec::new();
+        let mut decap_pins = Vec::new();
+        for (k, b) in lab.backends.iter().enumerate() {
+            lab.add_vip_to_backend(k, vip).unwrap();
+            servers.push(Server::tcp_echo(&b.ns, SocketAddr::new(vip, 80), &b.name).unwrap());
+            let own = SocketAddr::new(b.addr(false), 80);
+            servers.push(Server::tcp_echo(&b.ns, own, &b.name).unwrap());
+            let pins = bpffs.join(&b.name);
+            decap_attach(&b.ns, &[b.addr(false)], &pins);
+            decap_pins.push(pins);
+        }
+        lab.route_vip(vip, &[0]).unwrap();
+        Self {
+            lab,
+            servers,
+            decap_pins,
+            peer_pin,
+        }
+    }
+
+    /// Leaves nothing behind: the servers, the decap pins (asserting they are gone), the
+    /// router's program, the namespaces.
+    pub fn finish(self) {
+        drop(self.servers);
+        for (k, p) in self.decap_pins.iter().enumerate() {
+            decap_detach(&self.lab.backends[k].ns, p);
+            assert!(!p.exists(), "{} removed", p.display());
+        }
+        let _ = stator_xdp::detach_all(&self.peer_pin);
+        let _ = stator_xdp::purge(&self.peer_pin);
+        let _ = std::fs::remove_dir_all(&self.peer_pin);
+        drop(self.lab);
+    }
+}
 
 /// `stator <args>` in a namespace (`nsenter --net`, which keeps the lab's bpffs visible).
 pub fn stator_in(ns: &Netns, args: &[&str]) -> Output {
