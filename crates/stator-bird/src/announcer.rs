@@ -225,6 +225,25 @@ pub struct Announcer {
     next_pass: Option<Instant>,
     reachable: bool,
     last_error: Option<String>,
+    /// When a failed pass was last logged at warning level ([`repeat_warning`]).
+    warned_at: Option<Instant>,
+}
+
+/// How often the same failure is logged again at warning level: a withdrawal retries every
+/// `CONFIRM_POLL` while BIRD does not answer, which logged ~250 identical warnings in 5 s.
+pub const REPEAT_WARNING: Duration = Duration::from_secs(30);
+
+/// Whether a failed pass with `message` is logged at warning level at `now`: when the failure
+/// is new (the previous pass succeeded or failed otherwise), or the same one was last logged
+/// [`REPEAT_WARNING`] ago; the other repeats go to debug level.
+fn repeat_warning(
+    previous: Option<&str>,
+    message: &str,
+    warned_at: Option<Instant>,
+    now: Instant,
+) -> bool {
+    previous != Some(message)
+        || warned_at.is_none_or(|t| now.saturating_duration_since(t) >= REPEAT_WARNING)
 }
 
 impl Announcer {
@@ -258,6 +277,7 @@ impl Announcer {
             next_pass: None,
             reachable: false,
             last_error: None,
+            warned_at: None,
         }
     }
 
@@ -331,8 +351,14 @@ impl Announcer {
             }
             Err(e) => {
                 self.counters.errors += 1;
-                self.last_error = Some(e.to_string());
-                tracing::warn!(error = %e, "BGP announcer: pass failed");
+                let message = e.to_string();
+                if repeat_warning(self.last_error.as_deref(), &message, self.warned_at, now) {
+                    tracing::warn!(error = %e, "BGP announcer: pass failed");
+                    self.warned_at = Some(now);
+                } else {
+                    tracing::debug!(error = %e, "BGP announcer: pass failed again");
+                }
+                self.last_error = Some(message);
                 self.backoff.next()
             }
         };
@@ -632,6 +658,26 @@ impl Announcer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeated_failure_is_warned_of_once_per_interval() {
+        let t0 = Instant::now();
+        let late = t0 + REPEAT_WARNING;
+        // a new failure: after a success, or after another failure
+        assert!(repeat_warning(None, "no BIRD", None, t0));
+        assert!(repeat_warning(Some("other"), "no BIRD", Some(t0), t0));
+        // the same one again: quiet until the interval has passed
+        assert!(!repeat_warning(Some("no BIRD"), "no BIRD", Some(t0), t0));
+        assert!(!repeat_warning(
+            Some("no BIRD"),
+            "no BIRD",
+            Some(t0),
+            late - Duration::from_millis(1)
+        ));
+        assert!(repeat_warning(Some("no BIRD"), "no BIRD", Some(t0), late));
+        // never warned (it started as a repeat): warn
+        assert!(repeat_warning(Some("no BIRD"), "no BIRD", None, t0));
+    }
 
     #[test]
     fn one_step_per_protocol_state() {
