@@ -381,6 +381,10 @@ pub fn reloadable(old: &Config, new: &Config) -> Result<(), ControlError> {
     if a.next_hop_cache != b.next_hop_cache {
         return restart("dataplane.next_hop_cache", "the next-hop cache lifetime");
     }
+    if a.stale_after != b.stale_after {
+        // the heartbeat's thread is started with the bound (and only when there is one)
+        return restart("dataplane.stale_after", "the data-plane heartbeat's bound");
+    }
     if a.slots_per_generation != b.slots_per_generation {
         return restart(
             "dataplane.slots_per_generation",
@@ -449,6 +453,7 @@ mod tests {
                 "dataplane.slots_per_generation",
             ),
             ("pin_path = \"/sys/fs/bpf/other\"", "", "dataplane.pin_path"),
+            ("stale_after = \"30s\"", "", "dataplane.stale_after"),
             (
                 "",
                 "[api]\nlisten = \"127.0.0.1:9181\"\nread_token = \"r\"",
