@@ -74,8 +74,8 @@ pub struct Pins {
 impl Pins {
     pub fn new(tag: &str) -> Self {
         require_root();
-        let mount =
-            std::env::temp_dir().join(format!("stator-ctl-{tag}-{}", std::process::id() % 100_000));
+        // unique per test and process: tests of one binary run in parallel
+        let mount = stator_testkit::scratch::unique_path(&format!("stator-ctl-{tag}"), "");
         let fs = BpfFs::mount(&mount).unwrap();
         let path = mount.join("pins");
         Self { path, fs: Some(fs) }
