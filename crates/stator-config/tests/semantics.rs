@@ -585,11 +585,13 @@ fn config_errors_display_every_line() {
     assert_eq!(
         e.to_string(),
         "x.toml:1:1: error: node.address_v4: missing: set node.address_v4 and/or node.address_v6 \
-         (the outer source addresses of encapsulated packets)\n\
+         (the outer source addresses of encapsulated packets; a proxy-only node, [dataplane] mode \
+         = \"none\", needs neither)\n\
          x.toml:2:8: error: node.name: \"a b\" is not a valid name (1-63 letters, digits, '.', \
          '_' or '-', starting with a letter or digit)\n\
          x.toml: error: dataplane: missing: add a [dataplane] table with interfaces = [\"eth0\"] \
-         (the interfaces to forward on)"
+         (the interfaces to forward on), or mode = \"none\" for a proxy-only node (listeners, no \
+         packet forwarder)"
     );
 }
 

@@ -397,6 +397,21 @@ pub fn reloadable(old: &Config, new: &Config) -> Result<(), ControlError> {
             "the AF_XDP forwarder's threads, packet pool and rings",
         );
     }
+    // Sized when the data plane is loaded (the BPF fragment table and the holder's ring) or
+    // when the holder starts (its bounds): a change would be accepted and do nothing.
+    let (f, g) = (&old.fragments, &new.fragments);
+    if f.table_entries != g.table_entries {
+        return restart("fragments.table_entries", "the fragment table's size");
+    }
+    if f.hold_frames != g.hold_frames {
+        return restart("fragments.hold_frames", "the bound on held early fragments");
+    }
+    if f.hold_bytes != g.hold_bytes {
+        return restart(
+            "fragments.hold_bytes",
+            "the bound on held bytes and the size of the holder's ring",
+        );
+    }
     if old.api.listen != new.api.listen {
         return restart("api.listen", "the admin API's address");
     }
@@ -453,7 +468,24 @@ mod tests {
                 "dataplane.slots_per_generation",
             ),
             ("pin_path = \"/sys/fs/bpf/other\"", "", "dataplane.pin_path"),
+            ("next_hop_cache = \"0s\"", "", "dataplane.next_hop_cache"),
             ("stale_after = \"30s\"", "", "dataplane.stale_after"),
+            (
+                "",
+                "[fragments]\ntable_entries = 2048",
+                "fragments.table_entries",
+            ),
+            ("", "[fragments]\nhold_frames = 16", "fragments.hold_frames"),
+            (
+                "",
+                "[fragments]\nhold_bytes = 65536",
+                "fragments.hold_bytes",
+            ),
+            (
+                "",
+                "[dataplane.afxdp]\npacket_threads = 2",
+                "dataplane.afxdp",
+            ),
             (
                 "",
                 "[api]\nlisten = \"127.0.0.1:9181\"\nread_token = \"r\"",

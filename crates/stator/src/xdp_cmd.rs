@@ -35,7 +35,9 @@ pub struct AttachArgs {
     /// auto (native, else generic with a warning) | native | generic.
     #[arg(long, default_value = "auto")]
     mode: AttachMode,
-    /// Connection table: percpu (LRU_PERCPU_HASH) | shared (LRU_HASH, per-CPU LRU lists).
+    /// Connection table: percpu (one table per CPU: IPv4 in Stator's own 4-way bucket array
+    /// `stator_ct4`, IPv6 in an LRU_PERCPU_HASH) | shared (one LRU_HASH for both families,
+    /// per-CPU LRU lists).
     #[arg(long, default_value = "percpu")]
     conntrack: ConntrackMode,
     /// Connection-table capacity (entries).

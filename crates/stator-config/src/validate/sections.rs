@@ -64,7 +64,7 @@ pub(super) fn node(ctx: &mut Ctx, raw: Option<&RawNode>, proxy_only: bool) -> Op
         ctx.missing::<()>(
             at.key("address_v4"),
             "set node.address_v4 and/or node.address_v6 (the outer source addresses of \
-             encapsulated packets)",
+             encapsulated packets; a proxy-only node, [dataplane] mode = \"none\", needs neither)",
         );
     }
     if !ok {
@@ -101,7 +101,8 @@ pub(super) fn dataplane(ctx: &mut Ctx, raw: Option<&RawDataplane>) -> Option<Dat
     let Some(raw) = raw else {
         return ctx.missing(
             at,
-            "add a [dataplane] table with interfaces = [\"eth0\"] (the interfaces to forward on)",
+            "add a [dataplane] table with interfaces = [\"eth0\"] (the interfaces to forward on), \
+             or mode = \"none\" for a proxy-only node (listeners, no packet forwarder)",
         );
     };
     let mode = match raw.mode.unwrap_or(DataplaneModeName::Xdp) {
