@@ -1,31 +1,49 @@
-# Stator — one entry point over cargo. Every target depends on `deps`, so on a fresh machine
-# `make demo` and `make test` are all a user types.
+# Stator — one entry point over cargo. Every target installs what it needs first, so on a fresh
+# machine `make build` and `make test` are all a user types.
 SHELL := /bin/bash
 CARGO ?= cargo
-# Debian packages Stator needs to build, test, benchmark and run its lab.
-APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config gcc libc6-dev \
-                bird2 iproute2 util-linux mount ethtool tcpdump netsniff-ng wrk iperf3 hyperfine \
-                fonts-dejavu-core libfontconfig1-dev libfreetype-dev procps psmisc kmod \
-                nginx-light libnginx-mod-stream haproxy valgrind \
-                chromium prometheus ca-certificates dpkg-dev
+# Debian packages that building needs (`make build`, `make install`, `make deb`): the BPF
+# programs' compiler and headers, the C toolchain, fontconfig/freetype for the plots of
+# `stator bench hashing` (linked into the binary), dpkg-dev for the package. Nothing that runs
+# a service. Build on a build machine and install the .deb on production hosts
+# (docs/operations.md, "Installing").
+BUILD_PACKAGES := clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config gcc libc6-dev \
+                  libfontconfig1-dev libfreetype-dev ca-certificates dpkg-dev
+# What testing, benchmarking, fuzzing and the lab need on top: BIRD, namespaces and traffic tools,
+# the rivals of the benchmarks (nginx, HAProxy), Chromium for the status page, Prometheus for the
+# monitoring tests, valgrind. Some of them start services (nginx may take port 80): never on a
+# production host.
+TEST_PACKAGES := bpftool bird2 iproute2 util-linux mount ethtool tcpdump netsniff-ng wrk iperf3 \
+                 hyperfine fonts-dejavu-core procps psmisc kmod \
+                 nginx-light libnginx-mod-stream haproxy valgrind chromium prometheus
 
-.PHONY: all deps build check test test-stress bench demo fuzz fmt lint clean abi install deb
-
-all: build
-
-# Install whatever is missing with apt-get; quiet and quick when everything is present.
-deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+# Installs with apt-get whichever of the packages in $(1) are missing; quiet and quick when
+# every one is present.
+define apt_install
+@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-	  echo "make deps: installing$$missing"; \
+	  echo "make $@: installing$$missing"; \
 	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
 	fi
+endef
+
+.PHONY: all deps test-deps build check test test-stress bench demo fuzz fmt lint clean abi install deb
+
+all: build
+
+# What building needs, and the Rust toolchain's check.
+deps:
+	$(call apt_install,$(BUILD_PACKAGES))
 	@command -v $(CARGO) >/dev/null || { echo "make deps: cargo not found (install Rust stable >= 1.95 with rustup)"; exit 1; }
 	@rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# What testing and benchmarking need, on top of building.
+test-deps: deps
+	$(call apt_install,$(TEST_PACKAGES))
 
 build: deps
 	$(CARGO) build --release --workspace
@@ -39,7 +57,7 @@ lint: deps
 
 # Every test that needs neither root nor the kernel (unit, doc, golden, property, config,
 # controller over stator-core): fast, and runs as any user.
-check: deps lint
+check: test-deps lint
 	$(CARGO) check --manifest-path fuzz/Cargo.toml --bins
 	./scripts/test-tier.sh check
 
@@ -52,16 +70,16 @@ test: check
 test-stress: check
 	./scripts/test-stress.sh
 
-bench: deps
+bench: test-deps
 	./scripts/bench.sh
 
 # The lab: a router, three Stator nodes and four backends in namespaces (BFD between router
 # and nodes, Prometheus scraping the nodes), traffic, a node failure and a backend failure in
 # a live view, then teardown (docs/lab.md). Needs root.
-demo: deps build
+demo: test-deps build
 	./target/release/stator lab demo --prometheus
 
-fuzz: deps
+fuzz: test-deps
 	./scripts/fuzz.sh
 
 clean:

@@ -6,7 +6,7 @@
 # timeout) in front of the same backends: the rival in the same invocation.
 set -u
 BIN=${1:?usage: scripts/backend-restart.sh STATOR_BINARY [ROUNDS]}; ROUNDS=${2:-3}
-command -v wrk >/dev/null && command -v nginx >/dev/null || { echo "needs wrk and nginx (make deps)" >&2; exit 2; }
+command -v wrk >/dev/null && command -v nginx >/dev/null || { echo "needs wrk and nginx (make test-deps)" >&2; exit 2; }
 D=$(mktemp -d /tmp/stator-backend-restart.XXXXXX)
 backend() { # name port
   mkdir -p $D/$1/logs

@@ -19,7 +19,7 @@ fn bird_parses(config: &Path) {
         .arg("-c")
         .arg(config)
         .output()
-        .expect("BIRD 2 is not installed (Debian: apt-get install bird2, or `make deps`)");
+        .expect("BIRD 2 is not installed (Debian: apt-get install bird2, or `make test-deps`)");
     assert!(
         out.status.success(),
         "bird -p rejected {}: {}",

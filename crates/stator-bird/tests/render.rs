@@ -162,7 +162,7 @@ fn bgp_protocols_do_not_depend_on_the_vips() {
 fn bird_accepts_the_rendered_files() {
     assert!(
         Command::new("bird").arg("--version").output().is_ok(),
-        "BIRD 2 is not installed (Debian: apt-get install bird2, or `make deps`)"
+        "BIRD 2 is not installed (Debian: apt-get install bird2, or `make test-deps`)"
     );
     let dir = stator_testkit::scratch::unique_path("stator-bird-render", "");
     std::fs::create_dir_all(&dir).unwrap();

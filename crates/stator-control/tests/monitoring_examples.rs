@@ -1,5 +1,5 @@
 //! The monitoring examples stay true to what a node exports (no root; needs `promtool`, from
-//! Debian's `prometheus`, which `make deps` installs):
+//! Debian's `prometheus`, which `make test-deps` installs):
 //! - `promtool check rules examples/stator-alerts.yml` and `promtool check config
 //!   examples/prometheus.yml` pass;
 //! - `examples/grafana-dashboard.json` has the structure of a Grafana dashboard (unique panel

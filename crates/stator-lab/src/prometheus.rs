@@ -94,7 +94,7 @@ impl Prometheus {
         cmd.stdout(out).stderr(err);
         let what = format!("prometheus in {}", ns.name());
         let child = cmd.spawn().map_err(|source| NetnsError::Spawn {
-            cmd: format!("{what} (Debian's prometheus package; `make deps` installs it)"),
+            cmd: format!("{what} (Debian's prometheus package; `make test-deps` installs it)"),
             source,
         })?;
         let mut p = Self {

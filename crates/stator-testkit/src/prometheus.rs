@@ -18,7 +18,7 @@ pub fn examples_dir() -> PathBuf {
 
 /// Runs `promtool args…` in [`examples_dir`], with `stdin` on its standard input (closed when
 /// `None`): whether it succeeded, and its standard output and error. Panics when `promtool`
-/// cannot be started (Debian's `prometheus` package; `make deps` installs it).
+/// cannot be started (Debian's `prometheus` package; `make test-deps` installs it).
 pub fn promtool(args: &[&str], stdin: Option<&str>) -> (bool, String) {
     let mut child = Command::new("promtool")
         .args(args)
@@ -27,7 +27,7 @@ pub fn promtool(args: &[&str], stdin: Option<&str>) -> (bool, String) {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("promtool (Debian's prometheus package; `make deps` installs it)");
+        .expect("promtool (Debian's prometheus package; `make test-deps` installs it)");
     let mut input = child.stdin.take().expect("promtool's stdin is piped");
     if let Some(text) = stdin {
         input

@@ -190,7 +190,7 @@ fn a_statistics_map_of_an_earlier_shape_is_replaced() {
         .arg(old.to_string())
         .args(["name", "stator_counters"])
         .output()
-        .expect("bpftool (make deps installs it)");
+        .expect("bpftool (make test-deps installs it)");
     assert!(
         out.status.success(),
         "{}",

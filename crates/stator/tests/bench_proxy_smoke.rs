@@ -1,7 +1,7 @@
 //! `stator bench proxy --quick` runs end to end — Stator, nginx and HAProxy under wrk on
 //! loopback — and reports every row. Asserts the rows and that the figures are positive,
 //! never their size (benchmarks do not pass or fail on timing). Unprivileged; needs the
-//! packages `make deps` installs (wrk, nginx-light, haproxy).
+//! packages `make test-deps` installs (wrk, nginx-light, haproxy).
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! `stator bench udp --proxy --quick` runs end to end — Stator's UDP listener and nginx's
 //! `stream` UDP proxy on loopback, request/response and one-way — and reports every row.
 //! Asserts the rows and that datagrams went through each proxy, never how many a second
-//! (benchmarks do not pass or fail on timing). Unprivileged; needs the packages `make deps`
+//! (benchmarks do not pass or fail on timing). Unprivileged; needs the packages `make test-deps`
 //! installs (nginx-light, libnginx-mod-stream).
 
 mod common;

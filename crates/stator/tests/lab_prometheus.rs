@@ -13,7 +13,7 @@
 //!   Prometheus, and every alerting rule is evaluated without error; no alert fires in a
 //!   healthy lab.
 //!
-//! Needs root, BIRD, XDP and prometheus (`make deps`).
+//! Needs root, BIRD, XDP and prometheus (`make test-deps`).
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 

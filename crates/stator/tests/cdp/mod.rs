@@ -59,7 +59,7 @@ impl Browser {
                 ],
                 &dir.join("chromium.log"),
             )
-            .expect("chromium starts (make deps installs it)");
+            .expect("chromium starts (make test-deps installs it)");
         let port_file = profile.join("DevToolsActivePort");
         let started = Instant::now();
         let text = loop {
