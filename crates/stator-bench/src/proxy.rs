@@ -59,7 +59,7 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
     for tool in ["wrk", "nginx", "haproxy", "taskset"] {
         if which(tool).is_none() {
             return Err(failed(format!(
-                "`{tool}` is not installed: `make deps` installs wrk, nginx-light and haproxy"
+                "`{tool}` is not installed: `make test-deps` installs wrk, nginx-light and haproxy"
             )));
         }
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use super::generator::Generator;
+use super::generator::Generators;
 use stator_steer::{HashFields, ReuseportSteering, SteeringOptions};
 
 use super::procnet::NsCounters;
@@ -106,8 +106,11 @@ pub struct Plan {
     pub rx_cpus: Vec<usize>,
     /// Threads (and sockets) of steps 5 and 6.
     pub threads: usize,
-    /// The generator's bound on frames per second of a step (with the time, its count bound).
+    /// The generators' bound on frames per second of a step (with the time, their count bound).
     pub max_rate: f64,
+    /// The offered rate, frames per second in all, when it is fixed (else the generators send
+    /// as fast as they can).
+    pub rate: Option<f64>,
     /// Receive buffer of every socket (`None`: the kernel's default).
     pub rcvbuf: Option<usize>,
 }
@@ -179,8 +182,10 @@ pub struct StepResult {
     pub step: Step,
     /// Measured time, s.
     pub secs: f64,
-    /// Frames the generator made.
+    /// Frames the generators made.
     pub offered: u64,
+    /// Frames each generator made.
+    pub offered_each: Vec<u64>,
     /// Frames the receiver's veth ring took.
     pub veth_delivered: u64,
     /// Frames the receiver's veth ring refused (full).
@@ -232,7 +237,12 @@ impl StepResult {
         100.0 * cpu as f64 / 1e9 / self.secs.max(1e-9)
     }
 
-    /// The generator's CPU time as a share of one CPU, percent.
+    /// Share of the offered frames that no receiving thread read, percent.
+    pub fn lost_percent(&self) -> f64 {
+        100.0 * self.offered.saturating_sub(self.received()) as f64 / self.offered.max(1) as f64
+    }
+
+    /// The generators' CPU time as a share of one CPU, percent.
     pub fn gen_cpu_percent(&self) -> f64 {
         100.0 * self.gen_cpu_ns as f64 / 1e9 / self.secs.max(1e-9)
     }
@@ -297,6 +307,7 @@ fn layout(step: Step, plan: &Plan) -> Layout {
 struct Sample {
     at: Instant,
     offered: u64,
+    offered_each: Vec<u64>,
     gen_cpu: u64,
     threads: Vec<(u64, u64, u64, u64)>,
     ns: NsCounters,
@@ -305,7 +316,7 @@ struct Sample {
 
 type Counts = (Instant, u64, Vec<(u64, u64, u64, u64)>);
 
-fn counts(generator: &Generator, receivers: &[Receiver]) -> Counts {
+fn counts(generator: &Generators, receivers: &[Receiver]) -> Counts {
     let threads = receivers
         .iter()
         .map(|r| {
@@ -320,11 +331,12 @@ fn counts(generator: &Generator, receivers: &[Receiver]) -> Counts {
     (Instant::now(), generator.offered(), threads)
 }
 
-fn sample(rig: &Rig, generator: &Generator, receivers: &[Receiver]) -> Result<Sample, BenchError> {
+fn sample(rig: &Rig, generator: &Generators, receivers: &[Receiver]) -> Result<Sample, BenchError> {
     let (at, offered, threads) = counts(generator, receivers);
     Ok(Sample {
         at,
         offered,
+        offered_each: generator.offered_each(),
         gen_cpu: generator.cpu_ns(),
         threads,
         ns: rig.ns_counters()?,
@@ -418,6 +430,12 @@ pub fn run_step(
         step,
         secs: (end.at - start.at).as_secs_f64(),
         offered: end.offered - start.offered,
+        offered_each: end
+            .offered_each
+            .iter()
+            .zip(&start.offered_each)
+            .map(|(b, a)| b.saturating_sub(*a))
+            .collect(),
         veth_delivered: end.veth.0.saturating_sub(start.veth.0),
         veth_dropped: end.veth.1.saturating_sub(start.veth.1),
         sockets: socks.len(),
@@ -467,9 +485,10 @@ fn measure(
     print: &mut dyn FnMut(&str),
 ) -> Result<Measured, BenchError> {
     let total = plan.warmup + Duration::from_secs(u64::from(plan.seconds)) + Duration::from_secs(1);
-    let generator = rig.start_generator(
-        (plan.max_rate * total.as_secs_f64()) as u64,
+    let generator = rig.start_generators(
+        (plan.rate.unwrap_or(plan.max_rate) * total.as_secs_f64()) as u64,
         total.as_secs_f64(),
+        plan.rate,
     )?;
     let mut run = || -> Result<(Sample, Sample, Vec<Line>), BenchError> {
         std::thread::sleep(plan.warmup);

@@ -62,7 +62,7 @@ pub fn run(args: &UdpArgs) -> Result<()> {
     for tool in ["nginx", "taskset"] {
         if which(tool).is_none() {
             return Err(failed(format!(
-                "`{tool}` is not installed: `make deps` installs nginx-light and \
+                "`{tool}` is not installed: `make test-deps` installs nginx-light and \
                  libnginx-mod-stream"
             )));
         }
@@ -70,7 +70,7 @@ pub fn run(args: &UdpArgs) -> Result<()> {
     let module = Path::new("/usr/lib/nginx/modules/ngx_stream_module.so");
     if !module.exists() {
         return Err(failed(
-            "nginx's stream module is missing: `make deps` installs libnginx-mod-stream",
+            "nginx's stream module is missing: `make test-deps` installs libnginx-mod-stream",
         ));
     }
     let stator = std::env::current_exe().map_err(io("finding the stator binary"))?;

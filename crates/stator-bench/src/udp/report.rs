@@ -48,23 +48,24 @@ pub fn table(results: &[StepResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<24} {:>8} {:>8} {:>6} {:>11} {:>7} {:>8} {:>6}",
-        "step", "offered", "received", "÷ 1", "per thread", "rx CPU", "CPU ns", "÷ 1"
+        "{:<24} {:>8} {:>8} {:>6} {:>6} {:>11} {:>7} {:>8} {:>6}",
+        "step", "offered", "received", "lost", "÷ 1", "per thread", "rx CPU", "CPU ns", "÷ 1"
     );
     let _ = writeln!(
         out,
-        "{:<24} {:>8} {:>8} {:>6} {:>11} {:>7} {:>8} {:>6}",
-        "", "Mpps", "Mpps", "", "", "% of 1", "/ dgram", ""
+        "{:<24} {:>8} {:>8} {:>6} {:>6} {:>11} {:>7} {:>8} {:>6}",
+        "", "Mpps", "Mpps", "%", "", "", "% of 1", "/ dgram", ""
     );
     for r in results {
         let ratio = base.map_or(f64::NAN, |b| r.pps() / b.pps().max(1e-9));
         let cpu_ratio = base.map_or(f64::NAN, |b| r.cpu_ns_per_packet() / b.cpu_ns_per_packet());
         let _ = writeln!(
             out,
-            "{:<24} {:>8.3} {:>8.3} {:>6.2} {:>11} {:>7.0} {:>8.0} {:>6.2}",
+            "{:<24} {:>8.3} {:>8.3} {:>6.1} {:>6.2} {:>11} {:>7.0} {:>8.0} {:>6.2}",
             format!("{} {}", r.step.number(), r.step.name()),
             r.offered_pps() / 1e6,
             r.pps() / 1e6,
+            r.lost_percent(),
             ratio,
             split(r),
             r.cpu_percent(),
@@ -92,8 +93,57 @@ pub fn table(results: &[StepResult]) -> String {
     out
 }
 
-/// What the run says about the goal (step 5 ≥ 3× step 1 with the offered load above both).
-pub fn verdict(results: &[StepResult]) -> Vec<String> {
+/// What the run says: about the goal (step 5 ≥ 3× step 1 with the offered load above both),
+/// or, when every step was offered one fixed `rate`, what each step cost and lost at it.
+pub fn verdict(results: &[StepResult], rate: Option<f64>) -> Vec<String> {
+    match rate {
+        Some(rate) => fixed_verdict(results, rate),
+        None => goal_verdict(results),
+    }
+}
+
+/// The ladder at one offered rate: the throughput cannot differ much, so what each step costs
+/// (the receivers' CPU per datagram) and loses is the figure.
+fn fixed_verdict(results: &[StepResult], rate: f64) -> Vec<String> {
+    let mut lines = vec![format!(
+        "every step offered a fixed {:.3} Mpps: the ladder shown by what each step loses and \
+         what its receivers pay per datagram",
+        rate / 1e6
+    )];
+    for r in results {
+        lines.push(format!(
+            "  step {} {}: took {:.3} Mpps, lost {:.1}%, {:.0} ns of receiver CPU per datagram, \
+             {:.0}% of one CPU{}",
+            r.step.number(),
+            r.step.name(),
+            r.pps() / 1e6,
+            r.lost_percent(),
+            r.cpu_ns_per_packet(),
+            r.cpu_percent(),
+            if r.offered_pps() < 0.9 * rate {
+                format!(
+                    " (the generators kept only {:.3} Mpps of the rate)",
+                    r.offered_pps() / 1e6
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if let (Some(one), Some(five)) = (find(results, Step::Naive), find(results, Step::Reuseport)) {
+        lines.push(format!(
+            "step 5 against step 1 at the same offered rate: {:.2}× the datagrams taken, \
+             lost {:.1}% instead of {:.1}%, {:.2}× the CPU per datagram",
+            five.pps() / one.pps().max(1e-9),
+            five.lost_percent(),
+            one.lost_percent(),
+            five.cpu_ns_per_packet() / one.cpu_ns_per_packet().max(1e-9),
+        ));
+    }
+    lines
+}
+
+fn goal_verdict(results: &[StepResult]) -> Vec<String> {
     let (Some(one), Some(five)) = (find(results, Step::Naive), find(results, Step::Reuseport))
     else {
         return vec!["goal: needs steps 1 and 5 in the same run".into()];
@@ -130,7 +180,7 @@ pub fn verdict(results: &[StepResult]) -> Vec<String> {
 }
 
 /// The whole run as JSON.
-pub fn json(results: &[StepResult], meta: Value) -> Value {
+pub fn json(results: &[StepResult], meta: Value, rate: Option<f64>) -> Value {
     let base = find(results, Step::Naive);
     let steps: Vec<Value> = results
         .iter()
@@ -142,6 +192,8 @@ pub fn json(results: &[StepResult], meta: Value) -> Value {
                 "seconds": r.secs,
                 "offered": r.offered,
                 "offered_pps": r.offered_pps(),
+                "offered_per_generator": r.offered_each,
+                "lost_percent": r.lost_percent(),
                 "received": r.received(),
                 "pps": r.pps(),
                 "ratio_to_step1": base.map(|b| r.pps() / b.pps().max(1e-9)),
@@ -187,7 +239,7 @@ pub fn json(results: &[StepResult], meta: Value) -> Value {
         "bench": "udp",
         "meta": meta,
         "steps": steps,
-        "goal": {"step5_over_step1": GOAL_RATIO, "verdict": verdict(results)},
+        "goal": {"step5_over_step1": GOAL_RATIO, "verdict": verdict(results, rate)},
     })
 }
 

@@ -2,25 +2,27 @@
 //!
 //! ```text
 //!  sender ns "<p>s"                                  receiver ns "<p>r"
-//!  stator_vgen ─redirect─► eth0 ═══════ veth ═══════ eth0 (GRO on: veth NAPI) ─► UDP :4321
-//!  (BPF_PROG_TEST_RUN live frames,   10.210.0.2        10.210.0.1              receiving threads
-//!   pinned to the generator's CPU)
+//!  stator_vgen ×N ─redirect─► eth0 ═══ veth, N queues ═══ eth0 (GRO on: veth NAPI) ─► UDP :4321
+//!  (BPF_PROG_TEST_RUN live frames,   10.210.0.2            10.210.0.1          receiving threads
+//!   one process per generator CPU)
 //! ```
 //!
-//! The generator is the XDP live-frames program of `stator bench veth` (`stator_vgen`), run
-//! by a process of its own ([`super::generator`]): the
+//! Each generator is the XDP live-frames program of `stator bench veth` (`stator_vgen`), run
+//! by a process of its own ([`super::generator`]) pinned to a CPU of its own: the
 //! kernel builds each frame in a page of its own pool and redirects it into the sender's veth,
 //! so no socket, no skb and no system call per packet is spent on the sending side. veth hands a
-//! redirected frame to its peer's NAPI, which runs in the softirq of the CPU that sent it: the
-//! receiving kernel's work (skb, IP, UDP, the socket's queue) is done on the generator's CPU —
-//! the role of the article's RX-queue CPU — and the receiving threads pay only for their own
-//! system calls. Frames the peer's ring cannot take are counted by veth (`ethtool -S`).
+//! redirected frame to the peer's receive queue of the sending CPU (`smp_processor_id() %`
+//! queues, so the veth has one queue per generator) and that queue's NAPI runs in the softirq of
+//! the same CPU: the receiving kernel's work (skb, IP, UDP, the socket's queue) is done on the
+//! generators' CPUs — the role of the article's RX-queue CPUs — and the receiving threads pay
+//! only for their own system calls. Frames a queue's ring cannot take are counted by veth
+//! (`ethtool -S`). Each generator sends its own share of the source ports.
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 
 use stator_lab::netns::{self, Netns};
 
-use super::generator::{GenSpec, Generator};
+use super::generator::{GenSpec, Generators};
 use super::procnet::{NsCounters, parse_ethtool_stats};
 use crate::BenchError;
 
@@ -41,7 +43,7 @@ const FLOW_WORD: u32 = 32;
 /// Most distinct flows (source ports) a run may ask for.
 pub const MAX_FLOWS: u32 = 64_000;
 
-/// Sender and receiver namespaces joined by veth, and the loaded generator; everything is
+/// Sender and receiver namespaces joined by veth, and what its generators need; everything is
 /// removed on drop.
 #[derive(Debug)]
 pub struct Rig {
@@ -50,43 +52,98 @@ pub struct Rig {
     /// The receiver's namespace.
     pub receiver: Netns,
     prefix: String,
-    spec: GenSpec,
+    specs: Vec<GenSpec>,
 }
 
 impl Rig {
-    /// Builds the namespaces and loads the generator with `flows` source ports; the generator
-    /// will run on `gen_cpu`.
-    pub fn new(flows: u32, gen_cpu: usize) -> Result<Self, BenchError> {
+    /// Builds the namespaces, joined by a veth with one queue per generator, for generators on
+    /// `gen_cpus` (at least one) that share `flows` source ports between them: generator `k`
+    /// sends ports `FIRST_PORT + k·flows/n …`, its own share.
+    pub fn new(flows: u32, gen_cpus: &[usize]) -> Result<Self, BenchError> {
+        let gens = gen_cpus.len().max(1);
+        let queues = gens.to_string();
+        let queues = queues.as_str();
         let prefix = format!("sbu{}-", std::process::id());
         netns::cleanup(&prefix)?;
         let sender = Netns::create(&format!("{prefix}s"))?;
         let receiver = Netns::create(&format!("{prefix}r"))?;
         let mut rig_ns = NsGuard(Some(prefix.clone()));
-        netns::veth(&sender, "eth0", &receiver, "eth0")?;
+        netns::ip([
+            "link",
+            "add",
+            "eth0",
+            "netns",
+            sender.name(),
+            "numtxqueues",
+            queues,
+            "numrxqueues",
+            queues,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            receiver.name(),
+            "numtxqueues",
+            queues,
+            "numrxqueues",
+            queues,
+        ])?;
+        sender.ip(["link", "set", "eth0", "up"])?;
+        receiver.ip(["link", "set", "eth0", "up"])?;
         sender.addr_add("eth0", &format!("{SENDER}/24"))?;
         receiver.addr_add("eth0", &format!("{RECEIVER}/24"))?;
         // veth runs a NAPI instance for frames redirected into it only with GRO (or XDP) on
         receiver.exec("ethtool", ["-K", "eth0", "gro", "on"])?;
-        let spec = GenSpec {
-            netns: sender.name().to_string(),
-            ifindex: sender.ifindex("eth0")?,
-            cpu: gen_cpu,
-            flows: flows.clamp(1, MAX_FLOWS),
-            flow_word: FLOW_WORD,
-            frame: frame(receiver.mac("eth0")?, sender.mac("eth0")?),
-        };
+        let flows = flows.clamp(1, MAX_FLOWS);
+        let share = (flows / gens as u32).max(1);
+        let (ifindex, dst, src) = (
+            sender.ifindex("eth0")?,
+            receiver.mac("eth0")?,
+            sender.mac("eth0")?,
+        );
+        // an idle veth pair per generator, to hold its program in the XDP dispatcher
+        for k in 0..gens {
+            sender.ip([
+                "link",
+                "add",
+                &format!("gk{k}a"),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &format!("gk{k}b"),
+            ])?;
+        }
+        let specs = gen_cpus
+            .iter()
+            .enumerate()
+            .map(|(k, &cpu)| {
+                let first = FIRST_PORT + u16::try_from(k as u32 * share).unwrap_or(0);
+                GenSpec {
+                    keeper: Some(format!("gk{k}a")),
+                    netns: sender.name().to_string(),
+                    ifindex,
+                    cpu,
+                    flows: share,
+                    flow_word: FLOW_WORD,
+                    frame: frame(dst, src, first),
+                }
+            })
+            .collect();
         rig_ns.0 = None;
         Ok(Self {
             sender,
             receiver,
             prefix,
-            spec,
+            specs,
         })
     }
 
-    /// The CPU the generator runs on.
-    pub fn gen_cpu(&self) -> usize {
-        self.spec.cpu
+    /// The CPUs the generators run on.
+    pub fn gen_cpus(&self) -> Vec<usize> {
+        self.specs.iter().map(|s| s.cpu).collect()
     }
 
     /// The address the receivers bind.
@@ -132,14 +189,16 @@ impl Rig {
         Ok((sum("_xdp_xmit"), sum("_xdp_xmit_errors")))
     }
 
-    /// Starts the generator process: frames until stopped, `max_frames` or `max_seconds`,
-    /// whichever comes first.
-    pub fn start_generator(
+    /// Starts the generator processes: frames until stopped, `max_frames` or `max_seconds`,
+    /// whichever comes first, at `rate` frames a second in all when given (else as fast as
+    /// they can); each generator has its share of the frames and the rate.
+    pub fn start_generators(
         &self,
         max_frames: u64,
         max_seconds: f64,
-    ) -> Result<Generator, BenchError> {
-        Generator::start(&self.spec, max_frames, max_seconds)
+        rate: Option<f64>,
+    ) -> Result<Generators, BenchError> {
+        Generators::start(&self.specs, max_frames, max_seconds, rate)
     }
 }
 
@@ -160,10 +219,10 @@ impl Drop for NsGuard {
     }
 }
 
-/// The generator's frame: Ethernet, IPv4, UDP from `SENDER:FIRST_PORT` to `RECEIVER:PORT`,
+/// A generator's frame: Ethernet, IPv4, UDP from `SENDER:first_port` to `RECEIVER:PORT`,
 /// 32 zero bytes of payload (as the article's sender: `"\x00" * 32`), 74 bytes. The UDP
 /// checksum is 0 ("none", allowed over IPv4), so varying the source port keeps it valid.
-pub fn frame(dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<u8> {
+pub fn frame(dst_mac: [u8; 6], src_mac: [u8; 6], first_port: u16) -> Vec<u8> {
     let mut f = Vec::with_capacity(74);
     f.extend_from_slice(&dst_mac);
     f.extend_from_slice(&src_mac);
@@ -177,7 +236,7 @@ pub fn frame(dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<u8> {
     let c = ipv4_checksum(&ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     f.extend_from_slice(&ip);
-    f.extend_from_slice(&FIRST_PORT.to_be_bytes());
+    f.extend_from_slice(&first_port.to_be_bytes());
     f.extend_from_slice(&PORT.to_be_bytes());
     f.extend_from_slice(&udp_len.to_be_bytes());
     f.extend_from_slice(&[0, 0]);
@@ -202,7 +261,7 @@ mod tests {
 
     #[test]
     fn frame_is_74_bytes_of_valid_ipv4_udp() {
-        let f = frame([2; 6], [4; 6]);
+        let f = frame([2; 6], [4; 6], FIRST_PORT);
         assert_eq!(f.len(), 74);
         assert_eq!(ipv4_checksum(&f[14..34]), 0, "header checksum verifies");
         assert_eq!(u16::from_be_bytes([f[16], f[17]]), 60);
