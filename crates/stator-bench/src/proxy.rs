@@ -69,16 +69,19 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
     let mut runs = Vec::new();
     let one = &backends.addrs[..1];
     for (case, close) in [("keep-alive", false), ("new connection per request", true)] {
-        for kind in ["stator", "nginx", "haproxy"] {
+        for kind in ["stator", ACCESS_LOG, "nginx", "haproxy"] {
             let port = free_port()?;
+            let log = dir.join(format!("access-{port}.log"));
             let mut p = match kind {
-                "stator" => start_stator(stator, &dir, port, one, "vnswrr")?,
+                "stator" => start_stator(stator, &dir, port, one, "vnswrr", None)?,
+                ACCESS_LOG => start_stator(stator, &dir, port, one, "vnswrr", Some(&log))?,
                 "nginx" => start_nginx(&dir, port, one)?,
                 _ => start_haproxy(&dir, port, one)?,
             };
             wait_port(port)?;
             let r = wrk(port, secs, args.connections, close);
             p.stop();
+            let _ = std::fs::remove_file(&log);
             let mut r = r?;
             r.proxy = kind.into();
             r.case = case.into();
@@ -90,7 +93,7 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
         for n in [20usize, 2000] {
             for sched in ["vnswrr", "swrr"] {
                 let port = free_port()?;
-                let mut p = start_stator(stator, &dir, port, &backends.addrs[..n], sched)?;
+                let mut p = start_stator(stator, &dir, port, &backends.addrs[..n], sched, None)?;
                 wait_port(port)?;
                 // Cold: the first run opens each worker's upstream connections (2,000
                 // backends: up to 2 × 2,000 connects before one is reused). Warm: the same
@@ -126,8 +129,11 @@ fn report(runs: &[Run], scale: &[Run], secs: u64, conns: u32, json: bool) {
             find("nginx", case),
             find("haproxy", case),
         ) {
+            let logged = find(ACCESS_LOG, case);
             ratios.push(json!({
                 "case": case,
+                "access_log_on_over_off": logged.map(|l| l.requests_per_second / s.requests_per_second),
+                "p99_access_log_on_over_off": logged.map(|l| l.p99_ms / s.p99_ms),
                 "stator_over_nginx": s.requests_per_second / n.requests_per_second,
                 "stator_over_haproxy": s.requests_per_second / h.requests_per_second,
                 "p99_stator_over_nginx": s.p99_ms / n.p99_ms,
@@ -152,16 +158,25 @@ fn report(runs: &[Run], scale: &[Run], secs: u64, conns: u32, json: bool) {
          (2 workers/threads each), wrk and backends to CPU 1"
     );
     println!(
-        "{:<28} {:<9} {:>12} {:>9} {:>7}",
+        "{:<28} {:<18} {:>12} {:>9} {:>7}",
         "case", "proxy", "req/s", "p99 ms", "errors"
     );
     for r in runs {
         println!(
-            "{:<28} {:<9} {:>12.0} {:>9.2} {:>7}",
+            "{:<28} {:<18} {:>12.0} {:>9.2} {:>7}",
             r.case, r.proxy, r.requests_per_second, r.p99_ms, r.errors
         );
     }
     for r in &ratios {
+        if let (Some(on), Some(p99)) = (
+            r["access_log_on_over_off"].as_f64(),
+            r["p99_access_log_on_over_off"].as_f64(),
+        ) {
+            println!(
+                "{}: access log on / off {on:.2}x req/s ({p99:.2}x p99)",
+                r["case"].as_str().unwrap_or("")
+            );
+        }
         println!(
             "{}: stator/nginx {:.2}x req/s ({:.2}x p99), stator/haproxy {:.2}x req/s ({:.2}x p99) \
              (goal >= 1.0x req/s, <= 1.0x p99)",
@@ -204,12 +219,17 @@ fn report(runs: &[Run], scale: &[Run], secs: u64, conns: u32, json: bool) {
     }
 }
 
+/// The row of Stator with its access log on (JSON, every request, to a file): the log's cost
+/// is this row beside `stator`'s.
+const ACCESS_LOG: &str = "stator, access log";
+
 fn start_stator(
     stator: &Path,
     dir: &Path,
     port: u16,
     backends: &[SocketAddr],
     scheduler: &str,
+    access_log: Option<&Path>,
 ) -> Result<Proc> {
     let mut t = stator_pool_config(backends, &dir.join(format!("stator-{port}.sock")))?;
     t += &format!(
@@ -218,6 +238,9 @@ fn start_stator(
          connect = \"5s\"\nheader_read = \"60s\"\nidle = \"60s\"\nresponse = \"60s\"\n\
          [listener.http]\nkeepalive_pool = 32\nforwarded_for = false\n"
     );
+    if let Some(log) = access_log {
+        t += &format!("[access_log]\npath = \"{}\"\n", log.display());
+    }
     spawn_stator(stator, &dir.join(format!("stator-{port}.toml")), &t)
 }
 

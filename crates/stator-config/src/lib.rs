@@ -61,11 +61,11 @@ pub use health::{
 pub use json::toml_from_json;
 pub use raw::RawConfig;
 pub use types::{
-    AccessLevel, Afxdp, AfxdpBindMode, Api, Backend, BackendId, Bgp, Config, ConntrackMode,
-    Dataplane, DataplaneMode, Encap, EncapDefaults, ForwardedMode, HttpOptions, Listener,
-    ListenerProtocol, ListenerTimeouts, Log, LogFormat, LogLevel, Member, Neighbor, Node, OnExit,
-    Persistence, Pool, PoolId, Proto, Scheduler, Secret, SocketGroup, Steering, Token, UdpOptions,
-    Upstream, Vip, VipFlags, VipKey, XdpMode,
+    AccessLevel, AccessLog, AccessLogFormat, Afxdp, AfxdpBindMode, Api, Backend, BackendId, Bgp,
+    Config, ConntrackMode, Dataplane, DataplaneMode, Encap, EncapDefaults, ForwardedMode,
+    HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Log, LogFormat, LogLevel, Member,
+    Neighbor, Node, OnExit, Persistence, Pool, PoolId, Proto, Scheduler, Secret, SocketGroup,
+    Steering, Token, UdpOptions, Upstream, Vip, VipFlags, VipKey, XdpMode,
 };
 pub use validate::validate;
 

@@ -106,6 +106,8 @@ pub struct RawConfig {
     /// `[[vip_class]]`.
     #[serde(default)]
     pub vip_class: Vec<RawVipClass>,
+    /// `[access_log]`; absent = no access log.
+    pub access_log: Option<RawAccessLog>,
 }
 
 /// `[fragments]`: how fragments reach one node and wait for their first.
@@ -124,6 +126,18 @@ pub struct RawFragments {
     pub hold_frames: Option<i64>,
     /// Bytes of early fragments held at most.
     pub hold_bytes: Option<i64>,
+}
+
+/// `[access_log]`: the proxy tier's access log.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccessLog {
+    /// An absolute path, or `"stdout"`.
+    pub path: Option<String>,
+    /// `"json"` or `"text"`.
+    pub format: Option<String>,
+    /// Share of records written, `0 < sample <= 1`.
+    pub sample: Option<Scalar>,
 }
 
 /// `[tracer]`: the packet tracer's reports.

@@ -50,6 +50,8 @@ pub struct Config {
     pub tracer: Tracer,
     /// `[[vip_class]]`, in file order; indexed by [`VipGroup::class`].
     pub classes: Vec<VipClass>,
+    /// `[access_log]`; `None`: no access log.
+    pub access_log: Option<AccessLog>,
 }
 
 impl Config {
@@ -596,6 +598,29 @@ pub struct Fragments {
     pub hold_frames: u32,
     /// Bytes of early fragments held at most.
     pub hold_bytes: u32,
+}
+
+/// `[access_log]`: one line per HTTP request, TCP connection and UDP session of every
+/// listener (docs/proxy.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AccessLog {
+    /// The file, appended to; `None`: standard output (`path = "stdout"`).
+    pub path: Option<PathBuf>,
+    /// Line format.
+    pub format: AccessLogFormat,
+    /// Records written per million (`sample` × 1,000,000, 1..=1,000,000); failures always.
+    pub sample_per_million: u32,
+}
+
+/// `access_log.format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AccessLogFormat {
+    /// One JSON object per line (the default).
+    #[default]
+    Json,
+    /// Space-separated fields.
+    Text,
 }
 
 /// `[tracer]` (docs/forwarding.md §11).

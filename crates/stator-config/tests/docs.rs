@@ -39,6 +39,7 @@ const TABLES: &[(&str, &str)] = &[
     ("[[vip_class]]", "[[vip_class]]\nzz_unknown = 1\n"),
     ("[fragments]", "[fragments]\nzz_unknown = 1\n"),
     ("[tracer]", "[tracer]\nzz_unknown = 1\n"),
+    ("[access_log]", "[access_log]\nzz_unknown = 1\n"),
 ];
 
 /// The keys the schema accepts in a table, from its "unknown key" message.

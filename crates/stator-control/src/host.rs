@@ -279,6 +279,9 @@ pub fn file_settings(config: &Config) -> Vec<(String, String, PathBuf)> {
     if let Some(k) = &config.tracer.key_file {
         push("tracer.key_file".into(), "tracer.key_file".into(), k);
     }
+    if let Some(p) = config.access_log.as_ref().and_then(|a| a.path.as_ref()) {
+        push("access_log.path".into(), "access_log.path".into(), p);
+    }
     if let Some(bgp) = &config.bgp {
         push(
             "bgp.bird_config".into(),

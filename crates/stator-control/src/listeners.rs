@@ -22,9 +22,9 @@ use tokio::time::Instant;
 
 use stator_config::{Config, ForwardedMode, ListenerProtocol, Scheduler, Steering};
 use stator_proxy::{
-    Algorithm, HttpSpec, IpPrefix, ListenerSpec, PersistenceSpec, Prepared, Protocol, Proxy,
-    ProxyError, SourcePrefixes, SourceSteering, SteeringGroup, Timeouts, UdpSpec, UpstreamSpec,
-    UpstreamState,
+    AccessLog, AccessLogFormat, AccessLogSpec, Algorithm, HttpSpec, IpPrefix, ListenerSpec,
+    PersistenceSpec, Prepared, Protocol, Proxy, ProxyError, SourcePrefixes, SourceSteering,
+    SteeringGroup, Timeouts, UdpSpec, UpstreamSpec, UpstreamState,
 };
 use tokio::sync::watch;
 
@@ -41,6 +41,8 @@ pub struct ProxyTier {
     pub reload_failures: Arc<AtomicU64>,
     /// The descriptors its workers draw from, and how they were sized.
     pub descriptors: Arc<NodeDescriptors>,
+    /// The node's access log (`[access_log]`).
+    pub access: Arc<AccessLog>,
 }
 
 /// A reload's listeners, bound and not yet running, with the descriptor budget they come
@@ -49,6 +51,7 @@ pub struct ProxyTier {
 pub struct PreparedListeners {
     proxy: Prepared,
     sizing: Sizing,
+    access: Option<AccessLogSpec>,
 }
 
 impl ProxyTier {
@@ -57,12 +60,29 @@ impl ProxyTier {
     pub fn new(node: &str) -> Self {
         let steering: Arc<dyn SourceSteering> = Arc::new(KernelSteering);
         let descriptors = Arc::new(NodeDescriptors::default());
-        let proxy = Proxy::new(node, Some(steering)).with_budget(Arc::clone(&descriptors.budget));
+        let access = AccessLog::new();
+        let proxy = Proxy::new(node, Some(steering))
+            .with_budget(Arc::clone(&descriptors.budget))
+            .with_access_log(Arc::clone(&access));
         Self {
             proxy: Arc::new(Mutex::new(proxy)),
             reload_failures: Arc::default(),
             descriptors,
+            access,
         }
+    }
+
+    /// Runs `config`'s access log (at the start; a reload's goes through
+    /// [`ProxyTier::prepare`] and [`ProxyTier::commit`]). The error names the field.
+    pub fn start_access_log(&self, config: &Config) -> Result<(), ControlError> {
+        self.access
+            .configure(access_spec(config))
+            .map_err(|e| access_error(&e))
+    }
+
+    /// Opens the access log's file again by its name (`SIGUSR1`, after logrotate moved it).
+    pub fn reopen_access_log(&self) -> std::io::Result<()> {
+        self.access.reopen()
     }
 
     /// The proxy (held briefly: the API reads counters through it).
@@ -84,6 +104,10 @@ impl ProxyTier {
     /// loaded — nothing running changes. The error names the listener's field.
     pub fn prepare(&self, config: &Config) -> Result<PreparedListeners, ControlError> {
         let sizing = self.descriptors.plan(config, default_workers())?;
+        let access = access_spec(config);
+        if let Some(spec) = &access {
+            AccessLog::check(spec).map_err(|e| access_error(&e))?;
+        }
         let proxy = self.lock().prepare(specs(config)).map_err(|e| {
             let (listener, what) = match &e {
                 ProxyError::Bind { listener, .. } => (listener.as_str(), "address"),
@@ -101,13 +125,21 @@ impl ProxyTier {
                 reason: e.to_string(),
             }
         })?;
-        Ok(PreparedListeners { proxy, sizing })
+        Ok(PreparedListeners {
+            proxy,
+            sizing,
+            access,
+        })
     }
 
     /// The second phase: the budget resized and the prepared listeners run (states follow
     /// with the next view).
     pub fn commit(&self, prepared: PreparedListeners) {
         self.descriptors.apply(prepared.sizing);
+        if let Err(e) = self.access.configure(prepared.access) {
+            self.reload_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "access log: reload not applied; the log stays as it was");
+        }
         if let Err(e) = self.lock().commit(prepared.proxy) {
             self.reload_failures.fetch_add(1, Ordering::Relaxed);
             tracing::error!(error = %e, "listeners: reload not fully applied");
@@ -130,6 +162,25 @@ impl ProxyTier {
     pub fn shutdown(&self, limit: std::time::Duration) {
         let proxy = std::mem::replace(&mut *self.lock(), Proxy::new("", None));
         proxy.shutdown(limit);
+    }
+}
+
+/// The proxy's access-log spec of `config`'s `[access_log]`.
+pub fn access_spec(config: &Config) -> Option<AccessLogSpec> {
+    config.access_log.as_ref().map(|a| AccessLogSpec {
+        path: a.path.clone(),
+        format: match a.format {
+            stator_config::AccessLogFormat::Json => AccessLogFormat::Json,
+            stator_config::AccessLogFormat::Text => AccessLogFormat::Text,
+        },
+        sample: f64::from(a.sample_per_million) / 1e6,
+    })
+}
+
+fn access_error(e: &std::io::Error) -> ControlError {
+    ControlError::Host {
+        field: "access_log.path".into(),
+        reason: format!("cannot open the access log for appending: {e}"),
     }
 }
 

@@ -313,6 +313,7 @@ impl Node {
                 nofile,
                 open,
             )
+            .and_then(|()| proxy.start_access_log(&first.config))
             .and_then(|()| {
                 proxy.apply(&first).map_err(|e| {
                     ControlError::io(
@@ -501,7 +502,8 @@ impl Node {
         result
     }
 
-    /// Runs until SIGTERM or SIGINT (then [`Node::shutdown`]); SIGHUP reloads the file.
+    /// Runs until SIGTERM or SIGINT (then [`Node::shutdown`]); SIGHUP reloads the file,
+    /// SIGUSR1 reopens the access log (after logrotate moved it).
     /// Tells `supervision` (systemd) that the node is ready, pings its watchdog while this
     /// loop and every one of [`Node::vitals`] make progress, and that it is stopping.
     pub async fn run_until_signal(self, mut supervision: Supervision) -> Result<(), ControlError> {
@@ -511,6 +513,7 @@ impl Node {
         let mut term = sig(SignalKind::terminate())?;
         let mut int = sig(SignalKind::interrupt())?;
         let mut hup = sig(SignalKind::hangup())?;
+        let mut usr1 = sig(SignalKind::user_defined1())?;
         let main = Heartbeat::new();
         let mut vitals = vec![Vital::looping(
             "main loop",
@@ -537,6 +540,12 @@ impl Node {
                 _ = beat.tick() => {}
                 _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
                 _ = int.recv() => { tracing::info!("SIGINT: shutting down"); break; }
+                _ = usr1.recv() => {
+                    match self.ctx.proxy.reopen_access_log() {
+                        Ok(()) => tracing::info!("SIGUSR1: access log reopened"),
+                        Err(e) => tracing::error!(error = %e, "SIGUSR1: cannot reopen the access log; it goes on to the file it had"),
+                    }
+                }
                 _ = hup.recv() => {
                     tracing::info!("SIGHUP: reloading the configuration file");
                     match self.reload_file().await {

@@ -25,6 +25,7 @@
 //! `upstream_read`), the writes to the client ([`ClientIo`], `client_write`) and to the
 //! upstream (its [`Counted`] socket, `upstream_write`).
 
+use std::cell::Cell;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -42,6 +43,7 @@ use hyper_util::rt::TokioIo;
 use stator_sched::Tried;
 use tokio::net::TcpStream;
 
+use crate::access::{Kind, Record};
 use crate::io::{ClientIo, ConnState, Counted, CounterPair, Done, Stalled};
 use crate::rules::{self, Forwarding, Rejection, Rewrite, Verdict};
 use crate::shared::ListenerShared;
@@ -56,6 +58,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Serves one client connection until it closes.
 pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, stream: TcpStream, peer: SocketAddr) {
+    let connected = Instant::now();
     let shared = ctx.shared();
     let t = shared.spec.timeouts;
     let st = ConnState::new(Arc::clone(&ctx.stats), t.client_read, t.upstream_read);
@@ -100,14 +103,39 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, stream: TcpStream, peer: SocketAd
         }
     };
     if let Err(e) = result {
-        if e.is_parse_too_large() {
+        let answered = if e.is_parse_too_large() {
             ctx.stats.client_error(ClientErrorKind::HeaderTooLarge);
             ctx.stats.response(431);
+            Some((431, "header_too_large"))
         } else if e.is_parse() {
             ctx.stats.client_error(ClientErrorKind::BadRequest);
             ctx.stats.response(400);
+            Some((400, "bad_request"))
         } else if st.timed_out.get() {
             ctx.stats.response(408);
+            Some((408, "header_timeout"))
+        } else {
+            None
+        };
+        // a head hyper refused never reached `handle`: its line is written here
+        if let Some((status, outcome)) = answered
+            && ctx.access.on()
+        {
+            let shared = ctx.shared();
+            ctx.access.write(&Record {
+                kind: Kind::Http,
+                listener: &shared.spec.name,
+                worker: ctx.id,
+                client: peer,
+                upstream: None,
+                status: Some(status),
+                outcome,
+                request: None,
+                bytes_in: 0,
+                bytes_out: 0,
+                datagrams: None,
+                duration: connected.elapsed(),
+            });
         }
     }
 }
@@ -130,11 +158,30 @@ async fn handle(
         done: req_done,
         exchange: st.exchange(),
         st: Rc::clone(&st),
+        counted: None,
+    };
+    let log = ctx.access.on().then(|| {
+        Rc::new(HttpLog {
+            ctx: Rc::clone(&ctx),
+            client: peer,
+            method: parts.method.to_string(),
+            target: parts.uri.to_string(),
+            status: Cell::new(0),
+            upstream: Cell::new(None),
+            bytes_in: Rc::new(Cell::new(0)),
+            bytes_out: Cell::new(0),
+            cut: Cell::new(false),
+        })
+    });
+    let body = ReqBody {
+        counted: log.as_ref().map(|l| Rc::clone(&l.bytes_in)),
+        ..body
     };
     let finish = Finish {
         stats: Arc::clone(&ctx.stats),
         started,
         done: resp_done,
+        log,
     };
     if let Err(r) = prepare_request(&mut parts, peer.ip(), trusted, &shared) {
         ctx.stats.client_error(if r.is_unsupported() {
@@ -362,6 +409,7 @@ impl Replay {
             done: Done::none(),
             st: Rc::clone(&self.st),
             exchange: self.exchange,
+            counted: None,
         });
         *r.method_mut() = self.method.clone();
         *r.uri_mut() = self.uri.clone();
@@ -642,6 +690,7 @@ fn upstream_response(
     strip_hop_by_hop(&mut parts.headers);
     served_by(ctx, shared, &mut parts.headers);
     ctx.stats.response(parts.status.as_u16());
+    finish.responded(parts.status.as_u16(), Some(addr));
     // hyper never polls a body that is already at its end (204, 304, HEAD, length 0): give
     // the connection back now (the next checkout waits for it to be ready).
     let back = if body.is_end_stream() {
@@ -682,6 +731,7 @@ fn local(
     finish: Finish,
 ) -> Response<ProxyBody> {
     ctx.stats.response(status.as_u16());
+    finish.responded(status.as_u16(), None);
     let mut resp = Response::new(ProxyBody::Local {
         data: Some(Bytes::from_static(text.as_bytes())),
         _finish: finish,
@@ -715,6 +765,8 @@ pub(crate) struct ReqBody {
     /// The exchange it belongs to: the connection's `client_read` timer is its own only while
     /// that exchange is the current one.
     exchange: u64,
+    /// Where its bytes are counted for the access log (when it is on).
+    counted: Option<Rc<Cell<u64>>>,
 }
 
 impl Body for ReqBody {
@@ -740,7 +792,12 @@ impl Body for ReqBody {
                 }
                 return Poll::Pending;
             }
-            Poll::Ready(Some(Ok(_))) => this.st.body_in.borrow_mut().progress(),
+            Poll::Ready(Some(Ok(f))) => {
+                this.st.body_in.borrow_mut().progress();
+                if let (Some(c), Some(d)) = (&this.counted, f.data_ref()) {
+                    c.set(c.get() + d.len() as u64);
+                }
+            }
             Poll::Ready(None | Some(Err(_))) => {
                 this.st.body_in.borrow_mut().progress();
                 this.done.finish();
@@ -800,12 +857,85 @@ pub(crate) struct Finish {
     stats: Arc<ListenerStats>,
     started: Instant,
     done: Done,
+    /// The request's access-log facts (when the log is on).
+    log: Option<Rc<HttpLog>>,
+}
+
+impl Finish {
+    /// The response head went out: its status, and the upstream that answered (`None`: the
+    /// proxy did).
+    fn responded(&self, status: u16, upstream: Option<SocketAddr>) {
+        if let Some(l) = &self.log {
+            l.status.set(status);
+            l.upstream.set(upstream);
+        }
+    }
+
+    /// `n` bytes of the response body went to the client.
+    fn sent(&self, n: usize) {
+        if let Some(l) = &self.log {
+            l.bytes_out.set(l.bytes_out.get() + n as u64);
+        }
+    }
+
+    /// The response body was cut (an error of the upstream's or a stall).
+    fn cut(&self) {
+        if let Some(l) = &self.log {
+            l.cut.set(true);
+        }
+    }
 }
 
 impl Drop for Finish {
     fn drop(&mut self) {
-        self.stats.duration.observe(self.started.elapsed());
+        let took = self.started.elapsed();
+        self.stats.duration.observe(took);
         self.done.finish();
+        if let Some(l) = self.log.take() {
+            l.write(took);
+        }
+    }
+}
+
+/// What the access log says of one request.
+#[derive(Debug)]
+pub(crate) struct HttpLog {
+    ctx: Rc<WorkerCtx>,
+    client: SocketAddr,
+    method: String,
+    target: String,
+    /// 0 until a response head went out.
+    status: Cell<u16>,
+    upstream: Cell<Option<SocketAddr>>,
+    bytes_in: Rc<Cell<u64>>,
+    bytes_out: Cell<u64>,
+    cut: Cell<bool>,
+}
+
+impl HttpLog {
+    fn write(&self, took: std::time::Duration) {
+        let shared = self.ctx.shared();
+        let status = self.status.get();
+        self.ctx.access.write(&Record {
+            kind: Kind::Http,
+            listener: &shared.spec.name,
+            worker: self.ctx.id,
+            client: self.client,
+            upstream: self.upstream.get(),
+            status: (status != 0).then_some(status),
+            outcome: if status == 0 {
+                "no_response"
+            } else if self.cut.get() {
+                "cut"
+            } else {
+                "ok"
+            },
+            request: Some((&self.method, &self.target)),
+            bytes_in: self.bytes_in.get(),
+            bytes_out: self.bytes_out.get(),
+            datagrams: None,
+            duration: took,
+        });
     }
 }
 
@@ -839,12 +969,16 @@ impl Body for ProxyBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match &mut *self {
-            ProxyBody::Local { data, .. } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            ProxyBody::Local { data, _finish } => Poll::Ready(data.take().map(|d| {
+                _finish.sent(d.len());
+                Ok(Frame::data(d))
+            })),
             ProxyBody::Upstream {
                 inner,
                 back,
                 st,
                 stats,
+                _finish,
                 ..
             } => {
                 let r = Pin::new(&mut *inner).poll_frame(cx);
@@ -852,6 +986,7 @@ impl Body for ProxyBody {
                     Poll::Pending => {
                         if st.body_out.borrow_mut().blocked(cx) {
                             stats.error(ErrorKind::ReadTimeout);
+                            _finish.cut();
                             return Poll::Ready(Some(Err(Box::new(Stalled::UpstreamRead))));
                         }
                         return Poll::Pending;
@@ -861,8 +996,15 @@ impl Body for ProxyBody {
                         if Stalled::find(e) == Some(Stalled::UpstreamWrite) {
                             stats.error(ErrorKind::WriteTimeout);
                         }
+                        _finish.cut();
                     }
-                    Poll::Ready(_) => st.body_out.borrow_mut().progress(),
+                    Poll::Ready(Some(Ok(f))) => {
+                        st.body_out.borrow_mut().progress();
+                        if let Some(d) = f.data_ref() {
+                            _finish.sent(d.len());
+                        }
+                    }
+                    Poll::Ready(None) => st.body_out.borrow_mut().progress(),
                 }
                 // The end is either a `None` frame or, after the last data frame, a body that
                 // says it is at its end (hyper then stops polling).

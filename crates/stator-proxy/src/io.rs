@@ -446,6 +446,8 @@ pub(crate) struct Counted<S> {
     /// The write stall timer and what its expiry is called.
     write: Stall,
     stalled: Stalled,
+    /// This socket's own (read, written) bytes, when someone asked (the access log).
+    own: Option<Rc<(Cell<u64>, Cell<u64>)>>,
 }
 
 /// Where a [`Counted`] socket adds its bytes: (read, written).
@@ -467,7 +469,14 @@ impl<S> Counted<S> {
             last,
             write: Stall::new(write_stall.0),
             stalled: write_stall.1,
+            own: None,
         }
+    }
+
+    /// The same socket also counting its own bytes (read, written) into `own`.
+    pub fn with_own(mut self, own: Rc<(Cell<u64>, Cell<u64>)>) -> Self {
+        self.own = Some(own);
+        self
     }
 }
 
@@ -483,6 +492,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
         let n = buf.filled().len() - before;
         if n > 0 {
             add(this.read.pair().0, n as u64);
+            if let Some(o) = &this.own {
+                o.0.set(o.0.get() + n as u64);
+            }
             if let Some(last) = &this.last {
                 last.set(Instant::now());
             }
@@ -508,6 +520,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
         this.write.progress();
         if n > 0 {
             add(this.read.pair().1, n as u64);
+            if let Some(o) = &this.own {
+                o.1.set(o.1.get() + n as u64);
+            }
             if let Some(last) = &this.last {
                 last.set(Instant::now());
             }

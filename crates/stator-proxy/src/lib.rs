@@ -57,6 +57,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod access;
 mod error;
 pub mod http;
 mod io;
@@ -73,6 +74,7 @@ pub mod tcp;
 pub mod udp;
 pub mod worker;
 
+pub use access::{AccessLog, AccessLogCounts, AccessLogFormat, AccessLogSpec};
 pub use error::ProxyError;
 pub use limits::{DescriptorBudget, Descriptors, SourcePrefixes};
 pub use passive::PassiveSpec;

@@ -18,6 +18,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use socket2::{Domain, Protocol as SockProtocol, Socket, Type};
 
+use crate::access::AccessLog;
 use crate::error::ProxyError;
 use crate::limits::DescriptorBudget;
 use crate::shared::ListenerShared;
@@ -64,6 +65,7 @@ pub struct Proxy {
     stats: BTreeMap<String, Arc<ListenerStats>>,
     retiring: Vec<WorkerHandle>,
     budget: Arc<DescriptorBudget>,
+    access: Option<Arc<AccessLog>>,
 }
 
 /// One upstream as [`Proxy::listeners`] shows it.
@@ -130,6 +132,7 @@ impl Proxy {
             stats: BTreeMap::new(),
             retiring: Vec::new(),
             budget: Arc::default(),
+            access: None,
         }
     }
 
@@ -141,9 +144,30 @@ impl Proxy {
         self
     }
 
+    /// The same proxy writing its access log to `log` (see [`crate::access`]); every worker
+    /// started after this writes there, whenever `log` is configured on.
+    #[must_use]
+    pub fn with_access_log(mut self, log: Arc<AccessLog>) -> Self {
+        self.access = Some(log);
+        self
+    }
+
+    /// Its access log, if it was given one.
+    pub fn access_log(&self) -> Option<&Arc<AccessLog>> {
+        self.access.as_ref()
+    }
+
     /// The descriptor budget its workers draw from.
     pub fn budget(&self) -> &Arc<DescriptorBudget> {
         &self.budget
+    }
+
+    fn common(&self) -> Common {
+        Common {
+            node: Arc::clone(&self.node),
+            budget: Arc::clone(&self.budget),
+            access: self.access.clone(),
+        }
     }
 
     /// Makes the running listeners exactly `specs` (see the module documentation): the two
@@ -234,6 +258,7 @@ impl Proxy {
     }
 
     fn commit_one(&mut self, plan: Plan, stats: Arc<ListenerStats>) -> Result<(), ProxyError> {
+        let common = self.common();
         match plan {
             Plan::Keep {
                 shared,
@@ -269,7 +294,7 @@ impl Proxy {
                     if let Some(g) = r.group.as_mut() {
                         let _ = g.set_socket(i, socket.as_fd());
                     }
-                    let w = start_worker(&self.node, &self.budget, &name, i, socket, r, pin)?;
+                    let w = start_worker(&common, &name, i, socket, r, pin)?;
                     r.workers.push(w);
                 }
                 if let Some(g) = r.group.as_mut() {
@@ -297,7 +322,7 @@ impl Proxy {
                 };
                 let mut result = Ok(());
                 for (i, socket) in sockets.into_iter().enumerate() {
-                    match start_worker(&self.node, &self.budget, &name, i, socket, &r, pin) {
+                    match start_worker(&common, &name, i, socket, &r, pin) {
                         Ok(w) => r.workers.push(w),
                         Err(e) => {
                             result = Err(e);
@@ -411,9 +436,15 @@ impl Proxy {
     }
 }
 
+/// What every worker of the proxy gets.
+struct Common {
+    node: Arc<str>,
+    budget: Arc<DescriptorBudget>,
+    access: Option<Arc<AccessLog>>,
+}
+
 fn start_worker(
-    node: &Arc<str>,
-    budget: &Arc<DescriptorBudget>,
+    common: &Common,
     name: &str,
     i: usize,
     socket: ListenSocket,
@@ -422,12 +453,13 @@ fn start_worker(
 ) -> Result<WorkerHandle, ProxyError> {
     worker::spawn(WorkerSetup {
         id: i,
-        node: Arc::clone(node),
+        node: Arc::clone(&common.node),
         name: name.to_owned(),
         socket,
         listener: Arc::clone(&r.shared),
         stats: Arc::clone(&r.stats),
-        budget: Arc::clone(budget),
+        budget: Arc::clone(&common.budget),
+        access: common.access.clone(),
         core: pin.then_some(i),
         seed: rand::random(),
     })

@@ -21,9 +21,39 @@ use std::time::Instant;
 use stator_sched::Tried;
 use tokio::net::TcpStream;
 
+use crate::access::{Kind, Record};
 use crate::io::{Counted, CounterPair, Stalled};
 use crate::stats::{ClientErrorKind, ErrorKind, Gauge32, GaugeField, add};
 use crate::worker::WorkerCtx;
+
+/// Writes the access-log line of a connection that ended `outcome`.
+fn log(
+    ctx: &WorkerCtx,
+    peer: SocketAddr,
+    upstream: Option<SocketAddr>,
+    outcome: &'static str,
+    bytes: (u64, u64),
+    started: Instant,
+) {
+    if !ctx.access.on() {
+        return;
+    }
+    let shared = ctx.shared();
+    ctx.access.write(&Record {
+        kind: Kind::Tcp,
+        listener: &shared.spec.name,
+        worker: ctx.id,
+        client: peer,
+        upstream,
+        status: None,
+        outcome,
+        request: None,
+        bytes_in: bytes.0,
+        bytes_out: bytes.1,
+        datagrams: None,
+        duration: started.elapsed(),
+    });
+}
 
 pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAddr) {
     let started = Instant::now();
@@ -39,6 +69,12 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAd
                 ClientErrorKind::UpstreamFailed
             };
             ctx.stats.client_error(kind);
+            let outcome = if attempts == 0 {
+                "no_upstream"
+            } else {
+                "upstream_failed"
+            };
+            log(ctx, peer, None, outcome, (0, 0), started);
             return;
         };
         tried.insert(i);
@@ -51,6 +87,7 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAd
                 attempts += 1;
                 if attempts > spec.retries {
                     ctx.stats.client_error(ClientErrorKind::UpstreamFailed);
+                    log(ctx, peer, Some(addr), "upstream_failed", (0, 0), started);
                     return;
                 }
                 add(&ctx.stats.retries, 1);
@@ -67,12 +104,15 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAd
     let listener_counters: Arc<dyn CounterPair> = ctx.stats.clone();
     let upstream_counters: Arc<dyn CounterPair> = ustats.clone();
     let t = spec.timeouts;
+    let own = Rc::new((Cell::new(0), Cell::new(0)));
     let mut a = Counted::new(
         client,
         listener_counters,
         Some(Rc::clone(&last)),
         (t.client_write, Stalled::ClientWrite),
-    );
+    )
+    .with_own(Rc::clone(&own));
+    let upstream_addr = spec.upstreams[index].addr;
     let mut b = Counted::new(
         upstream,
         upstream_counters,
@@ -83,6 +123,7 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAd
     drop(shared);
     let copy = tokio::io::copy_bidirectional(&mut a, &mut b);
     tokio::pin!(copy);
+    let mut outcome = "ok";
     loop {
         let due = last.get() + idle;
         tokio::select! {
@@ -91,12 +132,17 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAd
                     match Stalled::find(&e) {
                         Some(Stalled::ClientWrite) => {
                             ctx.stats.client_error(ClientErrorKind::WriteTimeout);
+                            outcome = "client_write_timeout";
                         }
-                        Some(_) => ustats.error(ErrorKind::WriteTimeout),
+                        Some(_) => {
+                            ustats.error(ErrorKind::WriteTimeout);
+                            outcome = "upstream_write_timeout";
+                        }
                         None if e.kind() == io::ErrorKind::ConnectionReset => {
                             ustats.error(ErrorKind::Reset);
+                            outcome = "reset";
                         }
-                        None => {}
+                        None => outcome = "error",
                     }
                 }
                 break;
@@ -104,12 +150,21 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAd
             () = tokio::time::sleep_until(due.into()) => {
                 if last.get() + idle <= Instant::now() {
                     ctx.stats.client_error(ClientErrorKind::IdleTimeout);
+                    outcome = "idle_timeout";
                     break;
                 }
             }
         }
     }
     ctx.stats.duration.observe(started.elapsed());
+    log(
+        ctx,
+        peer,
+        Some(upstream_addr),
+        outcome,
+        (own.0.get(), own.1.get()),
+        started,
+    );
 }
 
 /// Connects to `addr` within `timeout`; the error says which kind of failure it was.

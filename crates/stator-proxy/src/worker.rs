@@ -20,6 +20,7 @@ use stator_sched::{Request, Tried, client_key};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 
+use crate::access::{AccessLog, LogBuf};
 use crate::http::ReqBody;
 use crate::limits::{DescriptorBudget, SourceGuard};
 use crate::session::{Inserted, Sessions};
@@ -49,6 +50,8 @@ pub(crate) struct WorkerCtx {
     active: Cell<usize>,
     pub stop: watch::Receiver<bool>,
     drained: Notify,
+    /// Its side of the node's access log.
+    pub access: LogBuf,
 }
 
 impl WorkerCtx {
@@ -238,6 +241,7 @@ pub(crate) struct WorkerSetup {
     pub budget: Arc<DescriptorBudget>,
     pub core: Option<usize>,
     pub seed: u64,
+    pub access: Option<Arc<AccessLog>>,
 }
 
 /// Starts a worker thread serving `setup.socket`.
@@ -304,6 +308,7 @@ async fn serve(setup: WorkerSetup, stop: watch::Receiver<bool>) {
         active: Cell::new(0),
         stop: stop.clone(),
         drained: Notify::new(),
+        access: LogBuf::new(setup.access, setup.seed),
     });
     drop(shared);
     let listener = match listener {
@@ -398,5 +403,6 @@ async fn sweep(ctx: Rc<WorkerCtx>) {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let shared = ctx.shared();
         ctx.sweep_pool(&shared);
+        ctx.access.flush();
     }
 }

@@ -1,5 +1,5 @@
-//! `stator bench proxy --quick` runs end to end — Stator, nginx and HAProxy under wrk on
-//! loopback — and reports every row. Asserts the rows and that the figures are positive,
+//! `stator bench proxy --quick` runs end to end — Stator (access log off and on), nginx and
+//! HAProxy under wrk on loopback — and reports every row. Asserts the rows and that the figures are positive,
 //! never their size (benchmarks do not pass or fail on timing). Unprivileged; needs the
 //! packages `make test-deps` installs (wrk, nginx-light, haproxy).
 
@@ -10,7 +10,7 @@ fn bench_proxy_quick_reports_every_row() {
     let (v, stdout) = common::bench_stdout_json(&["proxy", "--quick", "--seconds", "1", "--json"]);
     let runs = v["runs"].as_array().unwrap();
     for case in ["keep-alive", "new connection per request"] {
-        for proxy in ["stator", "nginx", "haproxy"] {
+        for proxy in ["stator", "stator, access log", "nginx", "haproxy"] {
             let r = runs
                 .iter()
                 .find(|r| r["case"] == case && r["proxy"] == proxy)
@@ -19,7 +19,11 @@ fn bench_proxy_quick_reports_every_row() {
             assert!(r["p99_ms"].as_f64().unwrap() > 0.0, "{r}");
         }
     }
-    assert_eq!(v["ratios"].as_array().unwrap().len(), 2);
+    let ratios = v["ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 2);
+    for r in ratios {
+        assert!(r["access_log_on_over_off"].as_f64().unwrap() > 0.0, "{r}");
+    }
     let scale = v["scale"].as_array().unwrap();
     for proxy in ["stator vnswrr", "stator swrr"] {
         for n in [20, 2000] {

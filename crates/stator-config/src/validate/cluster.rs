@@ -10,8 +10,10 @@ use stator_core::Prefix;
 use super::Ctx;
 use crate::defaults as d;
 use crate::error::{Error, FieldPath};
-use crate::raw::{RawFragments, RawTracer, RawVip, RawVipClass};
-use crate::types::{Fragments, Node, Tracer, VipClass, VipGroup, VipKey};
+use crate::raw::{RawAccessLog, RawFragments, RawTracer, RawVip, RawVipClass, Scalar};
+use crate::types::{
+    AccessLog, AccessLogFormat, Fragments, Node, Tracer, VipClass, VipGroup, VipKey,
+};
 
 /// `[fragments]`.
 pub(super) fn fragments(
@@ -153,6 +155,78 @@ pub(super) fn fragments(
 }
 
 /// `[tracer]`.
+/// `[access_log]`: `Some(None)` when absent, `None` when invalid (errors recorded).
+pub(super) fn access_log(ctx: &mut Ctx, raw: Option<&RawAccessLog>) -> Option<Option<AccessLog>> {
+    let Some(raw) = raw else {
+        return Some(None);
+    };
+    let at = FieldPath::root().key("access_log");
+    let errors = ctx.errors.len();
+    let path = match raw.path.as_deref() {
+        None => {
+            ctx.error(
+                at.key("path"),
+                Error::Missing {
+                    hint: "an absolute path such as \"/var/log/stator/access.log\", or \"stdout\""
+                        .into(),
+                },
+            );
+            None
+        }
+        Some("stdout") => Some(None),
+        Some(text) => ctx.absolute_path(at.key("path"), text).map(Some),
+    };
+    let format = match raw.format.as_deref() {
+        None | Some("json") => Some(AccessLogFormat::Json),
+        Some("text") => Some(AccessLogFormat::Text),
+        Some(other) => {
+            ctx.error(
+                at.key("format"),
+                Error::Invalid {
+                    value: format!("{other:?}"),
+                    expected: "\"json\" or \"text\"".into(),
+                },
+            );
+            None
+        }
+    };
+    let sample = match &raw.sample {
+        None => Some(1_000_000),
+        Some(s) => {
+            let v = match s {
+                Scalar::Int(i) => Some(*i as f64),
+                Scalar::Float(f) => Some(*f),
+                _ => None,
+            };
+            match v {
+                Some(v) if v > 0.0 && v <= 1.0 && (v * 1e6).round() >= 1.0 => {
+                    Some((v * 1e6).round() as u32)
+                }
+                _ => {
+                    ctx.error(
+                        at.key("sample"),
+                        Error::Invalid {
+                            value: s.to_string(),
+                            expected: "a share of the records above 0 and at most 1 (e.g. 0.1 \
+                                       writes one in ten; failures are always written)"
+                                .into(),
+                        },
+                    );
+                    None
+                }
+            }
+        }
+    };
+    if ctx.errors.len() != errors {
+        return None;
+    }
+    Some(Some(AccessLog {
+        path: path?,
+        format: format?,
+        sample_per_million: sample?,
+    }))
+}
+
 pub(super) fn tracer(ctx: &mut Ctx, raw: &RawTracer) -> Option<Tracer> {
     let at = FieldPath::root().key("tracer");
     let errors = ctx.errors.len();

@@ -39,6 +39,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
     let fragments = cluster::fragments(&mut ctx, &raw.fragments, node.as_ref());
     let tracer = cluster::tracer(&mut ctx, &raw.tracer);
     let classes = cluster::classes(&mut ctx, &raw.vip_class);
+    let access_log = cluster::access_log(&mut ctx, raw.access_log.as_ref());
     let vips = vips::vips(
         &mut ctx,
         &raw.vip,
@@ -74,7 +75,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
         }
     }
     match (
-        node, dataplane, encap, api, bgp, vips, listeners, fragments, tracer, classes,
+        node, dataplane, encap, api, bgp, vips, listeners, fragments, tracer, classes, access_log,
     ) {
         (
             Some(node),
@@ -87,6 +88,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
             Some(fragments),
             Some(tracer),
             Some(classes),
+            Some(access_log),
         ) if ctx.errors.is_empty() => Ok(Config {
             node,
             dataplane,
@@ -101,6 +103,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
             fragments,
             tracer,
             classes,
+            access_log,
         }),
         _ => {
             if ctx.errors.is_empty() {

@@ -57,6 +57,7 @@ use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::sync::{Notify, watch};
 
+use crate::access::{Kind, Record};
 use crate::limits::{Descriptors, SourceGuard, TokenBucket};
 use crate::shared::ListenerShared;
 use crate::spec::{UdpSpec, UpstreamState};
@@ -119,12 +120,53 @@ struct Session {
     listener_active: Arc<crate::ListenerStats>,
     /// The session's count for its source.
     _source: Option<SourceGuard>,
+    /// Its access-log line (when the log is on).
+    log: Option<Box<SessionLog>>,
+}
+
+/// What the access log says of a session.
+#[derive(Debug)]
+struct SessionLog {
+    ctx: Rc<WorkerCtx>,
+    client: SocketAddr,
+    started: Instant,
+    /// Payload bytes from the client and to it.
+    bytes_in: u64,
+    bytes_out: u64,
+    /// How it ended; `closed` unless said otherwise before it is dropped.
+    outcome: &'static str,
+}
+
+impl Session {
+    /// Says how it ended (for the access log), then lets it go.
+    fn end(mut self, outcome: &'static str) {
+        if let Some(l) = &mut self.log {
+            l.outcome = outcome;
+        }
+    }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         if let Some(t) = self.task.take() {
             t.abort();
+        }
+        if let Some(l) = self.log.take() {
+            let shared = l.ctx.shared();
+            l.ctx.access.write(&Record {
+                kind: Kind::Udp,
+                listener: &shared.spec.name,
+                worker: l.ctx.id,
+                client: l.client,
+                upstream: Some(self.upstream),
+                status: None,
+                outcome: l.outcome,
+                request: None,
+                bytes_in: l.bytes_in,
+                bytes_out: l.bytes_out,
+                datagrams: Some((self.requests, self.replies)),
+                duration: l.started.elapsed(),
+            });
         }
         self.open.set(self.open.get().saturating_sub(1));
         self.listener_active
@@ -333,6 +375,9 @@ fn forward(
     }
     if let Some(s) = w.table.borrow_mut().peek_mut(client) {
         s.requests += count;
+        if let Some(l) = &mut s.log {
+            l.bytes_in += data.len() as u64;
+        }
     }
 }
 
@@ -394,7 +439,9 @@ fn session_for(
         if !evicted.is_empty() {
             add(&stats.session_evictions, evicted.len() as u64);
         }
-        drop(evicted);
+        for (_, s) in evicted {
+            s.end("evicted");
+        }
         table.set_unreplied_timeout(shared.spec.udp.unreplied_timeout);
         let class = table.class(client);
         let found = table.touch(client, now);
@@ -416,12 +463,15 @@ fn session_for(
                 // its upstream is down or gone: a new session elsewhere
                 let old = table.remove(client);
                 drop(table);
-                drop(old);
+                if let Some(s) = old {
+                    s.end("upstream_gone");
+                }
             }
             Err(expired) => {
-                count_expired(&stats.udp, class.unwrap_or(Class::Replied));
+                let class = class.unwrap_or(Class::Replied);
+                count_expired(&stats.udp, class);
                 drop(table);
-                drop(expired);
+                expired.end(expired_outcome(class));
             }
             Ok(None) => {}
         }
@@ -474,16 +524,27 @@ fn session_for(
         open: Rc::clone(&w.open),
         listener_active: Arc::clone(&w.ctx.stats),
         _source: source,
+        log: w.ctx.access.on().then(|| {
+            Box::new(SessionLog {
+                ctx: Rc::clone(&w.ctx),
+                client,
+                started: now,
+                bytes_in: 0,
+                bytes_out: 0,
+                outcome: "closed",
+            })
+        }),
     };
     let inserted = w
         .table
         .borrow_mut()
         .insert_as(client, session, now, Class::Unreplied);
-    if inserted.evicted.is_some() {
+    if let Some((_, old)) = inserted.evicted {
         add(&stats.session_evictions, 1);
+        // the evicted session's gauge goes down before the new one's goes up
+        old.end("evicted");
     }
-    // the evicted session's gauge goes down before the new one's goes up
-    drop(inserted);
+    drop(inserted.replaced);
     add(&stats.active, 1);
     Some((
         sock,
@@ -530,12 +591,20 @@ fn admit(
     // worker's next turn, not now: this datagram is refused, a later one gets the
     // descriptor (the budget is never overdrawn, not even for a moment).
     let reclaimed = w.table.borrow_mut().evict_unreplied(now, RECLAIM_AFTER);
-    if let Some(old) = reclaimed {
+    if let Some((_, old)) = reclaimed {
         add(&stats.udp.sessions_reclaimed, 1);
-        drop(old);
+        old.end("reclaimed");
     }
     stats.udp.count_drop(UdpDrop::Descriptors, 1);
     None
+}
+
+/// The access log's outcome of a session ended by its timeout.
+fn expired_outcome(class: Class) -> &'static str {
+    match class {
+        Class::Replied => "idle",
+        Class::Unreplied => "unreplied",
+    }
 }
 
 /// Counts a session ended by its timeout: the idle one, or the unreplied one.
@@ -630,6 +699,9 @@ async fn session_task(
                 Ok(Some(s)) if s.id == id => {
                     s.replies += got;
                     add(&s.stats.bytes_in, bytes);
+                    if let Some(l) = &mut s.log {
+                        l.bytes_out += bytes;
+                    }
                     shared
                         .spec
                         .udp
@@ -643,7 +715,9 @@ async fn session_task(
             add(&w.ctx.stats.udp.sessions_completed, 1);
             let s = w.table.borrow_mut().remove(client);
             // dropping the session aborts this task: it ends at its next await
-            drop(s);
+            if let Some(s) = s {
+                s.end("responses");
+            }
             return;
         }
     }
@@ -708,10 +782,11 @@ async fn sweeper(w: Rc<Worker>) {
         let every = (timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
         tokio::time::sleep(every).await;
         let gone = w.table.borrow_mut().expire(now(), SWEEP_MAX);
-        for (_, _, class) in &gone {
-            count_expired(&w.ctx.stats.udp, *class);
+        for (_, s, class) in gone {
+            count_expired(&w.ctx.stats.udp, class);
+            s.end(expired_outcome(class));
         }
-        drop(gone);
+        w.ctx.access.flush();
         count_overflow(&w);
     }
 }

@@ -13,6 +13,21 @@ pub(super) fn proxy_metrics(e: &mut Exposition, ctx: &Ctx) {
         "Reloads whose listeners could not all be applied (a port in use).",
     )
     .sample(&[], ctx.proxy.reload_failures.load(Relaxed) as f64);
+    let access = ctx.proxy.access.counts();
+    e.family(
+        "stator_access_log_lines_total",
+        Kind::Counter,
+        "Access-log lines, by result: written, or dropped (the writer was behind, or a write \
+         failed).",
+    )
+    .sample(&[("result", "written")], access.written as f64)
+    .sample(&[("result", "dropped")], access.dropped as f64);
+    e.family(
+        "stator_access_log_write_errors_total",
+        Kind::Counter,
+        "Writes of the access log that failed (a full disk, a closed pipe).",
+    )
+    .sample(&[], access.errors as f64);
     descriptor_metrics(e, ctx);
     if listeners.is_empty() {
         return;
