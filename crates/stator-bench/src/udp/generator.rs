@@ -131,7 +131,7 @@ pub fn run_child(args: &GenArgs) -> Result<(), BenchError> {
     let pinned = pinned_rx.recv().unwrap_or(false);
     let mut out = std::io::stdout().lock();
     let report = |out: &mut std::io::StdoutLock<'_>| -> std::io::Result<()> {
-        let cpu_ns = process_cpu_time().as_nanos();
+        let cpu_ns = super::recv::process_cpu_time().as_nanos();
         writeln!(out, "{} {cpu_ns}", shared.sent.load(Relaxed))?;
         out.flush()
     };
@@ -200,21 +200,6 @@ fn generate(
     }
 }
 
-/// This process's CPU time (`CLOCK_PROCESS_CPUTIME_ID`): its generating threads (and the
-/// receiving softirq run in their context).
-fn process_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into a live local.
-    #[allow(unsafe_code)]
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
 
 /// Frames per chunk of a generator paced at `rate` a second: a millisecond's worth, at least a
 /// batch, at most [`CHUNK`].

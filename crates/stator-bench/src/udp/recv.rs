@@ -252,13 +252,23 @@ impl MmsgBatch {
 
 /// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
 pub fn own_cpu_time() -> Duration {
+    clock_time(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// This process's CPU time, all its threads (`CLOCK_PROCESS_CPUTIME_ID`).
+pub fn process_cpu_time() -> Duration {
+    clock_time(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// The time of `clock` (zero when it cannot be read).
+fn clock_time(clock: libc::clockid_t) -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes one timespec into a live local.
     #[allow(unsafe_code)]
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     if rc != 0 {
         return Duration::ZERO;
     }
