@@ -200,7 +200,6 @@ fn generate(
     }
 }
 
-
 /// Frames per chunk of a generator paced at `rate` a second: a millisecond's worth, at least a
 /// batch, at most [`CHUNK`].
 fn paced_chunk(rate: f64) -> u32 {
