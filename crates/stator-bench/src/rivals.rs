@@ -8,6 +8,7 @@ use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::BenchError;
@@ -54,9 +55,25 @@ impl Drop for Proc {
     }
 }
 
+/// Whether [`pinned`] pins (`stator bench proxy` measures both ways; every other benchmark
+/// pins). Set between runs, never during one.
+static PINNING: AtomicBool = AtomicBool::new(true);
+
+/// Makes [`pinned`] pin (`true`, the default) or start programs wherever the scheduler puts
+/// them (`false`: the unpinned rounds of `stator bench proxy`).
+pub(crate) fn set_pinning(pin: bool) {
+    PINNING.store(pin, Ordering::Relaxed);
+}
+
+/// `program` under `taskset -c cpu` (or not pinned, see [`set_pinning`]).
 pub(crate) fn pinned(cpu: &str, program: &Path) -> Command {
-    let mut c = Command::new("taskset");
-    c.arg("-c").arg(cpu).arg(program);
+    let mut c = if PINNING.load(Ordering::Relaxed) {
+        let mut c = Command::new("taskset");
+        c.arg("-c").arg(cpu).arg(program);
+        c
+    } else {
+        Command::new(program)
+    };
     c.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -1,5 +1,5 @@
 //! `stator bench proxy --quick` runs end to end — Stator (access log off and on), nginx and
-//! HAProxy under wrk on loopback — and reports every row. Asserts the rows and that the figures are positive,
+//! HAProxy under wrk on loopback, pinned and unpinned — and reports every row. Asserts the rows and that the figures are positive,
 //! never their size (benchmarks do not pass or fail on timing). Unprivileged; needs the
 //! packages `make test-deps` installs (wrk, nginx-light, haproxy).
 
@@ -9,18 +9,26 @@ mod common;
 fn bench_proxy_quick_reports_every_row() {
     let (v, stdout) = common::bench_stdout_json(&["proxy", "--quick", "--seconds", "1", "--json"]);
     let runs = v["runs"].as_array().unwrap();
-    for case in ["keep-alive", "new connection per request"] {
-        for proxy in ["stator", "stator, access log", "nginx", "haproxy"] {
-            let r = runs
-                .iter()
-                .find(|r| r["case"] == case && r["proxy"] == proxy)
-                .unwrap_or_else(|| panic!("no row {case} / {proxy}: {stdout}"));
-            assert!(r["requests_per_second"].as_f64().unwrap() > 0.0, "{r}");
-            assert!(r["p99_ms"].as_f64().unwrap() > 0.0, "{r}");
+    for pinning in ["pinned", "unpinned"] {
+        for case in ["keep-alive", "new connection per request"] {
+            for proxy in ["stator", "stator, access log", "nginx", "haproxy"] {
+                let r = runs
+                    .iter()
+                    .find(|r| r["case"] == case && r["proxy"] == proxy && r["pinning"] == pinning)
+                    .unwrap_or_else(|| panic!("no row {pinning} / {case} / {proxy}: {stdout}"));
+                assert!(r["requests_per_second"].as_f64().unwrap() > 0.0, "{r}");
+                assert!(r["p99_ms"].as_f64().unwrap() > 0.0, "{r}");
+                assert_eq!(r["round"], 1, "the median of one round: {r}");
+            }
         }
     }
+    assert_eq!(
+        v["rounds"].as_array().unwrap().len(),
+        16,
+        "2 modes × 2 cases × 4 proxies"
+    );
     let ratios = v["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 2);
+    assert_eq!(ratios.len(), 4, "2 modes × 2 cases");
     for r in ratios {
         assert!(r["access_log_on_over_off"].as_f64().unwrap() > 0.0, "{r}");
     }
