@@ -61,11 +61,13 @@ Description: Maglev-style network load balancer (XDP, consistent hashing, BGP)
  checks its backends (TCP, HTTP, HTTPS, UDP) and announces its VIPs over BGP
  through BIRD while it can serve them.
  .
- This package installs the stator binary, the stator.service systemd unit,
- /etc/stator/stator.toml (a starting point to edit), shell completions, man
- pages and the documentation. The service is not started until enabled.
+ This package installs the stator binary, the stator.service systemd unit
+ (a load-balancer or proxy node), the stator-decap.service unit (a backend:
+ decapsulation and the VIPs on lo), /etc/stator/stator.toml and
+ /etc/stator/decap.env (starting points to edit), shell completions, man
+ pages and the documentation. Neither service is started until enabled.
 CONTROL
-echo "/etc/stator/stator.toml" > "$stage/DEBIAN/conffiles"
+printf '/etc/stator/stator.toml\n/etc/stator/decap.env\n' > "$stage/DEBIAN/conffiles"
 cat > "$stage/DEBIAN/postinst" <<'SCRIPT'
 #!/bin/sh
 set -e
@@ -75,6 +77,7 @@ if [ "$1" = configure ]; then
   if [ -d /run/systemd/system ]; then systemctl daemon-reload >/dev/null 2>&1 || true; fi
   if [ -z "$2" ]; then
     echo "stator: edit /etc/stator/stator.toml (stator check /etc/stator/stator.toml), then: systemctl enable --now stator"
+    echo "stator: on a backend, edit /etc/stator/decap.env instead, then: systemctl enable --now stator-decap"
   fi
 fi
 exit 0
@@ -84,8 +87,8 @@ cat > "$stage/DEBIAN/prerm" <<'SCRIPT'
 set -e
 # On removal only: an upgrade leaves the node running (restart it when ready).
 if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
-  systemctl stop stator.service >/dev/null 2>&1 || true
-  systemctl disable stator.service >/dev/null 2>&1 || true
+  systemctl stop stator.service stator-decap.service >/dev/null 2>&1 || true
+  systemctl disable stator.service stator-decap.service >/dev/null 2>&1 || true
 fi
 exit 0
 SCRIPT

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs Stator like a system service: the binary, the systemd unit, the configuration
-# (only if there is none), shell completions, man pages and the documentation.
+# Installs Stator like a system service: the binary, the systemd units (stator.service for a
+# node, stator-decap.service for a backend), the configuration and the backend's
+# /etc/stator/decap.env (each only if there is none), shell completions, man pages and the
+# documentation.
 #
 #   DESTDIR     staging root (packages); empty for a real install
 #   PREFIX      /usr/local         BINDIR   $PREFIX/bin
@@ -36,6 +38,9 @@ install -D -m 0755 "$STATOR_BIN" "$root$BINDIR/stator"
 sed -e "s|@BINDIR@|$BINDIR|g" -e "s|@SYSCONFDIR@|$SYSCONFDIR|g" -e "s|@DOCDIR@|$DOCDIR|g" \
   packaging/stator.service.in > "$gen/stator.service"
 install -D -m 0644 "$gen/stator.service" "$root$UNITDIR/stator.service"
+sed -e "s|@BINDIR@|$BINDIR|g" -e "s|@SYSCONFDIR@|$SYSCONFDIR|g" -e "s|@DOCDIR@|$DOCDIR|g" \
+  packaging/stator-decap.service.in > "$gen/stator-decap.service"
+install -D -m 0644 "$gen/stator-decap.service" "$root$UNITDIR/stator-decap.service"
 
 conf="$root$SYSCONFDIR/stator/stator.toml"
 if [ -e "$conf" ]; then
@@ -50,6 +55,13 @@ else
   } > "$gen/stator.toml"
   grep -q '^on_exit = "keep"' "$gen/stator.toml" || { echo "install: examples/minimal.toml changed shape" >&2; exit 1; }
   install -D -m 0640 "$gen/stator.toml" "$conf"
+fi
+
+decap_env="$root$SYSCONFDIR/stator/decap.env"
+if [ -e "$decap_env" ]; then
+  echo "install: keeping the existing $SYSCONFDIR/stator/decap.env"
+else
+  install -D -m 0644 packaging/decap.env "$decap_env"
 fi
 
 if [ -z "$DESTDIR" ] && [ "$(id -u)" -eq 0 ]; then

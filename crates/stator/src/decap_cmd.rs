@@ -4,6 +4,11 @@
 //! configuration (the tunnel endpoint addresses and the GUE port), attaches it to each
 //! interface and pins the links, so it keeps running after this process exits. `status` and
 //! `stats` only open the pinned maps and links. See docs/decap.md.
+//!
+//! `--vip` on `attach` and `detach` also puts the VIPs a backend serves on `lo` and takes them
+//! off again, so that the packaged unit `stator-decap.service` does a backend's whole setup in
+//! one command each way. List options take commas (`--addr 10.1.1.11,2001:db8::11`), so that a
+//! unit can pass a list from its environment file as one word.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -30,13 +35,18 @@ pub enum DecapCmd {
 /// Options of `stator decap attach`.
 #[derive(Debug, clap::Args)]
 pub struct AttachArgs {
-    /// Interface to attach to (repeat for several).
-    #[arg(long = "iface", required = true)]
+    /// Interface to attach to (repeat, or separate with commas, for several).
+    #[arg(long = "iface", required = true, value_delimiter = ',')]
     ifaces: Vec<String>,
-    /// An outer destination address that is this host's tunnel endpoint (repeat for several);
-    /// tunnel packets to other addresses are passed to the kernel untouched. Default: any.
-    #[arg(long = "addr")]
+    /// An outer destination address that is this host's tunnel endpoint (repeat, or separate
+    /// with commas, for several); tunnel packets to other addresses are passed to the kernel
+    /// untouched. Default: any.
+    #[arg(long = "addr", value_delimiter = ',')]
     addrs: Vec<IpAddr>,
+    /// A VIP this backend serves, added to `lo` as a host address (/32, /128) before the
+    /// program is attached (repeat, or separate with commas, for several).
+    #[arg(long = "vip", value_delimiter = ',')]
+    vips: Vec<IpAddr>,
     /// UDP destination port of GUE packets; 0 turns GUE off.
     #[arg(long, default_value_t = STATOR_GUE_PORT as u16)]
     gue_port: u16,
@@ -51,8 +61,8 @@ pub struct AttachArgs {
 /// Options of `stator decap detach`.
 #[derive(Debug, clap::Args)]
 pub struct DetachArgs {
-    /// Interface to detach from (repeat for several).
-    #[arg(long = "iface", required_unless_present = "all")]
+    /// Interface to detach from (repeat, or separate with commas, for several).
+    #[arg(long = "iface", required_unless_present = "all", value_delimiter = ',')]
     ifaces: Vec<String>,
     /// Detach from every interface.
     #[arg(long)]
@@ -60,6 +70,10 @@ pub struct DetachArgs {
     /// Then remove the pinned maps (configuration and counters).
     #[arg(long)]
     purge: bool,
+    /// Then remove these VIPs from `lo` (repeat, or separate with commas, for several); one
+    /// that is not there is no error.
+    #[arg(long = "vip", value_delimiter = ',')]
+    vips: Vec<IpAddr>,
     /// bpffs directory of the pinned maps and links.
     #[arg(long, default_value = DEFAULT_DECAP_PIN_PATH)]
     pin_path: PathBuf,
@@ -112,6 +126,10 @@ fn attach(a: AttachArgs) -> Result<()> {
         pin_path: a.pin_path.clone(),
         attach_mode: a.mode,
     };
+    for vip in &a.vips {
+        vip_on_lo("replace", *vip)?;
+        println!("{vip} on lo");
+    }
     let mut decap = Decap::load(&opts)?;
     decap.configure(&cfg)?;
     for iface in &a.ifaces {
@@ -128,7 +146,35 @@ fn attach(a: AttachArgs) -> Result<()> {
 
 fn detach(d: DetachArgs) -> Result<()> {
     let purge: fn(&std::path::Path) -> stator_xdp::Result<()> = stator_xdp::decap_purge;
-    crate::attach_out::detach(&d.pin_path, &d.ifaces, d.all, d.purge.then_some(purge))
+    crate::attach_out::detach(&d.pin_path, &d.ifaces, d.all, d.purge.then_some(purge))?;
+    for vip in &d.vips {
+        if vip_on_lo("del", *vip)? {
+            println!("{vip} removed from lo");
+        } else {
+            println!("{vip} was not on lo");
+        }
+    }
+    Ok(())
+}
+
+/// `ip addr <verb> VIP/32 dev lo` (`/128` for IPv6); false when `del` finds no such address.
+/// iproute2 rather than rtnetlink by hand: it is on every host a backend runs on, and this
+/// runs twice per boot.
+fn vip_on_lo(verb: &str, vip: IpAddr) -> Result<bool> {
+    let len = if vip.is_ipv6() { 128 } else { 32 };
+    let out = std::process::Command::new("ip")
+        .args(["addr", verb, &format!("{vip}/{len}"), "dev", "lo"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| anyhow::anyhow!("running `ip addr {verb} {vip}/{len} dev lo`: {e}"))?;
+    if out.status.success() {
+        return Ok(true);
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    if verb == "del" && err.contains("Cannot assign requested address") {
+        return Ok(false);
+    }
+    anyhow::bail!("`ip addr {verb} {vip}/{len} dev lo` failed: {}", err.trim())
 }
 
 fn status(s: ShowArgs) -> Result<()> {
@@ -177,4 +223,57 @@ fn stats(s: ShowArgs) -> Result<()> {
         println!("  (none)");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: DecapCmd,
+    }
+
+    /// What `stator-decap.service` passes from `decap.env`: each list as one word, commas
+    /// between the items.
+    #[test]
+    fn lists_take_commas_as_the_unit_passes_them() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let cli = Cli::try_parse_from([
+            "decap",
+            "attach",
+            "--iface",
+            "eth0,eth1",
+            "--addr",
+            "10.1.1.11,2001:db8::11",
+            "--vip",
+            "192.0.2.10",
+        ])
+        .unwrap();
+        let DecapCmd::Attach(a) = cli.cmd else {
+            panic!("{cli:?}")
+        };
+        assert_eq!(a.ifaces, ["eth0", "eth1"]);
+        assert_eq!(a.addrs, [ip("10.1.1.11"), ip("2001:db8::11")]);
+        assert_eq!(a.vips, [ip("192.0.2.10")]);
+        let cli = Cli::try_parse_from([
+            "decap",
+            "detach",
+            "--all",
+            "--vip",
+            "192.0.2.10,2001:db8::10",
+        ])
+        .unwrap();
+        let DecapCmd::Detach(d) = cli.cmd else {
+            panic!("{cli:?}")
+        };
+        assert!(d.all && !d.purge);
+        assert_eq!(d.vips, [ip("192.0.2.10"), ip("2001:db8::10")]);
+        assert!(
+            Cli::try_parse_from(["decap", "attach", "--iface", "eth0", "--vip", "lo"]).is_err(),
+            "a VIP is an address"
+        );
+    }
 }

@@ -1,8 +1,9 @@
 //! Installing like a system service, without root: `scripts/deb.sh` builds a Debian package
 //! from this test's `stator` binary and the package is inspected (`dpkg-deb -I`, `-c`, `-x`,
-//! `-e`): control fields, the files and their places, the conffile, the configuration passing
-//! `stator check` with `on_exit = "keep"`, the systemd unit (`systemd-analyze verify` where
-//! systemd is installed), completions for bash, zsh and fish, man pages, md5sums. Then
+//! `-e`): control fields, the files and their places, the conffiles, the configuration passing
+//! `stator check` with `on_exit = "keep"`, the systemd units — the node's and the backend's
+//! `stator-decap.service` with its `decap.env` — (`systemd-analyze verify` where systemd is
+//! installed), completions for bash, zsh and fish, man pages, md5sums. Then
 //! `scripts/install.sh` (what `make install` runs) into a staging directory with another
 //! prefix, twice: the unit names that prefix, and an edited configuration is kept. The
 //! admin API's access setup (`scripts/access-setup.sh`, run by `make install` and the
@@ -108,7 +109,9 @@ fn the_debian_package() {
     for path in [
         "./usr/bin/stator",
         "./usr/lib/systemd/system/stator.service",
+        "./usr/lib/systemd/system/stator-decap.service",
         "./etc/stator/stator.toml",
+        "./etc/stator/decap.env",
         "./usr/share/bash-completion/completions/stator",
         "./usr/share/zsh/vendor-completions/_stator",
         "./usr/share/fish/vendor_completions.d/stator.fish",
@@ -140,7 +143,7 @@ fn the_debian_package() {
     run(Command::new("dpkg-deb").arg("-e").arg(&deb).arg(&control));
     assert_eq!(
         std::fs::read_to_string(control.join("conffiles")).unwrap(),
-        "/etc/stator/stator.toml\n"
+        "/etc/stator/stator.toml\n/etc/stator/decap.env\n"
     );
     let postinst = std::fs::read_to_string(control.join("postinst")).unwrap();
     assert!(
@@ -207,6 +210,50 @@ fn the_debian_package() {
         println!("systemd-analyze verify: the unit is valid");
     } else {
         println!("systemd-analyze is not installed here: the unit was not verified by systemd");
+    }
+
+    // The backend's unit (docs/quickstart.md, "Backend"): decap and the VIPs on lo from
+    // /etc/stator/decap.env, undone on stop. quickstart_netns runs its commands as root.
+    let decap =
+        std::fs::read_to_string(root.join("usr/lib/systemd/system/stator-decap.service")).unwrap();
+    for line in [
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        "EnvironmentFile=/etc/stator/decap.env",
+        "ExecStart=/usr/bin/stator decap attach --iface ${STATOR_DECAP_IFACES} \
+         --addr ${STATOR_DECAP_ADDRS} --vip ${STATOR_DECAP_VIPS}",
+        "ExecStop=/usr/bin/stator decap detach --all --vip ${STATOR_DECAP_VIPS}",
+        "WantedBy=multi-user.target",
+    ] {
+        assert!(decap.lines().any(|l| l == line), "{line} in\n{decap}");
+    }
+    let env = std::fs::read_to_string(root.join("etc/stator/decap.env")).unwrap();
+    for var in [
+        "STATOR_DECAP_IFACES=",
+        "STATOR_DECAP_ADDRS=",
+        "STATOR_DECAP_VIPS=",
+    ] {
+        assert!(env.lines().any(|l| l.starts_with(var)), "{var} in\n{env}");
+    }
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        let local = dir.join("stator-decap.service");
+        let env_path = dir.join("decap.env");
+        std::fs::write(&env_path, &env).unwrap();
+        std::fs::write(
+            &local,
+            decap
+                .replace("/usr/bin/stator", &packaged.display().to_string())
+                .replace("/etc/stator/decap.env", &env_path.display().to_string()),
+        )
+        .unwrap();
+        run(Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(&local));
+        println!("systemd-analyze verify: stator-decap.service is valid");
     }
 
     // Completions and man pages.
@@ -298,6 +345,14 @@ fn make_install_into_a_staging_directory() {
         unit.contains("ExecStart=/opt/stator/bin/stator run -c /etc/stator/stator.toml"),
         "{unit}"
     );
+    let decap =
+        std::fs::read_to_string(dir.join("opt/stator/lib/systemd/system/stator-decap.service"))
+            .unwrap();
+    assert!(
+        decap.contains("ExecStart=/opt/stator/bin/stator decap attach ")
+            && decap.contains("EnvironmentFile=/etc/stator/decap.env"),
+        "{decap}"
+    );
     assert!(dir.join("opt/stator/share/man/man1/stator.1.gz").exists());
     assert!(
         dir.join("opt/stator/share/zsh/vendor-completions/_stator")
@@ -306,9 +361,13 @@ fn make_install_into_a_staging_directory() {
     // An operator's configuration is never overwritten.
     let conf = dir.join("etc/stator/stator.toml");
     std::fs::write(&conf, "# edited\n").unwrap();
+    let env = dir.join("etc/stator/decap.env");
+    std::fs::write(&env, "# edited\n").unwrap();
     let second = install();
     assert!(text(&second).contains("keeping the existing /etc/stator/stator.toml"));
+    assert!(text(&second).contains("keeping the existing /etc/stator/decap.env"));
     assert_eq!(std::fs::read_to_string(&conf).unwrap(), "# edited\n");
+    assert_eq!(std::fs::read_to_string(&env).unwrap(), "# edited\n");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
