@@ -310,10 +310,7 @@ fn report(runs: &[Run], rounds: &[Run], scale: &[Run], secs: u64, conns: u32, js
 }
 
 /// The row of Stator with its access log on (JSON, every request, to a file): the log's cost
-/// is this row beside `stator`'s. It runs first of the two: on the loaded development machine
-/// the row run first was at times slower for reasons of its own (in two runs the plain row,
-/// run first, was 0.53–0.59× the logged one in new connections), so any such bias counts
-/// against the log, never for it.
+/// is this row beside `stator`'s (the rounds rotate the order, see the module documentation).
 const ACCESS_LOG: &str = "stator, access log";
 
 fn start_stator(
