@@ -193,6 +193,7 @@ impl Lab {
         ["n0_v4", "n0_v6", "n1_v4", "n1_v6"]
     }
 
+    /// "since" of every session, both sides (BIRD's `YYYY-MM-DD HH:MM:SS.mmm`).
     fn since(&self) -> Vec<String> {
         let mut out: Vec<String> = self
             .sessions()
@@ -283,7 +284,18 @@ fn ecmp_announce_withdraw_reconfigure_and_failures() {
     );
     assert_eq!(a.status().counters.configures, 2);
     std::thread::sleep(Duration::from_millis(1500)); // a reset session would show by now
-    assert_eq!(lab.since(), since, "no BGP session restarted");
+    // BIRD derives "since" from its monotonic clock and prints it as wall-clock time, so one
+    // session's "since" can read a millisecond apart from one look to the next (seen: .463 then
+    // .464); a restart moves it by the 1.5 s waited at least.
+    let now = lab.since();
+    assert_eq!(now.len(), since.len());
+    for (a, b) in since.iter().zip(&now) {
+        let (a_ms, b_ms) = (clock_ms(a), clock_ms(b));
+        assert!(
+            a_ms.abs_diff(b_ms) <= 50,
+            "no BGP session restarted: since {a} then {b} ({since:?} → {now:?})"
+        );
+    }
     assert_eq!(bgp_connections(&lab.lan.router).unwrap(), conns);
     lab.expect(VIP1, &[0, 1], SOON);
 
@@ -509,4 +521,24 @@ remote_as = 65000
     let s = a.status();
     assert!(!s.bird_reachable && s.counters.errors == 4, "{s:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Milliseconds since midnight of BIRD's `YYYY-MM-DD HH:MM:SS.mmm` (the date must not change
+/// within a test; it is compared too).
+fn clock_ms(since: &str) -> u64 {
+    let (date, time) = since
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("not BIRD's time: {since:?}"));
+    assert_eq!(date.len(), 10, "{since:?}");
+    let mut parts = time.split([':', '.']).map(|p| {
+        p.parse::<u64>()
+            .unwrap_or_else(|_| panic!("not BIRD's time: {since:?}"))
+    });
+    let mut next = || parts.next().unwrap_or(0);
+    let (h, m, s, ms) = (next(), next(), next(), next());
+    let day: u64 = date
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .fold(0, |a, d| a * 10 + u64::from(d - b'0'));
+    day * 86_400_000 + ((h * 60 + m) * 60 + s) * 1000 + ms
 }
