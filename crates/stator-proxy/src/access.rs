@@ -27,12 +27,15 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwapOption;
+
+use crate::worker::WorkerCtx;
 
 /// A worker hands its buffer to the writer once it holds this many bytes.
 pub const FLUSH_AT: usize = 16 * 1024;
@@ -276,6 +279,82 @@ pub(crate) struct Record<'a> {
     /// From the first byte (HTTP: the request head; TCP: the accept; UDP: the first datagram)
     /// to the end.
     pub duration: Duration,
+}
+
+impl Record<'static> {
+    /// A record of `kind` for `client` with nothing else known yet (an `ok` outcome): the
+    /// caller sets what it knows; [`WorkerCtx::log`] sets the listener and the worker.
+    pub fn new(kind: Kind, client: SocketAddr) -> Self {
+        Self {
+            kind,
+            listener: "",
+            worker: 0,
+            client,
+            upstream: None,
+            status: None,
+            outcome: "ok",
+            request: None,
+            bytes_in: 0,
+            bytes_out: 0,
+            datagrams: None,
+            duration: Duration::ZERO,
+        }
+    }
+}
+
+impl WorkerCtx {
+    /// Writes `r` to the access log (when it is on) as this worker's, of its listener.
+    pub(crate) fn log(&self, r: Record<'_>) {
+        if !self.access.on() {
+            return;
+        }
+        let shared = self.shared();
+        self.access.write(&Record {
+            listener: &shared.spec.name,
+            worker: self.id,
+            ..r
+        });
+    }
+}
+
+/// What the access log says of one HTTP request, gathered while it is served.
+#[derive(Debug)]
+pub(crate) struct HttpLog {
+    pub ctx: Rc<WorkerCtx>,
+    pub client: SocketAddr,
+    pub method: String,
+    pub target: String,
+    /// 0 until a response head went out.
+    pub status: Cell<u16>,
+    pub upstream: Cell<Option<SocketAddr>>,
+    /// The request body's bytes (counted by the body as it streams).
+    pub bytes_in: Rc<Cell<u64>>,
+    pub bytes_out: Cell<u64>,
+    /// The response body ended early.
+    pub cut: Cell<bool>,
+}
+
+impl HttpLog {
+    /// Its line, `took` after the request began.
+    pub fn write(&self, took: Duration) {
+        let status = self.status.get();
+        self.ctx.log(Record {
+            upstream: self.upstream.get(),
+            status: (status != 0).then_some(status),
+            outcome: if status == 0 {
+                "no_response"
+            } else if self.cut.get() {
+                "cut"
+            } else {
+                "ok"
+            },
+            request: Some((&self.method, &self.target)),
+            bytes_in: self.bytes_in.get(),
+            bytes_out: self.bytes_out.get(),
+            duration: took,
+            ..Record::new(Kind::Http, self.client)
+        });
+    }
 }
 
 impl Record<'_> {

@@ -43,7 +43,7 @@ use hyper_util::rt::TokioIo;
 use stator_sched::Tried;
 use tokio::net::TcpStream;
 
-use crate::access::{Kind, Record};
+use crate::access::{HttpLog, Kind, Record};
 use crate::io::{ClientIo, ConnState, Counted, CounterPair, Done, Stalled};
 use crate::rules::{self, Forwarding, Rejection, Rewrite, Verdict};
 use crate::shared::ListenerShared;
@@ -118,23 +118,12 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, stream: TcpStream, peer: SocketAd
             None
         };
         // a head hyper refused never reached `handle`: its line is written here
-        if let Some((status, outcome)) = answered
-            && ctx.access.on()
-        {
-            let shared = ctx.shared();
-            ctx.access.write(&Record {
-                kind: Kind::Http,
-                listener: &shared.spec.name,
-                worker: ctx.id,
-                client: peer,
-                upstream: None,
+        if let Some((status, outcome)) = answered {
+            ctx.log(Record {
                 status: Some(status),
                 outcome,
-                request: None,
-                bytes_in: 0,
-                bytes_out: 0,
-                datagrams: None,
                 duration: connected.elapsed(),
+                ..Record::new(Kind::Http, peer)
             });
         }
     }
@@ -894,48 +883,6 @@ impl Drop for Finish {
         if let Some(l) = self.log.take() {
             l.write(took);
         }
-    }
-}
-
-/// What the access log says of one request.
-#[derive(Debug)]
-pub(crate) struct HttpLog {
-    ctx: Rc<WorkerCtx>,
-    client: SocketAddr,
-    method: String,
-    target: String,
-    /// 0 until a response head went out.
-    status: Cell<u16>,
-    upstream: Cell<Option<SocketAddr>>,
-    bytes_in: Rc<Cell<u64>>,
-    bytes_out: Cell<u64>,
-    cut: Cell<bool>,
-}
-
-impl HttpLog {
-    fn write(&self, took: std::time::Duration) {
-        let shared = self.ctx.shared();
-        let status = self.status.get();
-        self.ctx.access.write(&Record {
-            kind: Kind::Http,
-            listener: &shared.spec.name,
-            worker: self.ctx.id,
-            client: self.client,
-            upstream: self.upstream.get(),
-            status: (status != 0).then_some(status),
-            outcome: if status == 0 {
-                "no_response"
-            } else if self.cut.get() {
-                "cut"
-            } else {
-                "ok"
-            },
-            request: Some((&self.method, &self.target)),
-            bytes_in: self.bytes_in.get(),
-            bytes_out: self.bytes_out.get(),
-            datagrams: None,
-            duration: took,
-        });
     }
 }
 

@@ -35,23 +35,13 @@ fn log(
     bytes: (u64, u64),
     started: Instant,
 ) {
-    if !ctx.access.on() {
-        return;
-    }
-    let shared = ctx.shared();
-    ctx.access.write(&Record {
-        kind: Kind::Tcp,
-        listener: &shared.spec.name,
-        worker: ctx.id,
-        client: peer,
+    ctx.log(Record {
         upstream,
-        status: None,
         outcome,
-        request: None,
         bytes_in: bytes.0,
         bytes_out: bytes.1,
-        datagrams: None,
         duration: started.elapsed(),
+        ..Record::new(Kind::Tcp, peer)
     });
 }
 

@@ -152,20 +152,14 @@ impl Drop for Session {
             t.abort();
         }
         if let Some(l) = self.log.take() {
-            let shared = l.ctx.shared();
-            l.ctx.access.write(&Record {
-                kind: Kind::Udp,
-                listener: &shared.spec.name,
-                worker: l.ctx.id,
-                client: l.client,
+            l.ctx.log(Record {
                 upstream: Some(self.upstream),
-                status: None,
                 outcome: l.outcome,
-                request: None,
                 bytes_in: l.bytes_in,
                 bytes_out: l.bytes_out,
                 datagrams: Some((self.requests, self.replies)),
                 duration: l.started.elapsed(),
+                ..Record::new(Kind::Udp, l.client)
             });
         }
         self.open.set(self.open.get().saturating_sub(1));
