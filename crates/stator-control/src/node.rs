@@ -557,9 +557,20 @@ impl Node {
         }
         supervision.stopping();
         let keep = self.view().config.dataplane.on_exit == stator_config::OnExit::Keep;
+        // With on_exit = "keep" the forwarder is meant to outlive this process: its heartbeat
+        // check goes off before the shutdown starts. The shutdown itself stops the main loop's
+        // beat and can take longer than the bound (a withdrawal waits up to 5 s for BIRD;
+        // stale_after may be 3 s), and the forwarder would pass traffic as stale meanwhile.
+        let refresher = match refresher {
+            Some(r) if keep => {
+                r.finish(true);
+                None
+            }
+            other => other,
+        };
         let result = self.shutdown().await;
         if let Some(r) = refresher {
-            r.finish(keep);
+            r.finish(false);
         }
         result
     }
