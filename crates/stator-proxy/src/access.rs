@@ -708,15 +708,7 @@ mod tests {
 
     #[test]
     fn sampling_writes_about_the_share_asked_and_every_failure() {
-        let dir = std::env::temp_dir().join(format!(
-            "stator-access-{}-{}",
-            std::process::id(),
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = stator_testkit::scratch::TempDir::new("stator-access-unit");
         let path = dir.join("access.log");
         let log = AccessLog::new();
         log.configure(Some(AccessLogSpec {
@@ -774,6 +766,5 @@ mod tests {
             std::fs::read_to_string(&moved).unwrap().lines().count(),
             ok + bad
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
