@@ -63,6 +63,12 @@ impl TraceTap {
     }
 }
 
+impl stator_plane::TraceSource for TraceTap {
+    fn next_event(&mut self) -> Option<TraceEvent> {
+        TraceTap::next_event(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

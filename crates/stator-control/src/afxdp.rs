@@ -3,7 +3,7 @@
 //! The writer is `stator_afxdp::AfxdpPlane` (the redirect program over the forwarder's pinned
 //! maps, plus the sockets and threads). The reader adds nothing of its own where another plane
 //! already has it: the packet threads' forwarders are read through [`Shards`] — the reader side
-//! of [`CorePlane`](crate::coreplane::CorePlane), the same counter sums and connection-table
+//! of [`CorePlane`](stator_plane::coreplane::CorePlane), the same counter sums and connection-table
 //! lookups (one entry per packet thread, as per CPU in XDP) — and the kernel half's counters
 //! (what the redirect program passed, or dropped before handing up) are added to them, so every
 //! packet is counted once, in the counters the XDP plane has. Its own figures
@@ -23,11 +23,11 @@ use stator_config::{AfxdpBindMode, Config};
 use stator_core::{CtEntry, FlowKey, RealId, Snapshot, Traffic, ValidSnapshot, VipId};
 use stator_xdp::XdpOptions;
 
-use crate::coreplane::{Clock, CoreReader, Shards};
-use crate::dataplane::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneReader, PlaneStat};
-use crate::error::ControlError;
-use crate::reports::TraceSource;
 use crate::xdp::{XdpPlane, check_attachments};
+use stator_plane::PlaneError;
+use stator_plane::TraceSource;
+use stator_plane::coreplane::{Clock, CoreReader, Shards};
+use stator_plane::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneReader, PlaneStat};
 
 /// The AF_XDP forwarder, loaded, with the interfaces it should be attached to.
 #[derive(Debug)]
@@ -36,11 +36,11 @@ pub struct AfxdpPlane {
     attached: BTreeMap<String, (u32, u32)>,
 }
 
-fn afxdp_err(op: &'static str, e: stator_afxdp::AfxdpError) -> ControlError {
+fn afxdp_err(op: &'static str, e: stator_afxdp::AfxdpError) -> PlaneError {
     match e {
-        stator_afxdp::AfxdpError::NotRoot { what } => ControlError::NotRoot { what },
+        stator_afxdp::AfxdpError::NotRoot { what } => PlaneError::NotRoot { what },
         stator_afxdp::AfxdpError::Xdp(x) => crate::xdp::xdp_err(op, x),
-        other => ControlError::data_plane(op, other),
+        other => PlaneError::failed(op, other),
     }
 }
 
@@ -82,7 +82,7 @@ impl AfxdpPlane {
     ///
     /// # Errors
     /// Not root, bad options, the loader's errors.
-    pub fn load(xdp: &XdpOptions, cfg: AfxdpConfig) -> Result<Self, ControlError> {
+    pub fn load(xdp: &XdpOptions, cfg: AfxdpConfig) -> Result<Self, PlaneError> {
         Ok(Self {
             plane: stator_afxdp::AfxdpPlane::load(xdp, cfg).map_err(|e| afxdp_err("load", e))?,
             attached: BTreeMap::new(),
@@ -109,7 +109,7 @@ impl DataPlane for AfxdpPlane {
         "afxdp"
     }
 
-    fn attach(&mut self, ifaces: &[String]) -> Result<Vec<AttachInfo>, ControlError> {
+    fn attach(&mut self, ifaces: &[String]) -> Result<Vec<AttachInfo>, PlaneError> {
         let at = self
             .plane
             .attach(ifaces)
@@ -138,12 +138,12 @@ impl DataPlane for AfxdpPlane {
             .collect())
     }
 
-    fn detach(&mut self, purge: bool) -> Result<(), ControlError> {
+    fn detach(&mut self, purge: bool) -> Result<(), PlaneError> {
         self.attached.clear();
         self.plane.detach(purge).map_err(|e| afxdp_err("detach", e))
     }
 
-    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, ControlError> {
+    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, PlaneError> {
         let r = self
             .plane
             .commit(snap)
@@ -154,20 +154,20 @@ impl DataPlane for AfxdpPlane {
         })
     }
 
-    fn active_snapshot(&self) -> Result<Option<Snapshot>, ControlError> {
+    fn active_snapshot(&self) -> Result<Option<Snapshot>, PlaneError> {
         self.plane
             .active_snapshot()
             .map_err(|e| afxdp_err("reading the active snapshot", e))
     }
 
-    fn check(&self) -> Result<(), ControlError> {
+    fn check(&self) -> Result<(), PlaneError> {
         check_attachments(&self.pin_path(), &self.attached)?;
-        self.plane.check().map_err(|e| ControlError::Unhealthy {
+        self.plane.check().map_err(|e| PlaneError::Unhealthy {
             reason: e.to_string(),
         })
     }
 
-    fn reader(&self) -> Result<Arc<dyn PlaneReader>, ControlError> {
+    fn reader(&self) -> Result<Arc<dyn PlaneReader>, PlaneError> {
         let shards = Shards::new(self.plane.shards().to_vec());
         Ok(Arc::new(AfxdpReader {
             kernel: self.plane.reader().map_err(|e| afxdp_err("open maps", e))?,
@@ -199,7 +199,7 @@ pub struct AfxdpReader {
     core: CoreReader,
 }
 
-fn read_err(e: stator_afxdp::AfxdpError) -> ControlError {
+fn read_err(e: stator_afxdp::AfxdpError) -> PlaneError {
     afxdp_err("read", e)
 }
 
@@ -211,7 +211,7 @@ fn add(a: Traffic, b: Traffic) -> Traffic {
 }
 
 impl PlaneReader for AfxdpReader {
-    fn counters(&self) -> Result<PlaneCounters, ControlError> {
+    fn counters(&self) -> Result<PlaneCounters, PlaneError> {
         let k = self.kernel.kernel_counters().map_err(read_err)?;
         let mut c = self.core.counters()?;
         for (key, v) in &mut c.counters {
@@ -223,7 +223,7 @@ impl PlaneReader for AfxdpReader {
         Ok(c)
     }
 
-    fn vip_traffic(&self, id: VipId) -> Result<Traffic, ControlError> {
+    fn vip_traffic(&self, id: VipId) -> Result<Traffic, PlaneError> {
         let (k, _) = self
             .kernel
             .kernel_traffic(id, RealId(0))
@@ -231,12 +231,12 @@ impl PlaneReader for AfxdpReader {
         Ok(add(k, self.core.vip_traffic(id)?))
     }
 
-    fn real_traffic(&self, id: RealId) -> Result<Traffic, ControlError> {
+    fn real_traffic(&self, id: RealId) -> Result<Traffic, PlaneError> {
         let (_, k) = self.kernel.kernel_traffic(VipId(0), id).map_err(read_err)?;
         Ok(add(k, self.core.real_traffic(id)?))
     }
 
-    fn conntrack_lookup(&self, flow: &FlowKey) -> Result<Vec<CtEntry>, ControlError> {
+    fn conntrack_lookup(&self, flow: &FlowKey) -> Result<Vec<CtEntry>, PlaneError> {
         self.core.conntrack_lookup(flow)
     }
 
@@ -244,7 +244,7 @@ impl PlaneReader for AfxdpReader {
         &self,
         limit: usize,
         f: &mut dyn FnMut(&FlowKey, &[CtEntry]),
-    ) -> Result<usize, ControlError> {
+    ) -> Result<usize, PlaneError> {
         self.core.conntrack_scan(limit, f)
     }
 
@@ -252,7 +252,7 @@ impl PlaneReader for AfxdpReader {
         self.core.clock_ns()
     }
 
-    fn hold_stats(&self) -> Option<stator_xdp::HolderStats> {
+    fn hold_stats(&self) -> Option<stator_plane::HolderStats> {
         self.kernel.hold_stats()
     }
 

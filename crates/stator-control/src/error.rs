@@ -239,3 +239,16 @@ impl ControlError {
         }
     }
 }
+
+impl From<stator_plane::PlaneError> for ControlError {
+    fn from(e: stator_plane::PlaneError) -> Self {
+        use stator_plane::PlaneError as P;
+        match e {
+            P::Failed { op, source } => Self::DataPlane { op, source },
+            P::Refused { reason } => Self::Refused { reason },
+            P::Unhealthy { reason } => Self::Unhealthy { reason },
+            P::NotRoot { what } => Self::NotRoot { what },
+            P::Io { what, source } => Self::Io { what, source },
+        }
+    }
+}

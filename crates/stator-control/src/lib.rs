@@ -1,8 +1,8 @@
 //! # stator-control — the controller of a Stator node
 //!
-//! Layer: above the configuration (`stator-config`), the forwarding model (`stator-core`), a
-//! data plane (`stator-xdp` today) and the BGP announcer (`stator-bird`); below the one
-//! binary, whose `stator run` is [`Node::start`] plus signal handling. The paper's §2.2 in
+//! Layer: above the configuration (`stator-config`), the forwarding model (`stator-core`), the
+//! data-plane boundary (`stator-plane`; the XDP and AF_XDP adapters are here) and the BGP
+//! announcer (`stator-bird`); below the one binary, whose `stator run` is [`Node::start`] plus signal handling. The paper's §2.2 in
 //! one crate: "each Maglev machine contains a controller and a forwarder"; the controller
 //! checks the health of backends (deduplicated) and of its own forwarder, commits complete
 //! configurations atomically, and announces or withdraws the VIPs.
@@ -27,11 +27,12 @@
 //!   restarts. Freed ids are quarantined for the longest connection-table idle timeout.
 //! - [`plan`] is pure: config + ids + per-backend health and drain state → a complete
 //!   [`stator_core::Snapshot`] (unchanged Maglev tables are reused, not rebuilt).
-//! - [`dataplane::DataPlane`] is the boundary to a forwarder: commit, read back, attach and
-//!   detach, self-test; [`dataplane::PlaneReader`] reads counters and the connection table
-//!   without holding the writer. [`xdp::XdpPlane`] implements both for `stator-xdp`;
-//!   [`coreplane::CorePlane`] for stator-core alone (tests without root, in simulated time;
-//!   the reader side is the seam user-space planes such as AF_XDP build on).
+//! - `stator-plane`'s `DataPlane` is the boundary to a forwarder: commit, read back, attach
+//!   and detach, self-test; its `PlaneReader` reads counters and the connection table
+//!   without holding the writer. [`xdp::XdpPlane`] implements both for `stator-xdp` and
+//!   [`afxdp::AfxdpPlane`] for the AF_XDP plane; stator-plane's own `CorePlane` does for
+//!   stator-core alone (tests without root, in simulated time) and `NoPlane` for a node that
+//!   forwards nothing.
 //! - [`health`]: TCP connect, HTTP GET, HTTPS GET (rustls) and UDP probes on a jittered
 //!   schedule, rise/fall state machines; also keeps the kernel's neighbour entries of
 //!   backends resolved (which the XDP forwarder needs and cannot do itself).
@@ -51,7 +52,6 @@
 //! - [`descriptors`]: the descriptor limit raised at start, and the proxy tier's budget — the
 //!   limit less what health checks, the API, BIRD and the process keep — sized from the
 //!   configuration at start and on each reload.
-//! - [`noplane`]: the data plane of `dataplane.mode = "none"` (a proxy-only node).
 //! - [`node`]: all of the above started in order and stopped in order — `stator run`.
 //!
 //! ## Contract
@@ -80,8 +80,6 @@
 pub mod afxdp;
 pub mod api;
 pub mod client;
-pub mod coreplane;
-pub mod dataplane;
 pub mod descriptors;
 mod error;
 pub mod events;
@@ -91,7 +89,6 @@ pub mod ids;
 pub mod listeners;
 pub mod logging;
 pub mod node;
-pub mod noplane;
 pub mod plan;
 pub mod reconciler;
 pub mod reports;

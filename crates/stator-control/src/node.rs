@@ -34,13 +34,11 @@ use tokio::task::JoinHandle;
 
 use crate::afxdp::AfxdpPlane;
 use crate::api::{self, Ctx};
-use crate::dataplane::DataPlane;
 use crate::error::ControlError;
 use crate::events::EventLog;
 use crate::health::ProbeRoutes;
 use crate::host;
 use crate::listeners::ProxyTier;
-use crate::noplane::NoPlane;
 use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
 use crate::reports::Reporter;
 use crate::supervise::{self, Heartbeat, Supervision, Vital};
@@ -48,6 +46,8 @@ use crate::view::View;
 use crate::watchdog;
 use crate::xdp::XdpPlane;
 use stator_config::DataplaneMode;
+use stator_plane::DataPlane;
+use stator_plane::noplane::NoPlane;
 
 /// How a node is started.
 #[derive(Debug, Default)]

@@ -24,29 +24,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use stator_abi::{STATOR_NO_REAL, STATOR_NO_SLOT, STATOR_NO_VIP, TraceEvent, TraceKind};
-use stator_xdp::TraceRing;
 use tokio::sync::watch;
 
 use crate::error::ControlError;
 use crate::view::View;
 
-/// Where a plane's trace events come from.
-pub trait TraceSource: Send {
-    /// The next event, if any (never blocks).
-    fn next_event(&mut self) -> Option<TraceEvent>;
-}
-
-impl TraceSource for TraceRing {
-    fn next_event(&mut self) -> Option<TraceEvent> {
-        TraceRing::next_event(self)
-    }
-}
-
-impl TraceSource for stator_afxdp::TraceTap {
-    fn next_event(&mut self) -> Option<TraceEvent> {
-        stator_afxdp::TraceTap::next_event(self)
-    }
-}
+pub use stator_plane::TraceSource;
 
 /// What the reporter has done.
 #[derive(Debug, Default)]

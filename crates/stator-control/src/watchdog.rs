@@ -1,7 +1,7 @@
 //! The forwarder watchdog: the paper's "the controller periodically checks the health status
 //! of the forwarder" (§2.2), once a second.
 //!
-//! A check is [`DataPlane::check`](crate::dataplane::DataPlane::check): attached where it
+//! A check is [`DataPlane::check`](stator_plane::DataPlane::check): attached where it
 //! should be with our program, maps answering, the self-test packet answered. The first
 //! result decides; after a failure the forwarder counts as healthy again only after
 //! [`RISE`] consecutive passes, so a forwarder that flaps does not make BGP flap as fast.
@@ -60,7 +60,7 @@ pub fn spawn(
                 checked
             })
             .await;
-            let event = match result.flatten() {
+            let event = match result.and_then(|r| r.map_err(ControlError::from)) {
                 Ok(()) => {
                     failures = 0;
                     passes += 1;

@@ -19,8 +19,8 @@ use stator_xdp::{
     AttachMode, ConntrackMode, Forwarder, Holder, HolderStats, Maps, XdpError, XdpMode, XdpOptions,
 };
 
-use crate::dataplane::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneReader};
-use crate::error::ControlError;
+use stator_plane::PlaneError;
+use stator_plane::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneReader};
 
 /// The XDP forwarder, loaded, with the interfaces it should be attached to.
 #[derive(Debug)]
@@ -66,7 +66,7 @@ impl XdpPlane {
     ///
     /// # Errors
     /// The loader's error (not root, pin path not on bpffs, incompatible pins, verifier).
-    pub fn load(opts: &XdpOptions) -> Result<Self, ControlError> {
+    pub fn load(opts: &XdpOptions) -> Result<Self, PlaneError> {
         let mut fwd = Forwarder::load(opts).map_err(|e| xdp_err("load", e))?;
         fwd.ensure_programmed()
             .map_err(|e| xdp_err("initial commit", e))?;
@@ -94,7 +94,7 @@ impl XdpPlane {
     ///
     /// # Errors
     /// The rings or maps cannot be opened, or the thread cannot start.
-    pub fn start_holder(&mut self, limits: HoldLimits) -> Result<(), ControlError> {
+    pub fn start_holder(&mut self, limits: HoldLimits) -> Result<(), PlaneError> {
         let fd = self
             .fwd
             .program_fd_owned()
@@ -114,7 +114,7 @@ impl XdpPlane {
         self.fwd.options().pin_path.clone()
     }
 
-    fn check_attachments(&self) -> Result<(), ControlError> {
+    fn check_attachments(&self) -> Result<(), PlaneError> {
         check_attachments(&self.fwd.options().pin_path, &self.attached)
     }
 }
@@ -125,13 +125,13 @@ impl XdpPlane {
 pub(crate) fn check_attachments(
     pin: &std::path::Path,
     attached: &BTreeMap<String, (u32, u32)>,
-) -> Result<(), ControlError> {
+) -> Result<(), PlaneError> {
     if attached.is_empty() {
         return Ok(());
     }
     let status = stator_xdp::status(pin).map_err(|e| xdp_err("reading attachments", e))?;
     for (iface, &(ifindex, prog_id)) in attached {
-        let unhealthy = |reason: String| ControlError::Unhealthy {
+        let unhealthy = |reason: String| PlaneError::Unhealthy {
             reason: format!("{iface}: {reason}"),
         };
         let now =
@@ -160,10 +160,10 @@ pub(crate) fn check_attachments(
     Ok(())
 }
 
-pub(crate) fn xdp_err(op: &'static str, e: XdpError) -> ControlError {
+pub(crate) fn xdp_err(op: &'static str, e: XdpError) -> PlaneError {
     match e {
-        XdpError::NotRoot { what } => ControlError::NotRoot { what },
-        other => ControlError::data_plane(op, other),
+        XdpError::NotRoot { what } => PlaneError::NotRoot { what },
+        other => PlaneError::failed(op, other),
     }
 }
 
@@ -172,7 +172,7 @@ impl DataPlane for XdpPlane {
         "xdp"
     }
 
-    fn attach(&mut self, ifaces: &[String]) -> Result<Vec<AttachInfo>, ControlError> {
+    fn attach(&mut self, ifaces: &[String]) -> Result<Vec<AttachInfo>, PlaneError> {
         let mut out = Vec::with_capacity(ifaces.len());
         for iface in ifaces {
             let a = self.fwd.attach(iface).map_err(|e| xdp_err("attach", e))?;
@@ -188,7 +188,7 @@ impl DataPlane for XdpPlane {
         Ok(out)
     }
 
-    fn detach(&mut self, purge: bool) -> Result<(), ControlError> {
+    fn detach(&mut self, purge: bool) -> Result<(), PlaneError> {
         let pin = self.fwd.options().pin_path.clone();
         for iface in std::mem::take(&mut self.attached).into_keys() {
             match stator_xdp::detach(&pin, &iface) {
@@ -202,7 +202,7 @@ impl DataPlane for XdpPlane {
         Ok(())
     }
 
-    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, ControlError> {
+    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, PlaneError> {
         let r = self.fwd.commit(snap).map_err(|e| xdp_err("commit", e))?;
         Ok(CommitInfo {
             write: r.write_time,
@@ -210,27 +210,27 @@ impl DataPlane for XdpPlane {
         })
     }
 
-    fn active_snapshot(&self) -> Result<Option<Snapshot>, ControlError> {
+    fn active_snapshot(&self) -> Result<Option<Snapshot>, PlaneError> {
         self.fwd
             .active_snapshot()
             .map_err(|e| xdp_err("reading the active snapshot", e))
     }
 
-    fn check(&self) -> Result<(), ControlError> {
+    fn check(&self) -> Result<(), PlaneError> {
         self.check_attachments()?;
         self.fwd
             .maps()
             .counters()
-            .map_err(|e| ControlError::Unhealthy {
+            .map_err(|e| PlaneError::Unhealthy {
                 reason: format!("maps do not answer: {e}"),
             })?;
-        self.fwd.self_test().map_err(|e| ControlError::Unhealthy {
+        self.fwd.self_test().map_err(|e| PlaneError::Unhealthy {
             reason: e.to_string(),
         })?;
         Ok(())
     }
 
-    fn reader(&self) -> Result<Arc<dyn PlaneReader>, ControlError> {
+    fn reader(&self) -> Result<Arc<dyn PlaneReader>, PlaneError> {
         let maps = Maps::open(&self.fwd.options().pin_path).map_err(|e| xdp_err("open maps", e))?;
         Ok(Arc::new(XdpReader {
             maps,
@@ -246,12 +246,12 @@ pub struct XdpReader {
     holder: Option<Arc<Holder>>,
 }
 
-fn read_err(e: XdpError) -> ControlError {
+fn read_err(e: XdpError) -> PlaneError {
     xdp_err("read", e)
 }
 
 impl PlaneReader for XdpReader {
-    fn counters(&self) -> Result<PlaneCounters, ControlError> {
+    fn counters(&self) -> Result<PlaneCounters, PlaneError> {
         let c = self.maps.counters().map_err(read_err)?;
         Ok(PlaneCounters {
             counters: Counter::ALL.iter().map(|&k| (k, c.get(k))).collect(),
@@ -259,15 +259,15 @@ impl PlaneReader for XdpReader {
         })
     }
 
-    fn vip_traffic(&self, id: VipId) -> Result<Traffic, ControlError> {
+    fn vip_traffic(&self, id: VipId) -> Result<Traffic, PlaneError> {
         self.maps.vip_traffic(id.0).map_err(read_err)
     }
 
-    fn real_traffic(&self, id: RealId) -> Result<Traffic, ControlError> {
+    fn real_traffic(&self, id: RealId) -> Result<Traffic, PlaneError> {
         self.maps.real_traffic(id.0).map_err(read_err)
     }
 
-    fn conntrack_lookup(&self, flow: &FlowKey) -> Result<Vec<CtEntry>, ControlError> {
+    fn conntrack_lookup(&self, flow: &FlowKey) -> Result<Vec<CtEntry>, PlaneError> {
         self.maps.conntrack_lookup(flow).map_err(read_err)
     }
 
@@ -275,7 +275,7 @@ impl PlaneReader for XdpReader {
         &self,
         limit: usize,
         f: &mut dyn FnMut(&FlowKey, &[CtEntry]),
-    ) -> Result<usize, ControlError> {
+    ) -> Result<usize, PlaneError> {
         self.maps.conntrack_scan(limit, f).map_err(read_err)
     }
 

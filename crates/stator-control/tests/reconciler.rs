@@ -310,7 +310,7 @@ async fn drain_keeps_the_real_without_slots_until_the_timeout() {
         s.vips.values().all(|v| !v.table.contains(&id.0)),
         "no new flows"
     );
-    let ack = |st: &stator_control::coreplane::CoreState| {
+    let ack = |st: &stator_plane::coreplane::CoreState| {
         sim::send_tcp(st, client, sport, vip_addr(1), 80, tcp_flags::ACK)
     };
     let v = ack(&state);

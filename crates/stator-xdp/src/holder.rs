@@ -17,25 +17,16 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use stator_core::{HoldLimits, HoldQueue, HoldStats};
+use stator_core::{HoldLimits, HoldQueue};
 
 use crate::error::{Result, XdpError};
 use crate::maps::Maps;
 use crate::rings::HoldRing;
 use crate::testrun::run_xdp_live;
 
-/// What the holder has done so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HolderStats {
-    /// The queue's counts: held, released, expired, full.
-    pub queue: HoldStats,
-    /// Frames held now.
-    pub holding: usize,
-    /// Released frames the kernel refused to run again (BPF_PROG_TEST_RUN failed).
-    pub rerun_errors: u64,
-    /// Ring records that did not parse.
-    pub malformed: u64,
-}
+/// What the holder has done so far (the type every plane reports through
+/// `PlaneReader::hold_stats`).
+pub use stator_plane::HolderStats;
 
 /// The holder's thread. Dropping it stops the thread.
 #[derive(Debug)]

@@ -94,3 +94,9 @@ impl TraceRing {
         self.malformed
     }
 }
+
+impl stator_plane::TraceSource for TraceRing {
+    fn next_event(&mut self) -> Option<TraceEvent> {
+        TraceRing::next_event(self)
+    }
+}

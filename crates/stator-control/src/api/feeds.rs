@@ -50,7 +50,8 @@ pub async fn dataplane(State(ctx): State<Ctx>) -> Result<Json<Value>, ApiError> 
     let reader = std::sync::Arc::clone(&ctx.reader);
     let c = tokio::task::spawn_blocking(move || reader.counters())
         .await
-        .map_err(|e| ControlError::io("API task", std::io::Error::other(e.to_string())))??;
+        .map_err(|e| ControlError::io("API task", std::io::Error::other(e.to_string())))?
+        .map_err(ControlError::from)?;
     let v = ctx.view();
     let counters: Map<String, Value> = c
         .counters

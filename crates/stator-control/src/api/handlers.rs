@@ -105,7 +105,7 @@ pub async fn status(State(ctx): State<Ctx>) -> Json<Value> {
 
 /// The data plane's own figures by family: `{family: [{labels…, "value": n}]}` (empty for a
 /// plane without any).
-fn plane_stats_json(stats: &[crate::dataplane::PlaneStat]) -> Value {
+fn plane_stats_json(stats: &[stator_plane::PlaneStat]) -> Value {
     let mut out: std::collections::BTreeMap<&str, Vec<Value>> = Default::default();
     for s in stats {
         let mut sample: serde_json::Map<String, Value> = s

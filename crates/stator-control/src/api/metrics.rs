@@ -159,8 +159,8 @@ pub fn render(ctx: &Ctx) -> Result<String, ControlError> {
 
 /// The data plane's own figures ([`PlaneReader::plane_stats`]), one family at a time.
 ///
-/// [`PlaneReader::plane_stats`]: crate::dataplane::PlaneReader::plane_stats
-fn plane_stat_metrics(e: &mut Exposition, stats: &[crate::dataplane::PlaneStat]) {
+/// [`PlaneReader::plane_stats`]: stator_plane::PlaneReader::plane_stats
+fn plane_stat_metrics(e: &mut Exposition, stats: &[stator_plane::PlaneStat]) {
     let mut families: Vec<&str> = Vec::new();
     for s in stats {
         if !families.contains(&s.family) {
@@ -462,7 +462,7 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
 
 /// Fragments, redirects between nodes, prefix groups and the tracer (docs/forwarding.md §3.1,
 /// §9–§11), and the holder of early fragments.
-fn sec4_metrics(e: &mut Exposition, ctx: &Ctx, c: &crate::dataplane::PlaneCounters) {
+fn sec4_metrics(e: &mut Exposition, ctx: &Ctx, c: &stator_plane::PlaneCounters) {
     e.family(
         "stator_fragments_total",
         Kind::Counter,

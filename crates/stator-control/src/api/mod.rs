@@ -39,12 +39,12 @@ use axum::routing::{get, post};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
-use crate::dataplane::PlaneReader;
 use crate::error::ControlError;
 use crate::events::EventLog;
 use crate::health::Board;
 use crate::reconciler::{Request, SharedAnnouncer};
 use crate::view::View;
+use stator_plane::PlaneReader;
 
 /// Largest request body (a configuration with thousands of VIPs fits).
 pub const BODY_LIMIT: usize = 16 << 20;

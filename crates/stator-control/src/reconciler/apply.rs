@@ -280,7 +280,7 @@ impl Reconciler {
             }
             Err(e) => {
                 self.stats.commits_failed += 1;
-                Err(e)
+                Err(e.into())
             }
         }
     }

@@ -25,13 +25,13 @@ use stator_core::{RealId, Snapshot, Traffic, VipId};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use crate::dataplane::{DataPlane, PlaneReader};
 use crate::error::ControlError;
 use crate::events::{Event, EventKind, EventLog};
 use crate::health::{ProbeRoutes, Runner, Transition};
 use crate::ids::{Assignment, Ids};
 use crate::plan::{Built, Drain, Health};
 use crate::view::{ForwarderView, LastError, Phase, Stats, View};
+use stator_plane::{DataPlane, PlaneReader};
 
 mod apply;
 mod state;

@@ -318,9 +318,8 @@ impl Reconciler {
                 let detached = with_plane(&self.plane, |p| p.detach(true)).await;
                 match detached {
                     Ok(Ok(())) => tracing::info!("data plane detached and its pins removed"),
-                    Ok(Err(e)) | Err(e) => {
-                        tracing::error!(error = %e, "detaching the data plane failed")
-                    }
+                    Ok(Err(e)) => tracing::error!(error = %e, "detaching the data plane failed"),
+                    Err(e) => tracing::error!(error = %e, "detaching the data plane failed"),
                 }
             }
             OnExit::Keep => tracing::info!("data plane left attached (on_exit = \"keep\")"),

@@ -13,11 +13,11 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use stator_control::coreplane::{Clock, CoreOptions, CorePlane, CoreState, TokioClock};
-use stator_control::dataplane::DataPlane;
 use stator_control::health::ProbeRoutes;
 use stator_control::{Node, NodeOptions};
 use stator_core::{NextHop, StaticFib, VecPacketBuf, Verdict};
+use stator_plane::DataPlane;
+use stator_plane::coreplane::{Clock, CoreOptions, CorePlane, CoreState, TokioClock};
 use stator_testkit::{Packet, tcp_flags};
 
 /// The node's outer source address.

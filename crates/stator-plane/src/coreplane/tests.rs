@@ -217,7 +217,7 @@ fn the_check_fails_while_a_fault_is_set() {
     p.state().set_fault(Some("stopped answering".into()));
     let err = p.check().unwrap_err();
     assert!(
-        matches!(&err, ControlError::Unhealthy { reason } if reason == "stopped answering"),
+        matches!(&err, PlaneError::Unhealthy { reason } if reason == "stopped answering"),
         "{err}"
     );
     p.state().set_fault(None);

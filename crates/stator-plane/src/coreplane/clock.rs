@@ -1,5 +1,5 @@
 //! The clock of a user-space data plane: what `now_ns` the forwarder decides with and what
-//! [`PlaneReader::clock_ns`](crate::dataplane::PlaneReader::clock_ns) answers, so that the
+//! [`PlaneReader::clock_ns`](crate::PlaneReader::clock_ns) answers, so that the
 //! tracer ages connection-table entries on the clock that stamped them.
 
 use std::fmt;

@@ -1,4 +1,9 @@
-//! The boundary between the controller and a data plane.
+//! # stator-plane — the boundary between the controller and a data plane
+//!
+//! Layer: above the forwarding model (`stator-core`) and the kernel ABI's plain types
+//! (`stator-abi`); below every data plane's adapter (`stator-xdp`'s forwarder, the AF_XDP
+//! plane) and the controller (`stator-control`), which holds a `Box<dyn DataPlane>` and never
+//! names a plane's own types.
 //!
 //! A data plane forwards with the last [`Snapshot`] committed to it. The controller needs two
 //! kinds of access, kept apart so that reading never waits behind writing:
@@ -10,10 +15,25 @@
 //!   traffic, connection-table lookups for the tracer, the data plane's clock. The API and
 //!   `/metrics` use these.
 //!
-//! [`crate::xdp::XdpPlane`] implements both for the XDP forwarder, [`crate::coreplane::CorePlane`]
-//! for stator-core alone, and [`crate::afxdp::AfxdpPlane`] for the AF_XDP forwarder, whose
-//! reader is the latter's ([`crate::coreplane::Shards`] over its packet threads' forwarders)
-//! plus the counters of its kernel half.
+//! Implementations: the XDP forwarder's (`stator-control`'s `XdpPlane` over `stator-xdp`),
+//! [`coreplane::CorePlane`] for stator-core alone (tests without root, in simulated time; its
+//! reader side, [`coreplane::Shards`], is what user-space planes such as AF_XDP build on), the
+//! AF_XDP forwarder's, and [`noplane::NoPlane`] for a node that forwards nothing
+//! (`dataplane.mode = "none"`).
+//!
+//! ## Contract
+//! - A commit is atomic: every packet sees the previous snapshot or the new one, never a mix;
+//!   on error the previous one is still in force.
+//! - A plane refuses only what it has no room for; the rules were checked once, by stator-core
+//!   ([`ValidSnapshot`]).
+//! - Readers never take the writer's lock.
+//! - Errors are [`PlaneError`]s, which the controller maps onto its own (and onto HTTP
+//!   statuses) without knowing which plane failed.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod coreplane;
+pub mod noplane;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +43,7 @@ use stator_core::{
     Counter, CtEntry, DropReason, FlowKey, RealId, Snapshot, Traffic, ValidSnapshot, VipId,
 };
 
-use crate::error::ControlError;
+use stator_abi::TraceEvent;
 
 /// What a commit took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,30 +102,30 @@ pub trait DataPlane: Send + std::fmt::Debug + 'static {
 
     /// Attaches to `ifaces` (an interface already attached keeps forwarding: the program is
     /// swapped in place).
-    fn attach(&mut self, ifaces: &[String]) -> Result<Vec<AttachInfo>, ControlError>;
+    fn attach(&mut self, ifaces: &[String]) -> Result<Vec<AttachInfo>, PlaneError>;
 
     /// Detaches from every interface; with `purge`, also removes what it pinned.
-    fn detach(&mut self, purge: bool) -> Result<(), ControlError>;
+    fn detach(&mut self, purge: bool) -> Result<(), PlaneError>;
 
     /// Makes `snap` what every packet sees, atomically. The snapshot was validated once, by
     /// stator-core's rules ([`ValidSnapshot`]); a plane refuses only what it has no room for.
     /// On error, the previous snapshot is still active.
-    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, ControlError>;
+    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, PlaneError>;
 
     /// The snapshot packets use now (`None` if nothing was ever committed).
-    fn active_snapshot(&self) -> Result<Option<Snapshot>, ControlError>;
+    fn active_snapshot(&self) -> Result<Option<Snapshot>, PlaneError>;
 
     /// Whether it forwards: attached where it should be, its state answering, and a test
     /// packet through the program getting the expected verdict. The error says what failed.
-    fn check(&self) -> Result<(), ControlError>;
+    fn check(&self) -> Result<(), PlaneError>;
 
     /// A reader that does not borrow the writer.
-    fn reader(&self) -> Result<Arc<dyn PlaneReader>, ControlError>;
+    fn reader(&self) -> Result<Arc<dyn PlaneReader>, PlaneError>;
 
     /// Where the tracer's reports (docs/forwarding.md §11) come out, for a plane whose reports
     /// do not go through the pinned `stator_trace` ring (which the node opens itself for the
     /// XDP plane): the AF_XDP plane's packet threads.
-    fn trace_source(&self) -> Option<Box<dyn crate::reports::TraceSource>> {
+    fn trace_source(&self) -> Option<Box<dyn TraceSource>> {
         None
     }
 }
@@ -113,25 +133,25 @@ pub trait DataPlane: Send + std::fmt::Debug + 'static {
 /// The reader side of a data plane.
 pub trait PlaneReader: Send + Sync + std::fmt::Debug {
     /// Global counters and drops by reason.
-    fn counters(&self) -> Result<PlaneCounters, ControlError>;
+    fn counters(&self) -> Result<PlaneCounters, PlaneError>;
 
     /// Packets and bytes matched for a VIP id.
-    fn vip_traffic(&self, id: VipId) -> Result<Traffic, ControlError>;
+    fn vip_traffic(&self, id: VipId) -> Result<Traffic, PlaneError>;
 
     /// Packets and bytes forwarded to a real id.
-    fn real_traffic(&self, id: RealId) -> Result<Traffic, ControlError>;
+    fn real_traffic(&self, id: RealId) -> Result<Traffic, PlaneError>;
 
     /// The connection-table entries of a flow, one per CPU that has one (index = CPU) for a
     /// per-CPU table (a zero `last_seen_ns` means none on that CPU), or one for a shared
     /// table; empty when the flow has none.
-    fn conntrack_lookup(&self, flow: &FlowKey) -> Result<Vec<CtEntry>, ControlError>;
+    fn conntrack_lookup(&self, flow: &FlowKey) -> Result<Vec<CtEntry>, PlaneError>;
 
     /// Walks up to `limit` flows of the connection table; returns how many were visited.
     fn conntrack_scan(
         &self,
         limit: usize,
         f: &mut dyn FnMut(&FlowKey, &[CtEntry]),
-    ) -> Result<usize, ControlError>;
+    ) -> Result<usize, PlaneError>;
 
     /// The data plane's clock, in nanoseconds (the clock of `CtEntry::last_seen_ns`).
     fn clock_ns(&self) -> u64;
@@ -145,7 +165,7 @@ pub trait PlaneReader: Send + Sync + std::fmt::Debug {
 
     /// What the holder of early fragments has done (docs/forwarding.md §9), for a plane that
     /// has one.
-    fn hold_stats(&self) -> Option<stator_xdp::HolderStats> {
+    fn hold_stats(&self) -> Option<HolderStats> {
         None
     }
 }
@@ -164,4 +184,87 @@ pub struct PlaneStat {
     pub labels: Vec<(&'static str, String)>,
     /// The value.
     pub value: u64,
+}
+
+/// Where a plane's trace reports (docs/forwarding.md §11) come from: the XDP forwarder's
+/// pinned `stator_trace` ring, or the AF_XDP packet threads' queue.
+pub trait TraceSource: Send {
+    /// The next event, if any (never blocks).
+    fn next_event(&mut self) -> Option<TraceEvent>;
+}
+
+/// What a plane's holder of early fragments (docs/forwarding.md §9) has done so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HolderStats {
+    /// The queue's counts: held, released, expired, full.
+    pub queue: stator_core::HoldStats,
+    /// Frames held now.
+    pub holding: usize,
+    /// Released frames the kernel refused to run again (BPF_PROG_TEST_RUN failed).
+    pub rerun_errors: u64,
+    /// Ring records that did not parse.
+    pub malformed: u64,
+}
+
+/// What can go wrong in a data plane. The previous state is in force after any of these.
+#[derive(Debug, thiserror::Error)]
+pub enum PlaneError {
+    /// The plane refused or failed an operation.
+    #[error("data plane: {op} failed: {source}")]
+    Failed {
+        /// What was attempted (`commit`, `self-test`, `attach`, …).
+        op: &'static str,
+        /// The plane's own error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// The plane has no room for a snapshot (more Maglev slots than it was created with).
+    #[error("data plane: commit refused: {reason}")]
+    Refused {
+        /// What does not fit.
+        reason: String,
+    },
+
+    /// The forwarder is not healthy (not attached, maps not answering, self-test failed).
+    #[error("forwarder unhealthy: {reason}")]
+    Unhealthy {
+        /// What the check found.
+        reason: String,
+    },
+
+    /// The plane must run as root.
+    #[error("{what} needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN); run as root")]
+    NotRoot {
+        /// What needs it.
+        what: String,
+    },
+
+    /// An I/O operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was attempted.
+        what: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl PlaneError {
+    /// A failed operation, with the plane's own error as its source.
+    pub fn failed(op: &'static str, e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Failed {
+            op,
+            source: Box::new(e),
+        }
+    }
+
+    /// A failed I/O operation.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            what: what.into(),
+            source,
+        }
+    }
 }

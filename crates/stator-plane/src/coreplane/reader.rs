@@ -9,8 +9,8 @@ use stator_core::{
 };
 
 use super::clock::Clock;
-use crate::dataplane::{PlaneCounters, PlaneReader};
-use crate::error::ControlError;
+use crate::PlaneError;
+use crate::{PlaneCounters, PlaneReader};
 
 /// One packet thread's forwarder, behind the lock its thread takes once per batch.
 pub type Shard = Arc<Mutex<Forwarder>>;
@@ -188,19 +188,19 @@ impl CoreReader {
 }
 
 impl PlaneReader for CoreReader {
-    fn counters(&self) -> Result<PlaneCounters, ControlError> {
+    fn counters(&self) -> Result<PlaneCounters, PlaneError> {
         Ok(self.shards.counters())
     }
 
-    fn vip_traffic(&self, id: VipId) -> Result<Traffic, ControlError> {
+    fn vip_traffic(&self, id: VipId) -> Result<Traffic, PlaneError> {
         Ok(self.shards.vip_traffic(id))
     }
 
-    fn real_traffic(&self, id: RealId) -> Result<Traffic, ControlError> {
+    fn real_traffic(&self, id: RealId) -> Result<Traffic, PlaneError> {
         Ok(self.shards.real_traffic(id))
     }
 
-    fn conntrack_lookup(&self, flow: &FlowKey) -> Result<Vec<CtEntry>, ControlError> {
+    fn conntrack_lookup(&self, flow: &FlowKey) -> Result<Vec<CtEntry>, PlaneError> {
         Ok(self.shards.conntrack_lookup(flow))
     }
 
@@ -208,7 +208,7 @@ impl PlaneReader for CoreReader {
         &self,
         limit: usize,
         f: &mut dyn FnMut(&FlowKey, &[CtEntry]),
-    ) -> Result<usize, ControlError> {
+    ) -> Result<usize, PlaneError> {
         Ok(self.shards.conntrack_scan(limit, f))
     }
 

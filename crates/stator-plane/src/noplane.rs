@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use stator_core::{CtEntry, FlowKey, RealId, Snapshot, Traffic, ValidSnapshot, VipId};
 
-use crate::dataplane::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneReader};
-use crate::error::ControlError;
+use crate::PlaneError;
+use crate::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneReader};
 
 /// A data plane that holds the last snapshot and forwards nothing.
 #[derive(Debug, Default)]
@@ -20,20 +20,20 @@ impl DataPlane for NoPlane {
         "none"
     }
 
-    fn attach(&mut self, _ifaces: &[String]) -> Result<Vec<AttachInfo>, ControlError> {
+    fn attach(&mut self, _ifaces: &[String]) -> Result<Vec<AttachInfo>, PlaneError> {
         Ok(Vec::new())
     }
 
-    fn detach(&mut self, _purge: bool) -> Result<(), ControlError> {
+    fn detach(&mut self, _purge: bool) -> Result<(), PlaneError> {
         Ok(())
     }
 
-    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, ControlError> {
+    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, PlaneError> {
         *self.active.lock().unwrap_or_else(PoisonError::into_inner) = Some((**snap).clone());
         Ok(CommitInfo::default())
     }
 
-    fn active_snapshot(&self) -> Result<Option<Snapshot>, ControlError> {
+    fn active_snapshot(&self) -> Result<Option<Snapshot>, PlaneError> {
         Ok(self
             .active
             .lock()
@@ -41,11 +41,11 @@ impl DataPlane for NoPlane {
             .clone())
     }
 
-    fn check(&self) -> Result<(), ControlError> {
+    fn check(&self) -> Result<(), PlaneError> {
         Ok(())
     }
 
-    fn reader(&self) -> Result<Arc<dyn PlaneReader>, ControlError> {
+    fn reader(&self) -> Result<Arc<dyn PlaneReader>, PlaneError> {
         Ok(Arc::new(NoReader))
     }
 }
@@ -55,19 +55,19 @@ impl DataPlane for NoPlane {
 struct NoReader;
 
 impl PlaneReader for NoReader {
-    fn counters(&self) -> Result<PlaneCounters, ControlError> {
+    fn counters(&self) -> Result<PlaneCounters, PlaneError> {
         Ok(PlaneCounters::default())
     }
 
-    fn vip_traffic(&self, _id: VipId) -> Result<Traffic, ControlError> {
+    fn vip_traffic(&self, _id: VipId) -> Result<Traffic, PlaneError> {
         Ok(Traffic::default())
     }
 
-    fn real_traffic(&self, _id: RealId) -> Result<Traffic, ControlError> {
+    fn real_traffic(&self, _id: RealId) -> Result<Traffic, PlaneError> {
         Ok(Traffic::default())
     }
 
-    fn conntrack_lookup(&self, _flow: &FlowKey) -> Result<Vec<CtEntry>, ControlError> {
+    fn conntrack_lookup(&self, _flow: &FlowKey) -> Result<Vec<CtEntry>, PlaneError> {
         Ok(Vec::new())
     }
 
@@ -75,7 +75,7 @@ impl PlaneReader for NoReader {
         &self,
         _limit: usize,
         _f: &mut dyn FnMut(&FlowKey, &[CtEntry]),
-    ) -> Result<usize, ControlError> {
+    ) -> Result<usize, PlaneError> {
         Ok(0)
     }
 

@@ -26,7 +26,7 @@
 //!   packet thread locks its own shard once per batch — uncontended except while a reader
 //!   copies counters or table entries out of it. Made of std and stator-core types only, so
 //!   a plane crate can hold them without depending on this one.
-//! - [`CoreReader`]: a [`PlaneReader`](crate::dataplane::PlaneReader) over `Shards` and a
+//! - [`CoreReader`]: a [`PlaneReader`](crate::PlaneReader) over `Shards` and a
 //!   [`Clock`]: counters and per-VIP/per-real traffic summed over shards and CPU indexes;
 //!   connection-table lookups answered one entry per table (the per-CPU convention the
 //!   tracer already understands: index = thread); walks that copy under each lock and call
@@ -68,8 +68,8 @@ use stator_core::{
     ValidSnapshot, Verdict,
 };
 
-use crate::dataplane::{AttachInfo, CommitInfo, DataPlane, PlaneReader};
-use crate::error::ControlError;
+use crate::PlaneError;
+use crate::{AttachInfo, CommitInfo, DataPlane, PlaneReader};
 
 /// How a [`CoreState`] is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,24 +100,6 @@ impl Default for CoreOptions {
 }
 
 impl CoreOptions {
-    /// The options matching a configuration's `[dataplane]` (table mode, sizes), with
-    /// `threads` packet threads and a random table seed.
-    pub fn from_config(config: &stator_config::Config, threads: usize) -> Self {
-        let d = &config.dataplane;
-        Self {
-            threads,
-            ct_mode: match d.conntrack {
-                stator_config::ConntrackMode::Percpu | stator_config::ConntrackMode::PercpuLru => {
-                    CtMode::PerCpu
-                }
-                stator_config::ConntrackMode::Shared => CtMode::Shared,
-            },
-            ct_entries: d.conntrack_entries as usize,
-            slots_per_gen: d.slots_per_generation,
-            ct_seed: rand::random(),
-        }
-    }
-
     /// How many forwarders, and how each is built.
     fn layout(&self) -> (usize, ForwarderConfig) {
         let threads = self.threads.max(1);
@@ -290,7 +272,7 @@ impl DataPlane for CorePlane {
 
     /// Records the names: a `CorePlane` receives frames only through
     /// [`CoreState::process`].
-    fn attach(&mut self, ifaces: &[String]) -> Result<Vec<AttachInfo>, ControlError> {
+    fn attach(&mut self, ifaces: &[String]) -> Result<Vec<AttachInfo>, PlaneError> {
         let mut out = Vec::with_capacity(ifaces.len());
         for iface in ifaces {
             let replaced = self.attached.contains(iface);
@@ -308,7 +290,7 @@ impl DataPlane for CorePlane {
         Ok(out)
     }
 
-    fn detach(&mut self, purge: bool) -> Result<(), ControlError> {
+    fn detach(&mut self, purge: bool) -> Result<(), PlaneError> {
         self.attached.clear();
         if purge {
             self.state.purge();
@@ -316,12 +298,12 @@ impl DataPlane for CorePlane {
         Ok(())
     }
 
-    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, ControlError> {
+    fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, PlaneError> {
         let started = Instant::now();
         let slots: u64 = snap.vips.values().map(|v| v.table.len() as u64).sum();
         let limit = self.state.opts.slots_per_gen;
         if slots > u64::from(limit) {
-            return Err(ControlError::Refused {
+            return Err(PlaneError::Refused {
                 reason: format!(
                     "Maglev tables need {slots} slots, more than the {limit} slots per \
                      generation the data plane was created with (dataplane.slots_per_generation)"
@@ -340,17 +322,17 @@ impl DataPlane for CorePlane {
         })
     }
 
-    fn active_snapshot(&self) -> Result<Option<Snapshot>, ControlError> {
+    fn active_snapshot(&self) -> Result<Option<Snapshot>, PlaneError> {
         Ok(Some((*self.state.snapshot()).clone()))
     }
 
-    fn check(&self) -> Result<(), ControlError> {
+    fn check(&self) -> Result<(), PlaneError> {
         let result = self.self_test();
         self.state.checks.fetch_add(1, Ordering::SeqCst);
         result
     }
 
-    fn reader(&self) -> Result<Arc<dyn PlaneReader>, ControlError> {
+    fn reader(&self) -> Result<Arc<dyn PlaneReader>, PlaneError> {
         Ok(Arc::new(CoreReader::new(
             self.state.shards.clone(),
             Arc::clone(&self.state.clock),
@@ -361,8 +343,8 @@ impl DataPlane for CorePlane {
 impl CorePlane {
     /// The check: no fault set, every shard answering, the compiled snapshot the committed
     /// one, a VIP address of it found by the packet path.
-    fn self_test(&self) -> Result<(), ControlError> {
-        let unhealthy = |reason: String| ControlError::Unhealthy { reason };
+    fn self_test(&self) -> Result<(), PlaneError> {
+        let unhealthy = |reason: String| PlaneError::Unhealthy { reason };
         if let Some(reason) = self
             .state
             .fault
