@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::time::Duration;
 
-use crate::ring::{CompRing, FillRing, RxRing, TxRing};
+use crate::ring::{CompRing, FillRing, Refused, RxRing, TxRing};
 use crate::spsc::{Consumer, Producer};
 use crate::steer::{fallback_order, home_thread, steering_hash};
 use crate::sys::{self, EventFd};
@@ -97,6 +97,8 @@ pub struct IoStats {
     pub fill_wakeups: AtomicU64,
     /// RX descriptors outside the UMEM (never expected).
     pub rx_invalid: AtomicU64,
+    /// Completion descriptors outside the UMEM (never expected): read, released, not recycled.
+    pub comp_invalid: AtomicU64,
     /// Times the thread slept in `ppoll`.
     pub sleeps: AtomicU64,
     /// CPU nanoseconds spent steering (reading RX and pushing to threads).
@@ -204,12 +206,18 @@ impl Io {
 
     /// 1. Completions back to the free list.
     fn reap(&mut self) -> usize {
-        let mut n = 0;
+        let (mut n, mut bad) = (0, 0);
         for s in &mut self.socks {
-            n += s.comp.reap(&mut self.free, s.comp.ring.size()) as usize;
+            let (read, invalid) = s.comp.reap(&mut self.free, s.comp.ring.size());
+            n += read as usize;
+            bad += u64::from(invalid);
         }
         if n != 0 {
-            self.stats.completed.fetch_add(n as u64, Ordering::Relaxed);
+            let good = n as u64 - bad;
+            self.stats.completed.fetch_add(good, Ordering::Relaxed);
+            if bad != 0 {
+                self.stats.comp_invalid.fetch_add(bad, Ordering::Relaxed);
+            }
         }
         n
     }
@@ -226,8 +234,8 @@ impl Io {
                         tx += 1;
                         mark_written(s, now);
                     }
-                    Err(f) => {
-                        s.backlog.push_front(f);
+                    Err(r) => {
+                        s.backlog.push_front(r.into_frame());
                         break;
                     }
                 }
@@ -255,10 +263,13 @@ impl Io {
                         tx += 1;
                         mark_written(s, now);
                     }
-                    Err(f) => {
+                    Err(Refused::Full(f)) => {
                         full += 1;
                         s.backlog.push_back(f);
                     }
+                    // every frame here came from this UMEM's rings: the runtime binds every
+                    // socket over it
+                    Err(Refused::Foreign(f)) => unreachable!("{} in the muxing step", f.pool()),
                 }
             }
         }
@@ -314,7 +325,9 @@ impl Io {
             }
             let keep = self.free.len().saturating_sub(want as usize);
             let mut give = self.free.split_off(keep);
-            s.fill.fill(&mut give);
+            // never refused (the free list holds only this UMEM's frames); if it were, nothing
+            // is written and the frames go back to the free list below
+            let _ = s.fill.fill(&mut give);
             self.free.append(&mut give);
             if s.fill.wake_if_needed() {
                 self.stats.fill_wakeups.fetch_add(1, Ordering::Relaxed);

@@ -48,6 +48,8 @@ pub mod packet_socket;
 pub mod plane;
 pub mod ring;
 pub mod runtime;
+#[cfg(test)]
+mod sim;
 pub mod socket;
 pub mod spsc;
 pub mod steer;

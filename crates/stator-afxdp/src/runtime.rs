@@ -185,7 +185,7 @@ impl Runtime {
             handles.push((name, h));
         }
         let io = Io {
-            free: umem.all_frames(),
+            free: umem.take_frames()?,
             umem: Arc::clone(&umem),
             socks,
             to_workers,

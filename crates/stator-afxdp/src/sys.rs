@@ -242,6 +242,12 @@ impl EventFd {
         self.0.as_raw_fd()
     }
 
+    /// A second descriptor for the same counter (the heap rings' stand-in for a socket).
+    #[cfg(test)]
+    pub(crate) fn try_clone_fd(&self) -> io::Result<OwnedFd> {
+        self.0.try_clone()
+    }
+
     /// Adds 1 (wakes a poller).
     pub(crate) fn signal(&self) {
         let one: u64 = 1;

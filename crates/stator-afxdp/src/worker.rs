@@ -323,12 +323,11 @@ impl Worker {
             }
             Action::Drop(_) => None,
         };
+        // the forwarder's buffer is the chunk, so the packet lies inside it; were it not, the
+        // frame is recycled rather than sent with a descriptor naming another chunk
         let out = match out {
-            Some(s) => {
-                self.umem.set_packet(&mut frame, head, len);
-                s
-            }
-            None => RECYCLE,
+            Some(s) if self.umem.set_packet(&mut frame, head, len).is_ok() => s,
+            _ => RECYCLE,
         };
         self.emit(frame, out);
         passed
