@@ -136,7 +136,9 @@ pub(crate) struct Io {
     pub threads: Vec<std::thread::Thread>,
     pub wake: Arc<IoWake>,
     pub stats: Arc<IoStats>,
-    pub stop: Arc<crate::worker::Published>,
+    /// The plane's published snapshot (and its generation) and the stop flag, shared with the
+    /// packet threads.
+    pub published: Arc<crate::worker::Published>,
     /// The snapshot steering parses with (the packet threads' current one), and its
     /// publication generation.
     pub snap: Arc<stator_core::CompiledSnapshot>,
@@ -164,11 +166,11 @@ impl Io {
         let spin_ns = self.spin.as_nanos() as u64;
         let rx_socks = self.socks.iter().filter(|s| s.rx.is_some()).count().max(1);
         let share = (self.umem.config().frames as usize / rx_socks) as u32;
-        while !self.stop.stop.load(Ordering::Relaxed) {
+        while !self.published.stop.load(Ordering::Relaxed) {
             self.stats.heartbeat.fetch_add(1, Ordering::Relaxed);
-            let g = self.stop.generation.load(Ordering::Acquire);
+            let g = self.published.generation.load(Ordering::Acquire);
             if g != self.snap_gen {
-                self.snap = self.stop.current();
+                self.snap = self.published.current();
                 self.snap_gen = g;
             }
             let now = sys::monotonic_ns();

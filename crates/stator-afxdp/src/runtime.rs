@@ -196,7 +196,7 @@ impl Runtime {
             stats: Arc::clone(&io_stats),
             snap: published.current(),
             snap_gen: 1,
-            stop: Arc::clone(&published),
+            published: Arc::clone(&published),
             batch: cfg.batch,
             flush_ns: cfg.flush_timeout.as_nanos() as u64,
             spin: cfg.spin,
