@@ -204,7 +204,7 @@ impl Runtime {
         };
         let h = std::thread::Builder::new()
             .name("stator-io".into())
-            .spawn(move || io.run())
+            .spawn(move || drop(io.run()))
             .map_err(|e| AfxdpError::io("spawning the I/O thread", e))?;
         handles.insert(0, ("stator-io".into(), h));
         let rt = Self {

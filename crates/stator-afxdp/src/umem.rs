@@ -555,6 +555,27 @@ impl Umem {
         Ok(())
     }
 
+    /// What the kernel does to a chunk it holds (the heap rings' stand-in for it): copies
+    /// `bytes` to descriptor address `addr`. Panics outside the pool.
+    ///
+    /// # Safety
+    /// No `Frame` for the chunk may exist: it is in a fill ring (the kernel's to write).
+    #[cfg(test)]
+    pub(crate) unsafe fn kernel_write(&self, addr: u64, bytes: &[u8]) {
+        let f = self
+            .frame_at(addr, bytes.len() as u32)
+            .expect("a descriptor inside the pool");
+        // SAFETY: inside the mapping (frame_at checked); the caller guarantees nobody else
+        // holds the chunk.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.area.as_ptr().add(f.addr as usize),
+                bytes.len(),
+            );
+        }
+    }
+
     /// The bytes of descriptor `(addr, len)`, as the kernel reads a TX descriptor. Panics
     /// outside the pool.
     ///
