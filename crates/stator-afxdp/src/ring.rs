@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU32, Ordering, fence};
 
 use crate::error::AfxdpError;
 use crate::socket::SocketFd;
+use crate::sys::Mmap;
 use crate::umem::{Frame, FrameState, Umem};
 
 /// Where the parts of a ring lie in its mapping (`struct xdp_ring_offset`).
@@ -98,6 +99,31 @@ impl<T: Copy> RawRing<T> {
         r.prod = r.producer().load(Ordering::Acquire);
         r.cons = r.consumer().load(Ordering::Acquire);
         r
+    }
+
+    /// A ring over the kernel's mapping `m` laid out by `off`, `size` entries — `None` unless
+    /// the three index words and the `size` slots lie inside the mapping, aligned. The ring
+    /// keeps the mapping.
+    pub(crate) fn over_mapping(m: Mmap, off: RingOffsets, size: u32) -> Option<Self> {
+        let len = m.len() as u64;
+        let word = |o: u64| o.is_multiple_of(4) && o.checked_add(4).is_some_and(|end| end <= len);
+        let slots = u64::from(size).checked_mul(size_of::<T>() as u64);
+        let ok = size.is_power_of_two()
+            && word(off.producer)
+            && word(off.consumer)
+            && word(off.flags)
+            && off.desc.is_multiple_of(align_of::<T>() as u64)
+            && slots
+                .and_then(|s| off.desc.checked_add(s))
+                .is_some_and(|end| end <= len);
+        if !ok {
+            return None;
+        }
+        let base = m.as_ptr();
+        // SAFETY: the mapping is page-aligned and the checks above put every word and slot
+        // inside it at an offset aligned for its type; `m` moves into the ring, which keeps it
+        // mapped as long as it lives.
+        Some(unsafe { Self::new(base, off, size, Box::new(m)) })
     }
 
     fn producer(&self) -> &AtomicU32 {
@@ -379,7 +405,50 @@ impl CompRing {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::sim::heap_ring;
+
+    #[test]
+    fn a_ring_over_a_mapping_is_made_only_when_the_layout_fits_inside_it() {
+        let map = || Mmap::anonymous(4096).expect("mmap");
+        let off = RingOffsets {
+            producer: 0,
+            consumer: 64,
+            flags: 128,
+            desc: 192,
+        };
+        // 192 + 64 × 16 bytes of descriptors fit in 4096
+        assert!(RawRing::<libc::xdp_desc>::over_mapping(map(), off, 64).is_some());
+        assert!(
+            RawRing::<u64>::over_mapping(map(), off, 488).is_none(),
+            "not a power of two"
+        );
+        assert!(
+            RawRing::<u64>::over_mapping(map(), off, 512).is_none(),
+            "slots past the end"
+        );
+        for bad in [
+            RingOffsets { flags: 4094, ..off },
+            RingOffsets {
+                consumer: 66,
+                ..off
+            },
+            RingOffsets {
+                producer: u64::MAX - 1,
+                ..off
+            },
+            RingOffsets { desc: 196, ..off },
+            RingOffsets {
+                desc: u64::MAX - 8,
+                ..off
+            },
+        ] {
+            assert!(
+                RawRing::<libc::xdp_desc>::over_mapping(map(), bad, 64).is_none(),
+                "{bad:?}"
+            );
+        }
+    }
 
     #[test]
     fn producer_and_consumer_wrap_and_see_each_other_per_batch() {

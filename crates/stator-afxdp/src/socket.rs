@@ -120,6 +120,13 @@ impl XskStats {
     }
 }
 
+/// A ring over its mapping, or why the kernel's layout cannot be used.
+fn ring<T: Copy>(m: Mmap, off: RingOffsets, n: u32, name: &str) -> Result<RawRing<T>, AfxdpError> {
+    RawRing::over_mapping(m, off, n).ok_or_else(|| AfxdpError::Unsupported {
+        what: format!("{name} ring offsets outside its mapping"),
+    })
+}
+
 /// A bound socket: its descriptor (for the XSKMAP, statistics and wake-ups) and where it is.
 #[derive(Debug, Clone)]
 pub struct XskSocket {
@@ -283,42 +290,32 @@ impl XskSocket {
         let (opts, _) = sys::xdp_opt(b, libc::XDP_OPTIONS, libc::xdp_options { flags: 0 })
             .unwrap_or((libc::xdp_options { flags: 0 }, 0));
         let fd = Arc::new(SocketFd(fd));
-        // SAFETY: each mapping was made for its ring with `desc + n * elem` bytes at the
-        // offsets the kernel gave; each RawRing keeps its mapping alive.
-        let rings = unsafe {
-            SocketRings {
-                fill: FillRing {
-                    ring: RawRing::new(
-                        fill_map.as_ptr(),
-                        conv(&off.fr),
-                        sizes.fill,
-                        Box::new(fill_map),
-                    ),
-                    umem: Arc::clone(umem),
-                    fd: Arc::clone(&fd),
-                },
-                comp: CompRing {
-                    ring: RawRing::new(
-                        comp_map.as_ptr(),
-                        conv(&off.cr),
-                        sizes.comp,
-                        Box::new(comp_map),
-                    ),
-                    umem: Arc::clone(umem),
-                    fd: Arc::clone(&fd),
-                },
-                rx: rx_map.map(|m| RxRing {
-                    ring: RawRing::new(m.as_ptr(), conv(&off.rx), sizes.rx, Box::new(m)),
-                    umem: Arc::clone(umem),
-                    fd: Arc::clone(&fd),
-                }),
-                tx: TxRing {
-                    ring: RawRing::new(tx_map.as_ptr(), conv(&off.tx), sizes.tx, Box::new(tx_map)),
-                    umem: Arc::clone(umem),
-                    fd: Arc::clone(&fd),
-                    written: 0,
-                },
-            }
+        let rings = SocketRings {
+            fill: FillRing {
+                ring: ring(fill_map, conv(&off.fr), sizes.fill, "fill")?,
+                umem: Arc::clone(umem),
+                fd: Arc::clone(&fd),
+            },
+            comp: CompRing {
+                ring: ring(comp_map, conv(&off.cr), sizes.comp, "completion")?,
+                umem: Arc::clone(umem),
+                fd: Arc::clone(&fd),
+            },
+            rx: rx_map
+                .map(|m| -> Result<RxRing, AfxdpError> {
+                    Ok(RxRing {
+                        ring: ring(m, conv(&off.rx), sizes.rx, "RX")?,
+                        umem: Arc::clone(umem),
+                        fd: Arc::clone(&fd),
+                    })
+                })
+                .transpose()?,
+            tx: TxRing {
+                ring: ring(tx_map, conv(&off.tx), sizes.tx, "TX")?,
+                umem: Arc::clone(umem),
+                fd: Arc::clone(&fd),
+                written: 0,
+            },
         };
         Ok((
             Self {
