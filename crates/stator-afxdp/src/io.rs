@@ -672,6 +672,18 @@ mod tests {
     }
 
     #[test]
+    fn a_completion_outside_the_pool_is_counted_not_recycled() {
+        let mut rig = Rig::new(RigConfig::default());
+        let free = rig.io.free.len();
+        rig.kernel.complete_raw(256 * 2048); // the chunk after the last
+        rig.kernel.complete_raw(1 << 44); // far past it: not taken for chunk 0
+        assert_eq!(rig.io.reap(), 2, "read and released");
+        assert_eq!(rig.io.free.len(), free, "nothing recycled");
+        assert_eq!(count(&rig.stats.comp_invalid), 2);
+        assert_eq!(count(&rig.stats.completed), 0);
+    }
+
+    #[test]
     fn a_full_tx_ring_keeps_a_backlog_in_order_and_recycling_needs_no_ring() {
         let mut rig = Rig::new(RigConfig {
             threads: 1,
