@@ -39,6 +39,39 @@ pub enum AfxdpError {
         /// What happened.
         what: String,
     },
+    /// A frame handed to a ring or pool it does not belong to (a bug in the caller; the frame
+    /// is left where it was).
+    #[error("a frame of {frame} handed to {pool}")]
+    ForeignFrame {
+        /// The frame's pool.
+        frame: crate::umem::UmemId,
+        /// The pool (or ring's pool) it was handed to.
+        pool: crate::umem::UmemId,
+    },
+    /// A socket asked to share the UMEM of a first socket that was bound over another pool.
+    #[error("a socket over {umem} cannot share the UMEM of a first socket bound over {first}")]
+    ForeignUmem {
+        /// The pool the new socket's rings would use.
+        umem: crate::umem::UmemId,
+        /// The pool the first socket registered with the kernel.
+        first: crate::umem::UmemId,
+    },
+    /// A packet that would not lie inside its frame's chunk.
+    #[error("a packet at offset {head} of {len} bytes does not fit a {frame_size}-byte frame")]
+    FrameBounds {
+        /// Its offset in the chunk.
+        head: usize,
+        /// Its length.
+        len: usize,
+        /// The chunk size.
+        frame_size: u32,
+    },
+    /// A pool's frames asked for a second time (each chunk has exactly one frame).
+    #[error("the frames of {pool} were already taken")]
+    FramesTaken {
+        /// The pool.
+        pool: crate::umem::UmemId,
+    },
     /// Not running as root.
     #[error("{what} needs root (CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF)")]
     NotRoot {

@@ -125,6 +125,7 @@ impl FrameHold {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::umem::{Umem, UmemConfig};
 
     fn key(id: u8) -> FragKey {
         FragKey {
@@ -133,13 +134,27 @@ mod tests {
         }
     }
 
-    fn frame(i: u64, len: u32) -> Frame {
-        // SAFETY: these frames name no UMEM; they are never handed to a ring or dereferenced.
-        unsafe { Frame::forge(i * 4096, len) }
+    /// Frame `i` of a fresh 16-frame pool, `len` bytes long.
+    fn frame(pool: &mut Vec<Frame>, umem: &Umem, i: u64, len: u32) -> Frame {
+        let at = pool
+            .iter()
+            .position(|f| f.addr() == i * 4096)
+            .expect("a frame not taken yet");
+        let mut f = pool.swap_remove(at);
+        umem.set_packet(&mut f, 0, len as usize).expect("fits");
+        f
     }
 
     #[test]
     fn bounded_in_frames_bytes_and_time_and_gives_the_frame_back() {
+        let umem = Umem::new(UmemConfig {
+            frames: 16,
+            frame_size: 4096,
+            check_frames: false,
+        })
+        .expect("UMEM");
+        let mut pool = umem.take_frames().expect("frames");
+        let mut frame = |i, len| frame(&mut pool, &umem, i, len);
         let mut q = FrameHold::new(HoldLimits {
             max_frames: 3,
             max_bytes: 250,

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::time::Duration;
 
-use crate::ring::{CompRing, FillRing, RxRing, TxRing};
+use crate::ring::{CompRing, FillRing, Refused, RxRing, TxRing};
 use crate::spsc::{Consumer, Producer};
 use crate::steer::{fallback_order, home_thread, steering_hash};
 use crate::sys::{self, EventFd};
@@ -97,6 +97,8 @@ pub struct IoStats {
     pub fill_wakeups: AtomicU64,
     /// RX descriptors outside the UMEM (never expected).
     pub rx_invalid: AtomicU64,
+    /// Completion descriptors outside the UMEM (never expected): read, released, not recycled.
+    pub comp_invalid: AtomicU64,
     /// Times the thread slept in `ppoll`.
     pub sleeps: AtomicU64,
     /// CPU nanoseconds spent steering (reading RX and pushing to threads).
@@ -134,7 +136,9 @@ pub(crate) struct Io {
     pub threads: Vec<std::thread::Thread>,
     pub wake: Arc<IoWake>,
     pub stats: Arc<IoStats>,
-    pub stop: Arc<crate::worker::Published>,
+    /// The plane's published snapshot (and its generation) and the stop flag, shared with the
+    /// packet threads.
+    pub published: Arc<crate::worker::Published>,
     /// The snapshot steering parses with (the packet threads' current one), and its
     /// publication generation.
     pub snap: Arc<stator_core::CompiledSnapshot>,
@@ -146,8 +150,9 @@ pub(crate) struct Io {
 }
 
 impl Io {
-    /// The thread's body.
-    pub(crate) fn run(mut self) {
+    /// The thread's body. Returns what it owns once stopped (the tests count its frames; the
+    /// plane drops it, and with it the rings and sockets).
+    pub(crate) fn run(mut self) -> Self {
         if let Some(cpu) = self.cpu
             && let Err(e) = sys::pin_to_cpu(cpu)
         {
@@ -162,11 +167,11 @@ impl Io {
         let spin_ns = self.spin.as_nanos() as u64;
         let rx_socks = self.socks.iter().filter(|s| s.rx.is_some()).count().max(1);
         let share = (self.umem.config().frames as usize / rx_socks) as u32;
-        while !self.stop.stop.load(Ordering::Relaxed) {
+        while !self.published.stop.load(Ordering::Relaxed) {
             self.stats.heartbeat.fetch_add(1, Ordering::Relaxed);
-            let g = self.stop.generation.load(Ordering::Acquire);
+            let g = self.published.generation.load(Ordering::Acquire);
             if g != self.snap_gen {
-                self.snap = self.stop.current();
+                self.snap = self.published.current();
                 self.snap_gen = g;
             }
             let now = sys::monotonic_ns();
@@ -200,16 +205,23 @@ impl Io {
             idle_since = None;
         }
         // what the threads still hold goes with the rings and sockets when they are dropped
+        self
     }
 
     /// 1. Completions back to the free list.
     fn reap(&mut self) -> usize {
-        let mut n = 0;
+        let (mut n, mut bad) = (0, 0);
         for s in &mut self.socks {
-            n += s.comp.reap(&mut self.free, s.comp.ring.size()) as usize;
+            let (read, invalid) = s.comp.reap(&mut self.free, s.comp.ring.size());
+            n += read as usize;
+            bad += u64::from(invalid);
         }
         if n != 0 {
-            self.stats.completed.fetch_add(n as u64, Ordering::Relaxed);
+            let good = n as u64 - bad;
+            self.stats.completed.fetch_add(good, Ordering::Relaxed);
+            if bad != 0 {
+                self.stats.comp_invalid.fetch_add(bad, Ordering::Relaxed);
+            }
         }
         n
     }
@@ -226,8 +238,8 @@ impl Io {
                         tx += 1;
                         mark_written(s, now);
                     }
-                    Err(f) => {
-                        s.backlog.push_front(f);
+                    Err(r) => {
+                        s.backlog.push_front(r.into_frame());
                         break;
                     }
                 }
@@ -255,15 +267,19 @@ impl Io {
                         tx += 1;
                         mark_written(s, now);
                     }
-                    Err(f) => {
+                    Err(Refused::Full(f)) => {
                         full += 1;
                         s.backlog.push_back(f);
                     }
+                    // every frame here came from this UMEM's rings: the runtime binds every
+                    // socket over it
+                    Err(Refused::Foreign(f)) => unreachable!("{} in the muxing step", f.pool()),
                 }
             }
         }
         let st = &self.stats;
-        if n != 0 {
+        // `tx` includes the backlog's frames, written on turns that may pop nothing new
+        if n != 0 || tx != 0 {
             st.tx.fetch_add(tx, Ordering::Relaxed);
             st.recycled.fetch_add(recycled, Ordering::Relaxed);
             st.tx_ring_full.fetch_add(full, Ordering::Relaxed);
@@ -314,7 +330,9 @@ impl Io {
             }
             let keep = self.free.len().saturating_sub(want as usize);
             let mut give = self.free.split_off(keep);
-            s.fill.fill(&mut give);
+            // never refused (the free list holds only this UMEM's frames); if it were, nothing
+            // is written and the frames go back to the free list below
+            let _ = s.fill.fill(&mut give);
             self.free.append(&mut give);
             if s.fill.wake_if_needed() {
                 self.stats.fill_wakeups.fetch_add(1, Ordering::Relaxed);
@@ -453,4 +471,272 @@ fn mark_written(s: &mut SockIo, now: u64) {
         s.oldest_ns = now;
     }
     s.unflushed += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    //! The I/O thread's steps over heap rings (`sim`), with the test as the kernel and the
+    //! packet threads, and its own clock: no root, no socket, no timing.
+
+    use super::*;
+    use crate::sim::{self, Rig, RigConfig};
+    use crate::worker::RECYCLE;
+
+    /// Top up the fill ring as the loop does.
+    fn fill(rig: &mut Rig) {
+        let share = rig.umem.config().frames;
+        rig.io.fill(share);
+    }
+
+    /// One steering step.
+    fn steer(rig: &mut Rig, stalled: &mut VecDeque<RxItem>, rr: &mut usize) -> usize {
+        let mut rx_buf = Vec::new();
+        rig.io.steer(&mut rx_buf, stalled, rr)
+    }
+
+    /// Everything in packet thread `i`'s receiving queue: (packet number, frame).
+    fn drain(rig: &mut Rig, i: usize) -> Vec<(u32, Frame)> {
+        let q = rig.to_threads[i].as_mut().expect("queue");
+        let mut out = Vec::new();
+        while let Some(mut item) = q.pop() {
+            assert_eq!(item.sock, 0);
+            let id = sim::packet_id(stator_core::PacketBuf::data(
+                &rig.umem.packet(&mut item.frame),
+            ));
+            out.push((id, item.frame));
+        }
+        out
+    }
+
+    /// The thread the loop must choose for `frame` (the forwarder's own key, else the
+    /// steering hash).
+    fn home(frame: &[u8], threads: usize) -> usize {
+        let snap = sim::snapshot();
+        let hash = stator_core::table_hash(&snap, frame).unwrap_or_else(|| steering_hash(frame));
+        home_thread(hash, threads)
+    }
+
+    fn count(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn steering_sends_every_packet_of_a_flow_to_its_home_thread() {
+        let mut rig = Rig::new(RigConfig::default());
+        fill(&mut rig);
+        let packets: Vec<Vec<u8>> = (0..48u32)
+            .map(|i| sim::packet(10_000 + (i % 16) as u16, 80, i))
+            .collect();
+        for p in &packets {
+            assert!(rig.kernel.receive(p), "a frame to receive into");
+        }
+        let (mut stalled, mut rr) = (VecDeque::new(), 0);
+        // `batch` (16) frames per RX ring per turn
+        let steered: Vec<usize> = (0..4)
+            .map(|_| steer(&mut rig, &mut stalled, &mut rr))
+            .collect();
+        assert_eq!(steered, [16, 16, 16, 0]);
+        assert!(stalled.is_empty());
+        let mut seen = 0;
+        let mut used = [false; 2];
+        for (t, used) in used.iter_mut().enumerate() {
+            for (id, _) in drain(&mut rig, t) {
+                let want = home(&packets[id as usize], 2);
+                assert_eq!(
+                    t, want,
+                    "packet {id} reached thread {t}, its flow's is {want}"
+                );
+                *used = true;
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 48, "every packet reached a thread once");
+        assert_eq!(used, [true, true], "16 flows spread over both threads");
+        let st = &rig.stats;
+        assert_eq!((count(&st.rx), count(&st.steered)), (48, 48));
+        assert_eq!((count(&st.steer_fallback), count(&st.steer_stalls)), (0, 0));
+    }
+
+    #[test]
+    fn a_full_queue_sends_frames_round_robin_and_a_full_house_stops_reading() {
+        // three threads with room for 2 frames each, and one flow (the paper's flood of one
+        // 5-tuple): 2 frames home, the next 4 to the other two in turn, the 7th waits
+        let mut rig = Rig::new(RigConfig {
+            threads: 3,
+            queue_depth: 2,
+            ..RigConfig::default()
+        });
+        fill(&mut rig);
+        let packets: Vec<Vec<u8>> = (0..9u32).map(|i| sim::packet(10_000, 80, i)).collect();
+        let home = home(&packets[0], 3);
+        for p in &packets[..7] {
+            assert!(rig.kernel.receive(p));
+        }
+        let (mut stalled, mut rr) = (VecDeque::new(), 0);
+        steer(&mut rig, &mut stalled, &mut rr);
+        let st = Arc::clone(&rig.stats);
+        assert_eq!((count(&st.steered), count(&st.steer_fallback)), (2, 4));
+        assert_eq!(count(&st.steer_stalls), 1);
+        assert_eq!(stalled.len(), 1, "the 7th frame waits in the I/O thread");
+        // while every queue is full, the RX ring is not read: the kernel would drop there
+        for p in &packets[7..] {
+            assert!(rig.kernel.receive(p));
+        }
+        assert_eq!(steer(&mut rig, &mut stalled, &mut rr), 0);
+        assert_eq!(rig.kernel.rx_waiting(), 2, "left in the RX ring");
+        assert_eq!(count(&st.rx), 7);
+        let queues: Vec<Vec<u32>> = (0..3)
+            .map(|t| drain(&mut rig, t).into_iter().map(|(id, _)| id).collect())
+            .collect();
+        assert_eq!(queues[home], vec![0, 1], "the first two at home, in order");
+        let others: Vec<usize> = (0..3).filter(|&t| t != home).collect();
+        let (a, b) = (&queues[others[0]], &queues[others[1]]);
+        assert_eq!((a.len(), b.len()), (2, 2), "the fallback took turns");
+        let mut spilled: Vec<u32> = a.iter().chain(b).copied().collect();
+        spilled.sort_unstable();
+        assert_eq!(spilled, vec![2, 3, 4, 5]);
+        assert!(
+            a[0] + 1 == b[0] || b[0] + 1 == a[0],
+            "alternating: {a:?} {b:?}"
+        );
+        // room again: the waiting frame goes first, home, then reading resumes
+        assert_eq!(steer(&mut rig, &mut stalled, &mut rr), 3);
+        assert!(stalled.is_empty());
+        assert_eq!(drain(&mut rig, home)[0].0, 6, "the stalled frame, first");
+        assert_eq!(count(&st.rx), 9);
+    }
+
+    #[test]
+    fn the_flush_timer_sends_a_lone_frame_after_the_timeout_and_a_full_batch_at_once() {
+        let mut rig = Rig::new(RigConfig {
+            threads: 1,
+            batch: 4,
+            flush_ns: 50_000,
+            ..RigConfig::default()
+        });
+        fill(&mut rig);
+        let (mut stalled, mut rr) = (VecDeque::new(), 0);
+        let mut through = |rig: &mut Rig, ids: std::ops::Range<u32>| {
+            for i in ids {
+                assert!(rig.kernel.receive(&sim::packet(10_000, 80, i)));
+            }
+            steer(rig, &mut stalled, &mut rr);
+            // the test plays the packet thread: everything goes out where it came in
+            for (_, frame) in drain(rig, 0) {
+                let out = rig.from_threads[0].as_mut().expect("queue");
+                out.push(TxItem { frame, sock: 0 }).expect("room");
+            }
+        };
+        // a lone frame: written at t0, not published before the timeout
+        let t0 = 1_000_000_000;
+        through(&mut rig, 0..1);
+        assert_eq!(rig.io.mux(t0), 1);
+        assert_eq!(rig.io.flush(t0 + 49_999), 0);
+        assert!(
+            rig.kernel.transmit().is_empty(),
+            "not yet visible to the kernel"
+        );
+        assert_eq!(rig.io.flush(t0 + 50_000), 1);
+        let sent = rig.kernel.transmit();
+        assert_eq!(
+            sent.iter().map(|f| sim::packet_id(f)).collect::<Vec<_>>(),
+            [0]
+        );
+        let st = Arc::clone(&rig.stats);
+        assert_eq!((count(&st.flush_timer), count(&st.flush_full)), (1, 0));
+        // a full batch goes at once, whatever the clock says
+        let t1 = t0 + 1_000_000;
+        through(&mut rig, 1..5);
+        assert_eq!(rig.io.mux(t1), 4);
+        assert_eq!(rig.io.flush(t1), 1);
+        let sent: Vec<u32> = rig
+            .kernel
+            .transmit()
+            .iter()
+            .map(|f| sim::packet_id(f))
+            .collect();
+        assert_eq!(sent, [1, 2, 3, 4]);
+        assert_eq!((count(&st.flush_timer), count(&st.flush_full)), (1, 1));
+        // and the timer counts from the oldest frame, not the newest
+        through(&mut rig, 5..6);
+        rig.io.mux(t1 + 10_000);
+        through(&mut rig, 6..7);
+        rig.io.mux(t1 + 40_000);
+        assert_eq!(rig.io.flush(t1 + 59_999), 0);
+        assert_eq!(rig.io.flush(t1 + 60_000), 1);
+        assert_eq!(rig.kernel.transmit().len(), 2);
+        // completions come back to the free list
+        assert_eq!(rig.io.reap(), 7);
+        assert_eq!(count(&st.completed), 7);
+        assert_eq!(count(&st.tx), 7);
+    }
+
+    #[test]
+    fn a_completion_outside_the_pool_is_counted_not_recycled() {
+        let mut rig = Rig::new(RigConfig::default());
+        let free = rig.io.free.len();
+        rig.kernel.complete_raw(256 * 2048); // the chunk after the last
+        rig.kernel.complete_raw(1 << 44); // far past it: not taken for chunk 0
+        assert_eq!(rig.io.reap(), 2, "read and released");
+        assert_eq!(rig.io.free.len(), free, "nothing recycled");
+        assert_eq!(count(&rig.stats.comp_invalid), 2);
+        assert_eq!(count(&rig.stats.completed), 0);
+    }
+
+    #[test]
+    fn a_full_tx_ring_keeps_a_backlog_in_order_and_recycling_needs_no_ring() {
+        let mut rig = Rig::new(RigConfig {
+            threads: 1,
+            ring: 64,
+            batch: 64,
+            ..RigConfig::default()
+        });
+        fill(&mut rig);
+        let (mut stalled, mut rr) = (VecDeque::new(), 0);
+        let mut ids = Vec::new();
+        for round in 0..2u32 {
+            for i in 0..40 {
+                assert!(rig.kernel.receive(&sim::packet(10_000, 80, round * 40 + i)));
+            }
+            steer(&mut rig, &mut stalled, &mut rr);
+            for (id, frame) in drain(&mut rig, 0) {
+                // every 10th is dropped by the "packet thread": recycled, never in a ring
+                let sock = if id % 10 == 0 { RECYCLE } else { 0 };
+                if sock == 0 {
+                    ids.push(id);
+                } else {
+                    rig.umem
+                        .pass(&frame, FrameState::Thread, FrameState::Thread);
+                }
+                let out = rig.from_threads[0].as_mut().expect("queue");
+                out.push(TxItem { frame, sock }).expect("room");
+            }
+            rig.io.mux(0);
+            fill(&mut rig);
+        }
+        let st = Arc::clone(&rig.stats);
+        assert_eq!(count(&st.recycled), 8);
+        assert_eq!(count(&st.tx), 64, "the TX ring's 64 slots");
+        assert_eq!(count(&st.tx_ring_full), 1);
+        rig.io.flush(0);
+        let mut sent: Vec<u32> = rig
+            .kernel
+            .transmit()
+            .iter()
+            .map(|f| sim::packet_id(f))
+            .collect();
+        rig.io.reap();
+        rig.io.mux(1);
+        assert_eq!(
+            count(&st.tx),
+            72,
+            "the backlog's frames counted, though none was new"
+        );
+        rig.io.flush(1 + 50_000);
+        sent.extend(rig.kernel.transmit().iter().map(|f| sim::packet_id(f)));
+        assert_eq!(
+            sent, ids,
+            "all 72 sent once, in order, the backlog after the ring"
+        );
+    }
 }

@@ -35,8 +35,11 @@
 //!
 //! **What it must never do.** Make a forwarding decision of its own (that is `stator-core`);
 //! touch a chunk it holds no [`Frame`] for; block a packet thread on the I/O thread or the
-//! reverse; log per packet. `unsafe` lives only in `sys` (system calls), `ring` (the shared
-//! indices and slots), `umem` (the pool's bytes) and `spsc`, each block with its `// SAFETY:`.
+//! reverse; log per packet. `unsafe` lives only in four modules, each block with its
+//! `// SAFETY:`: `sys` (every system call, the AF_PACKET baseline's included), `ring` (the shared
+//! indices and slots), `umem` (the pool's bytes) and `spsc` (the queues' slots) — and, compiled
+//! for unit tests only, `sim` (the heap rings that stand in for the kernel's). Safe code cannot
+//! break the UMEM's invariants: see [`umem`].
 #![deny(missing_debug_implementations)]
 
 pub mod config;
@@ -48,6 +51,8 @@ pub mod packet_socket;
 pub mod plane;
 pub mod ring;
 pub mod runtime;
+#[cfg(test)]
+mod sim;
 pub mod socket;
 pub mod spsc;
 pub mod steer;

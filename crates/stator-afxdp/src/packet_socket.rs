@@ -7,7 +7,7 @@
 //! a UMEM frame. Next hops come from the kernel through `stator_fibq` with the same cache as
 //! the AF_XDP packet threads. Not a data plane `stator run` offers: a baseline.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -44,140 +44,21 @@ struct PacketSock {
 
 impl PacketSock {
     fn open(ifindex: u32) -> Result<Self, AfxdpError> {
-        let proto = (libc::ETH_P_ALL as u16).to_be();
-        // SAFETY: socket() has no memory arguments; the result is checked and owned.
-        let fd = unsafe {
-            let fd = libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                i32::from(proto),
-            );
-            if fd < 0 {
-                return Err(AfxdpError::io(
-                    "AF_PACKET socket",
-                    std::io::Error::last_os_error(),
-                ));
-            }
-            OwnedFd::from_raw_fd(fd)
+        let fd = sys::packet_socket().map_err(|e| AfxdpError::io("AF_PACKET socket", e))?;
+        sys::bind_packet(fd.as_fd(), ifindex)
+            .map_err(|e| AfxdpError::io("binding AF_PACKET", e))?;
+        // best effort, as tuning: the baseline runs without them, only slower or noisier
+        let b = fd.as_fd();
+        let _ = sys::set_opt(b, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &1i32);
+        let _ = sys::set_opt(b, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &(16i32 << 20));
+        // a read that waits at most 10 ms, so the loop sees `stop`
+        let tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 10_000,
         };
-        // SAFETY: a zeroed sockaddr_ll is valid; bind and setsockopt read live locals of the
-        // sizes passed.
-        unsafe {
-            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-            sll.sll_family = libc::AF_PACKET as u16;
-            sll.sll_protocol = proto;
-            sll.sll_ifindex = ifindex as i32;
-            if libc::bind(
-                fd.as_raw_fd(),
-                (&sll as *const libc::sockaddr_ll).cast(),
-                size_of::<libc::sockaddr_ll>() as u32,
-            ) != 0
-            {
-                return Err(AfxdpError::io(
-                    "binding AF_PACKET",
-                    std::io::Error::last_os_error(),
-                ));
-            }
-            let one: libc::c_int = 1;
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_IGNORE_OUTGOING,
-                (&one as *const libc::c_int).cast(),
-                size_of::<libc::c_int>() as u32,
-            );
-            let size: libc::c_int = 16 << 20;
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                (&size as *const libc::c_int).cast(),
-                size_of::<libc::c_int>() as u32,
-            );
-            // a read that waits at most 10 ms, so the loop sees `stop`
-            let tv = libc::timeval {
-                tv_sec: 0,
-                tv_usec: 10_000,
-            };
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast(),
-                size_of::<libc::timeval>() as u32,
-            );
-        }
+        let _ = sys::set_opt(b, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv);
         Ok(Self { fd })
     }
-
-    fn raw(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-}
-
-/// `recvmmsg` into `bufs` at offset `XDP_HEADROOM`; returns the lengths received.
-fn recv_batch(fd: RawFd, bufs: &mut [Vec<u8>], lens: &mut Vec<usize>) {
-    lens.clear();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b[XDP_HEADROOM..].as_mut_ptr().cast(),
-            iov_len: BUF - XDP_HEADROOM,
-        })
-        .collect();
-    let mut msgs: Vec<libc::mmsghdr> = iovs
-        .iter_mut()
-        .map(|iov| {
-            // SAFETY: a zeroed mmsghdr is valid (null pointers, zero lengths); it is pointed
-            // at one live iovec over a live buffer below.
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_iov = iov;
-            m.msg_hdr.msg_iovlen = 1;
-            m
-        })
-        .collect();
-    // SAFETY: `msgs` and everything it points at live for the call; the kernel writes at most
-    // each iovec's length into its buffer.
-    let n = unsafe {
-        libc::recvmmsg(
-            fd,
-            msgs.as_mut_ptr(),
-            msgs.len() as u32,
-            libc::MSG_WAITFORONE,
-            std::ptr::null_mut(),
-        )
-    };
-    for m in msgs.iter().take(n.max(0) as usize) {
-        lens.push(m.msg_len as usize);
-    }
-}
-
-/// `sendmmsg` of `frames` (slices of the buffers).
-fn send_batch(fd: RawFd, frames: &[(*const u8, usize)]) -> usize {
-    if frames.is_empty() {
-        return 0;
-    }
-    let mut iovs: Vec<libc::iovec> = frames
-        .iter()
-        .map(|&(p, n)| libc::iovec {
-            iov_base: p as *mut libc::c_void,
-            iov_len: n,
-        })
-        .collect();
-    let mut msgs: Vec<libc::mmsghdr> = iovs
-        .iter_mut()
-        .map(|iov| {
-            // SAFETY: a zeroed mmsghdr is valid.
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_iov = iov;
-            m.msg_hdr.msg_iovlen = 1;
-            m
-        })
-        .collect();
-    // SAFETY: `msgs` points at iovecs over frames that live for the call; the kernel only
-    // reads them.
-    let n = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), msgs.len() as u32, 0) };
-    n.max(0) as usize
 }
 
 /// Runs the forwarder over `AF_PACKET` sockets until `stop`: frames arriving on `ingress` are
@@ -209,9 +90,10 @@ pub fn run(
     stats.ready.store(true, Ordering::Release);
     let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; BUF]).collect();
     let mut lens = Vec::with_capacity(BATCH);
-    let mut out: Vec<Vec<(*const u8, usize)>> = vec![Vec::new(); tx.len()];
+    // per egress socket: (buffer, head, length) of each frame to send
+    let mut out: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); tx.len()];
     while !stop.load(Ordering::Relaxed) {
-        recv_batch(rx.raw(), &mut bufs, &mut lens);
+        sys::recv_batch(rx.fd.as_fd(), &mut bufs, XDP_HEADROOM, &mut lens);
         if lens.is_empty() {
             continue;
         }
@@ -220,7 +102,7 @@ pub fn run(
         fib.set_now(now);
         {
             let mut f = fwd.lock().unwrap_or_else(|p| p.into_inner());
-            for (b, &len) in bufs.iter_mut().zip(&lens) {
+            for (bi, (b, &len)) in bufs.iter_mut().zip(&lens).enumerate() {
                 let mut p = SlicePacketBuf::new(b, XDP_HEADROOM, len);
                 let v = f.process(&snap, now, 0, ingress, &fib, &mut p);
                 let port = match v.action {
@@ -229,15 +111,15 @@ pub fn run(
                     _ => None,
                 };
                 if let Some(i) = port.and_then(|port| tx.iter().position(|(x, _)| *x == port)) {
-                    let (h, l) = (p.head(), p.len());
-                    out[i].push((b[h..].as_ptr(), l));
+                    out[i].push((bi, p.head(), p.len()));
                 }
             }
         }
         let busy = sys::thread_cpu_ns().saturating_sub(t0);
         let mut sent = 0;
         for (i, (_, s)) in tx.iter().enumerate() {
-            sent += send_batch(s.raw(), &out[i]);
+            let frames = out[i].iter().map(|&(bi, h, l)| &bufs[bi][h..h + l]);
+            sent += sys::send_batch(s.fd.as_fd(), frames);
             out[i].clear();
         }
         stats.rx.fetch_add(lens.len() as u64, Ordering::Relaxed);

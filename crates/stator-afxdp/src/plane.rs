@@ -385,6 +385,7 @@ impl AfxdpReader {
                 ("tx_ring_full", r(&io.tx_ring_full)),
                 ("fill_wakeups", r(&io.fill_wakeups)),
                 ("rx_invalid", r(&io.rx_invalid)),
+                ("comp_invalid", r(&io.comp_invalid)),
                 ("sleeps", r(&io.sleeps)),
                 ("steer_ns", r(&io.steer_ns)),
                 ("mux_ns", r(&io.mux_ns)),

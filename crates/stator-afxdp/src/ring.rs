@@ -22,7 +22,9 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering, fence};
 
+use crate::error::AfxdpError;
 use crate::socket::SocketFd;
+use crate::sys::Mmap;
 use crate::umem::{Frame, FrameState, Umem};
 
 /// Where the parts of a ring lie in its mapping (`struct xdp_ring_offset`).
@@ -97,6 +99,31 @@ impl<T: Copy> RawRing<T> {
         r.prod = r.producer().load(Ordering::Acquire);
         r.cons = r.consumer().load(Ordering::Acquire);
         r
+    }
+
+    /// A ring over the kernel's mapping `m` laid out by `off`, `size` entries — `None` unless
+    /// the three index words and the `size` slots lie inside the mapping, aligned. The ring
+    /// keeps the mapping.
+    pub(crate) fn over_mapping(m: Mmap, off: RingOffsets, size: u32) -> Option<Self> {
+        let len = m.len() as u64;
+        let word = |o: u64| o.is_multiple_of(4) && o.checked_add(4).is_some_and(|end| end <= len);
+        let slots = u64::from(size).checked_mul(size_of::<T>() as u64);
+        let ok = size.is_power_of_two()
+            && word(off.producer)
+            && word(off.consumer)
+            && word(off.flags)
+            && off.desc.is_multiple_of(align_of::<T>() as u64)
+            && slots
+                .and_then(|s| off.desc.checked_add(s))
+                .is_some_and(|end| end <= len);
+        if !ok {
+            return None;
+        }
+        let base = m.as_ptr();
+        // SAFETY: the mapping is page-aligned and the checks above put every word and slot
+        // inside it at an offset aligned for its type; `m` moves into the ring, which keeps it
+        // mapped as long as it lives.
+        Some(unsafe { Self::new(base, off, size, Box::new(m)) })
     }
 
     fn producer(&self) -> &AtomicU32 {
@@ -199,8 +226,13 @@ pub struct FillRing {
 
 impl FillRing {
     /// Hands frames from the end of `frames` to the kernel, as many as fit; returns how many.
-    pub fn fill(&mut self, frames: &mut Vec<Frame>) -> u32 {
+    /// Refuses the lot — nothing written, `frames` untouched — when one it would hand over
+    /// belongs to another UMEM than the ring's.
+    pub fn fill(&mut self, frames: &mut Vec<Frame>) -> Result<u32, AfxdpError> {
         let n = self.ring.free(frames.len() as u32).min(frames.len() as u32);
+        for f in &frames[frames.len() - n as usize..] {
+            self.umem.check_owns(f)?;
+        }
         let mask = !(u64::from(self.umem.config().frame_size) - 1);
         for i in 0..n {
             let Some(f) = frames.pop() else { break };
@@ -208,7 +240,7 @@ impl FillRing {
             self.ring.write(i, addr & mask);
         }
         self.ring.submit(n);
-        n
+        Ok(n)
     }
 
     /// Frames in the ring (given, not yet received into).
@@ -265,6 +297,24 @@ impl RxRing {
     }
 }
 
+/// Why [`TxRing::push`] did not take a frame; the frame comes back with it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// No free slot: try again once the kernel has consumed some.
+    Full(Frame),
+    /// The frame belongs to another UMEM than the ring's.
+    Foreign(Frame),
+}
+
+impl Refused {
+    /// The frame, whatever the reason.
+    pub fn into_frame(self) -> Frame {
+        match self {
+            Self::Full(f) | Self::Foreign(f) => f,
+        }
+    }
+}
+
 /// The TX ring: frames to transmit.
 #[derive(Debug)]
 pub struct TxRing {
@@ -277,10 +327,13 @@ pub struct TxRing {
 
 impl TxRing {
     /// Writes `f` into the next free slot (published by [`TxRing::submit`]); gives it back when
-    /// the ring is full.
-    pub fn push(&mut self, f: Frame) -> Result<(), Frame> {
+    /// the ring is full or `f` belongs to another UMEM.
+    pub fn push(&mut self, f: Frame) -> Result<(), Refused> {
+        if !self.umem.owns(&f) {
+            return Err(Refused::Foreign(f));
+        }
         if self.ring.free(self.written + 1) <= self.written {
-            return Err(f);
+            return Err(Refused::Full(f));
         }
         let (addr, len) = self.umem.give(f, FrameState::Thread, FrameState::Tx);
         self.ring.write(
@@ -332,43 +385,68 @@ pub struct CompRing {
 }
 
 impl CompRing {
-    /// Takes up to `max` sent frames into `out` (now `Free`); returns how many.
-    pub fn reap(&mut self, out: &mut Vec<Frame>, max: u32) -> u32 {
+    /// Takes up to `max` sent frames into `out` (now `Free`); returns how many descriptors were
+    /// read and how many of them were invalid (outside the pool: never expected, counted —
+    /// the I/O thread's `comp_invalid`).
+    pub fn reap(&mut self, out: &mut Vec<Frame>, max: u32) -> (u32, u32) {
         let n = self.ring.ready(max).min(max);
+        let mut bad = 0;
         for i in 0..n {
             let addr = self.ring.read(i);
-            if let Some(f) = self.umem.take(addr, 0, FrameState::Tx, FrameState::Free) {
-                out.push(f);
+            match self.umem.take(addr, 0, FrameState::Tx, FrameState::Free) {
+                Some(f) => out.push(f),
+                None => bad += 1,
             }
         }
         self.ring.release(n);
-        n
+        (n, bad)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::heap_ring;
 
-    /// A ring's memory on the heap: producer, consumer, flags, then the slots.
-    fn heap_ring<T: Copy>(size: u32) -> (RawRing<T>, RawRing<T>) {
-        let words = 8 + (size as usize * size_of::<T>()).div_ceil(8);
-        let mut mem = vec![0u64; words].into_boxed_slice();
-        let base = mem.as_mut_ptr().cast::<u8>();
+    #[test]
+    fn a_ring_over_a_mapping_is_made_only_when_the_layout_fits_inside_it() {
+        let map = || Mmap::anonymous(4096).expect("mmap");
         let off = RingOffsets {
             producer: 0,
-            consumer: 8,
-            flags: 16,
-            desc: 64,
+            consumer: 64,
+            flags: 128,
+            desc: 192,
         };
-        let shared = Arc::new(std::sync::Mutex::new(mem));
-        // SAFETY: the block holds the three words and `size` slots at these offsets and lives
-        // as long as either side (both hold the Arc).
-        unsafe {
-            (
-                RawRing::new(base, off, size, Box::new(Arc::clone(&shared))),
-                RawRing::new(base, off, size, Box::new(shared)),
-            )
+        // 192 + 64 × 16 bytes of descriptors fit in 4096
+        assert!(RawRing::<libc::xdp_desc>::over_mapping(map(), off, 64).is_some());
+        assert!(
+            RawRing::<u64>::over_mapping(map(), off, 488).is_none(),
+            "not a power of two"
+        );
+        assert!(
+            RawRing::<u64>::over_mapping(map(), off, 512).is_none(),
+            "slots past the end"
+        );
+        for bad in [
+            RingOffsets { flags: 4094, ..off },
+            RingOffsets {
+                consumer: 66,
+                ..off
+            },
+            RingOffsets {
+                producer: u64::MAX - 1,
+                ..off
+            },
+            RingOffsets { desc: 196, ..off },
+            RingOffsets {
+                desc: u64::MAX - 8,
+                ..off
+            },
+        ] {
+            assert!(
+                RawRing::<libc::xdp_desc>::over_mapping(map(), bad, 64).is_none(),
+                "{bad:?}"
+            );
         }
     }
 
@@ -413,5 +491,88 @@ mod tests {
         assert_eq!(p.free(1), 3);
         assert_eq!(p.in_flight(), 1);
         assert!(!p.needs_wakeup());
+    }
+}
+
+#[cfg(test)]
+mod misuse {
+    use super::*;
+    use crate::sim;
+    use crate::umem::UmemConfig;
+
+    fn umem(frames: u32) -> Arc<Umem> {
+        Arc::new(
+            Umem::new(UmemConfig {
+                frames,
+                frame_size: 2048,
+                check_frames: true,
+            })
+            .expect("UMEM"),
+        )
+    }
+
+    #[test]
+    fn the_fill_ring_refuses_a_frame_of_another_umem_and_writes_nothing() {
+        let (a, b) = (umem(16), umem(16));
+        let (mut rings, mut kernel) = sim::socket(&a, 64);
+        let mut ours = a.take_frames().unwrap();
+        let theirs = b.take_frames().unwrap().pop().unwrap();
+        ours.push(theirs);
+        let e = rings.fill.fill(&mut ours).unwrap_err();
+        assert!(
+            matches!(e, AfxdpError::ForeignFrame { frame, pool } if frame == b.id() && pool == a.id()),
+            "{e}"
+        );
+        assert_eq!(ours.len(), 17, "every frame left where it was");
+        assert_eq!(rings.fill.queued(), 0, "nothing handed to the kernel");
+        assert!(kernel.fill_held().is_empty());
+        assert_eq!(a.ledger().unwrap().count(FrameState::Free), 16);
+        // without the stranger, the lot goes in
+        let theirs = ours.pop().unwrap();
+        assert_eq!(theirs.pool(), b.id());
+        assert_eq!(rings.fill.fill(&mut ours).unwrap(), 16);
+        assert_eq!(kernel.fill_held().len(), 16);
+    }
+
+    #[test]
+    fn the_tx_ring_refuses_a_frame_of_another_umem_and_gives_it_back() {
+        let (a, b) = (umem(16), umem(16));
+        let (mut rings, mut kernel) = sim::socket(&a, 64);
+        let mut theirs = b.take_frames().unwrap().pop().unwrap();
+        b.write(&mut theirs, 256, &[1, 2, 3]).unwrap();
+        b.pass(&theirs, FrameState::Free, FrameState::Thread);
+        let back = match rings.tx.push(theirs) {
+            Err(Refused::Foreign(f)) => f,
+            other => panic!("a foreign frame was not refused: {other:?}"),
+        };
+        assert_eq!((back.pool(), back.len()), (b.id(), 3), "handed back intact");
+        rings.tx.submit();
+        assert_eq!(rings.tx.in_flight(), 0);
+        assert!(kernel.transmit().is_empty(), "nothing reached the kernel");
+        assert_eq!(b.ledger().unwrap().state(15), Some(FrameState::Thread));
+    }
+
+    #[test]
+    fn reaping_counts_a_completion_outside_the_pool_and_recycles_the_rest() {
+        let a = umem(16);
+        let (mut rings, mut kernel) = sim::socket(&a, 64);
+        let mut f = a.take_frames().unwrap().pop().unwrap();
+        a.write(&mut f, 256, &[9; 60]).unwrap();
+        a.pass(&f, FrameState::Free, FrameState::Thread);
+        rings.tx.push(f).unwrap();
+        rings.tx.submit();
+        assert_eq!(kernel.transmit(), vec![vec![9u8; 60]]);
+        kernel.complete_raw(16 * 2048); // one chunk past the pool
+        kernel.complete_raw(1 << 44); // far past it (wraps to chunk 0 in 32 bits)
+        let mut out = Vec::new();
+        assert_eq!(rings.comp.reap(&mut out, 64), (3, 2));
+        assert_eq!(out.len(), 1, "the real completion is recycled");
+        assert_eq!(a.frame_index(out[0].addr()), 15);
+        assert_eq!(a.ledger().unwrap().count(FrameState::Free), 16);
+        assert_eq!(
+            rings.comp.reap(&mut out, 64),
+            (0, 0),
+            "and all were released"
+        );
     }
 }

@@ -185,7 +185,7 @@ impl Runtime {
             handles.push((name, h));
         }
         let io = Io {
-            free: umem.all_frames(),
+            free: umem.take_frames()?,
             umem: Arc::clone(&umem),
             socks,
             to_workers,
@@ -196,7 +196,7 @@ impl Runtime {
             stats: Arc::clone(&io_stats),
             snap: published.current(),
             snap_gen: 1,
-            stop: Arc::clone(&published),
+            published: Arc::clone(&published),
             batch: cfg.batch,
             flush_ns: cfg.flush_timeout.as_nanos() as u64,
             spin: cfg.spin,
@@ -204,7 +204,7 @@ impl Runtime {
         };
         let h = std::thread::Builder::new()
             .name("stator-io".into())
-            .spawn(move || io.run())
+            .spawn(move || drop(io.run()))
             .map_err(|e| AfxdpError::io("spawning the I/O thread", e))?;
         handles.insert(0, ("stator-io".into(), h));
         let rt = Self {

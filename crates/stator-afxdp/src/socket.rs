@@ -14,11 +14,11 @@ use std::sync::Arc;
 use crate::error::AfxdpError;
 use crate::ring::{CompRing, FillRing, RawRing, RingOffsets, RxRing, TxRing};
 use crate::sys::{self, Mmap};
-use crate::umem::Umem;
+use crate::umem::{Umem, UmemId};
 
 /// An AF_XDP socket's descriptor, shared by its rings (each keeps it open).
 #[derive(Debug)]
-pub struct SocketFd(OwnedFd);
+pub struct SocketFd(pub(crate) OwnedFd);
 
 impl AsFd for SocketFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
@@ -120,10 +120,18 @@ impl XskStats {
     }
 }
 
+/// A ring over its mapping, or why the kernel's layout cannot be used.
+fn ring<T: Copy>(m: Mmap, off: RingOffsets, n: u32, name: &str) -> Result<RawRing<T>, AfxdpError> {
+    RawRing::over_mapping(m, off, n).ok_or_else(|| AfxdpError::Unsupported {
+        what: format!("{name} ring offsets outside its mapping"),
+    })
+}
+
 /// A bound socket: its descriptor (for the XSKMAP, statistics and wake-ups) and where it is.
 #[derive(Debug, Clone)]
 pub struct XskSocket {
     fd: Arc<SocketFd>,
+    umem: UmemId,
     ifindex: u32,
     queue: u32,
     zero_copy: bool,
@@ -145,7 +153,9 @@ pub struct SocketRings {
 impl XskSocket {
     /// Creates a socket bound to `queue` of interface `ifindex` (in the calling thread's
     /// network namespace) over `umem`. `first` is the plane's first socket, which registered
-    /// the UMEM; `None` makes this the first.
+    /// the UMEM; `None` makes this the first. A `first` bound over another pool is refused
+    /// ([`AfxdpError::ForeignUmem`]) before anything is created: the kernel would receive into
+    /// the first socket's pool while this socket's rings read `umem`.
     pub fn bind(
         umem: &Arc<Umem>,
         ifindex: u32,
@@ -154,6 +164,14 @@ impl XskSocket {
         mode: BindMode,
         first: Option<&XskSocket>,
     ) -> Result<(Self, SocketRings), AfxdpError> {
+        if let Some(f) = first
+            && f.umem != umem.id()
+        {
+            return Err(AfxdpError::ForeignUmem {
+                umem: umem.id(),
+                first: f.umem,
+            });
+        }
         sizes.validate()?;
         let what = |op: &str| format!("AF_XDP socket on ifindex {ifindex} queue {queue}: {op}");
         let fd = sys::xsk_socket().map_err(|e| AfxdpError::io(what("socket(AF_XDP)"), e))?;
@@ -272,46 +290,37 @@ impl XskSocket {
         let (opts, _) = sys::xdp_opt(b, libc::XDP_OPTIONS, libc::xdp_options { flags: 0 })
             .unwrap_or((libc::xdp_options { flags: 0 }, 0));
         let fd = Arc::new(SocketFd(fd));
-        // SAFETY: each mapping was made for its ring with `desc + n * elem` bytes at the
-        // offsets the kernel gave; each RawRing keeps its mapping alive.
-        let rings = unsafe {
-            SocketRings {
-                fill: FillRing {
-                    ring: RawRing::new(
-                        fill_map.as_ptr(),
-                        conv(&off.fr),
-                        sizes.fill,
-                        Box::new(fill_map),
-                    ),
-                    umem: Arc::clone(umem),
-                    fd: Arc::clone(&fd),
-                },
-                comp: CompRing {
-                    ring: RawRing::new(
-                        comp_map.as_ptr(),
-                        conv(&off.cr),
-                        sizes.comp,
-                        Box::new(comp_map),
-                    ),
-                    umem: Arc::clone(umem),
-                    fd: Arc::clone(&fd),
-                },
-                rx: rx_map.map(|m| RxRing {
-                    ring: RawRing::new(m.as_ptr(), conv(&off.rx), sizes.rx, Box::new(m)),
-                    umem: Arc::clone(umem),
-                    fd: Arc::clone(&fd),
-                }),
-                tx: TxRing {
-                    ring: RawRing::new(tx_map.as_ptr(), conv(&off.tx), sizes.tx, Box::new(tx_map)),
-                    umem: Arc::clone(umem),
-                    fd: Arc::clone(&fd),
-                    written: 0,
-                },
-            }
+        let rings = SocketRings {
+            fill: FillRing {
+                ring: ring(fill_map, conv(&off.fr), sizes.fill, "fill")?,
+                umem: Arc::clone(umem),
+                fd: Arc::clone(&fd),
+            },
+            comp: CompRing {
+                ring: ring(comp_map, conv(&off.cr), sizes.comp, "completion")?,
+                umem: Arc::clone(umem),
+                fd: Arc::clone(&fd),
+            },
+            rx: rx_map
+                .map(|m| -> Result<RxRing, AfxdpError> {
+                    Ok(RxRing {
+                        ring: ring(m, conv(&off.rx), sizes.rx, "RX")?,
+                        umem: Arc::clone(umem),
+                        fd: Arc::clone(&fd),
+                    })
+                })
+                .transpose()?,
+            tx: TxRing {
+                ring: ring(tx_map, conv(&off.tx), sizes.tx, "TX")?,
+                umem: Arc::clone(umem),
+                fd: Arc::clone(&fd),
+                written: 0,
+            },
         };
         Ok((
             Self {
                 fd,
+                umem: umem.id(),
                 ifindex,
                 queue,
                 zero_copy: opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0,
@@ -323,6 +332,11 @@ impl XskSocket {
     /// The socket's descriptor (for the XSKMAP).
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// The pool its rings use (the one the plane's first socket registered).
+    pub fn umem(&self) -> UmemId {
+        self.umem
     }
 
     /// The interface it is bound to.
@@ -360,5 +374,43 @@ impl XskSocket {
             rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs,
             tx_ring_empty_descs: s.tx_ring_empty_descs,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::umem::UmemConfig;
+
+    #[test]
+    fn binding_refuses_a_first_socket_over_another_umem_before_making_anything() {
+        let pool = || {
+            Arc::new(
+                Umem::new(UmemConfig {
+                    frames: 16,
+                    frame_size: 2048,
+                    check_frames: false,
+                })
+                .expect("UMEM"),
+            )
+        };
+        let (a, b) = (pool(), pool());
+        // a "first socket" over `a` (any descriptor will do: the check comes before the kernel
+        // is asked anything, so this needs no root)
+        let efd = sys::EventFd::new().expect("eventfd");
+        let first = XskSocket {
+            fd: Arc::new(SocketFd(efd.try_clone_fd().expect("dup"))),
+            umem: a.id(),
+            ifindex: 1,
+            queue: 0,
+            zero_copy: false,
+        };
+        let e = XskSocket::bind(&b, 1, 1, RingSizes::all(64), BindMode::Copy, Some(&first))
+            .expect_err("another pool's first socket");
+        assert!(
+            matches!(e, AfxdpError::ForeignUmem { umem, first } if umem == b.id() && first == a.id()),
+            "{e}"
+        );
+        assert!(e.to_string().contains(&a.id().to_string()), "{e}");
     }
 }

@@ -1,7 +1,8 @@
 //! The kernel interfaces the AF_XDP plane needs, as small safe functions over `libc`: the
 //! `AF_XDP` socket and its options, memory maps (the UMEM and the rings), `sendto`/`recvfrom`
-//! wake-ups, `ppoll`, an eventfd, CPU affinity and the monotonic clock. Every `unsafe` block of
-//! the crate outside the ring accessors is here.
+//! wake-ups, `ppoll`, an eventfd, CPU affinity, the monotonic clock, and the `AF_PACKET`
+//! baseline's socket and batched `recvmmsg`/`sendmmsg`. Every system call of the crate is
+//! here; the crate's other `unsafe` is the rings' and the UMEM's memory (see `lib.rs`).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -33,18 +34,129 @@ pub(crate) fn xsk_socket() -> io::Result<OwnedFd> {
 
 /// `setsockopt(fd, SOL_XDP, name, value)`.
 pub(crate) fn set_xdp_opt<T>(fd: BorrowedFd<'_>, name: libc::c_int, value: &T) -> io::Result<()> {
+    set_opt(fd, libc::SOL_XDP, name, value)
+}
+
+/// `setsockopt(fd, level, name, value)`.
+pub(crate) fn set_opt<T>(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
     // SAFETY: `value` is a live reference to a `T` and the length passed is its size; the
     // kernel only reads it.
     let rc = unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
-            libc::SOL_XDP,
+            level,
             name,
             (value as *const T).cast(),
             size_of::<T>() as libc::socklen_t,
         )
     };
     cvt(rc).map(drop)
+}
+
+/// An `AF_PACKET` raw socket for every protocol (`ETH_P_ALL`).
+pub(crate) fn packet_socket() -> io::Result<OwnedFd> {
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: socket() has no memory arguments; a non-negative result is a new descriptor
+    // that nothing else owns.
+    unsafe {
+        let fd = cvt(libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            i32::from(proto),
+        ))?;
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Binds an `AF_PACKET` socket to interface `ifindex`, every protocol.
+pub(crate) fn bind_packet(fd: BorrowedFd<'_>, ifindex: u32) -> io::Result<()> {
+    // SAFETY: an all-zero sockaddr_ll is a valid value (plain integers and bytes).
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: `sll` is a live sockaddr_ll and the length is its size.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    cvt(rc).map(drop)
+}
+
+/// `mmsghdr`s each pointing at one of `iovs`.
+fn mmsghdrs(iovs: &mut [libc::iovec]) -> Vec<libc::mmsghdr> {
+    iovs.iter_mut()
+        .map(|iov| {
+            // SAFETY: an all-zero mmsghdr is valid (null pointers, zero lengths).
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        })
+        .collect()
+}
+
+/// `recvmmsg` (waiting for one at most) of one frame into each of `bufs`, from offset `at`;
+/// `lens` gets the lengths received.
+pub(crate) fn recv_batch(
+    fd: BorrowedFd<'_>,
+    bufs: &mut [Vec<u8>],
+    at: usize,
+    lens: &mut Vec<usize>,
+) {
+    lens.clear();
+    let mut iovs: Vec<libc::iovec> = bufs
+        .iter_mut()
+        .map(|b| {
+            let at = at.min(b.len());
+            let tail = &mut b[at..];
+            libc::iovec {
+                iov_base: tail.as_mut_ptr().cast(),
+                iov_len: tail.len(),
+            }
+        })
+        .collect();
+    let mut msgs = mmsghdrs(&mut iovs);
+    // SAFETY: `msgs`, the iovecs and the buffers they point at live for the call (borrowed
+    // here); the kernel writes at most each iovec's length into its buffer.
+    let n = unsafe {
+        libc::recvmmsg(
+            fd.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            msgs.len() as u32,
+            libc::MSG_WAITFORONE,
+            std::ptr::null_mut(),
+        )
+    };
+    for m in msgs.iter().take(n.max(0) as usize) {
+        lens.push(m.msg_len as usize);
+    }
+}
+
+/// `sendmmsg` of `frames`; returns how many were sent.
+pub(crate) fn send_batch<'a>(fd: BorrowedFd<'_>, frames: impl Iterator<Item = &'a [u8]>) -> usize {
+    let mut iovs: Vec<libc::iovec> = frames
+        .map(|f| libc::iovec {
+            iov_base: f.as_ptr() as *mut libc::c_void,
+            iov_len: f.len(),
+        })
+        .collect();
+    if iovs.is_empty() {
+        return 0;
+    }
+    let mut msgs = mmsghdrs(&mut iovs);
+    // SAFETY: `msgs` points at iovecs over frames borrowed for `'a`, alive for the call; the
+    // kernel only reads them.
+    let n = unsafe { libc::sendmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), msgs.len() as u32, 0) };
+    n.max(0) as usize
 }
 
 /// `getsockopt(fd, SOL_XDP, name)` into a `T`, with the length the kernel wrote.
@@ -240,6 +352,12 @@ impl EventFd {
 
     pub(crate) fn raw(&self) -> RawFd {
         self.0.as_raw_fd()
+    }
+
+    /// A second descriptor for the same counter (the heap rings' stand-in for a socket).
+    #[cfg(test)]
+    pub(crate) fn try_clone_fd(&self) -> io::Result<OwnedFd> {
+        self.0.try_clone()
     }
 
     /// Adds 1 (wakes a poller).

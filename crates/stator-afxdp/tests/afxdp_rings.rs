@@ -28,12 +28,7 @@ fn umem(frames: u32) -> Arc<Umem> {
 
 /// Free frames for a fresh UMEM: every chunk.
 fn free_frames(u: &Umem) -> Vec<Frame> {
-    (0..u.config().frames)
-        .map(|i| {
-            // SAFETY: a fresh pool: nothing else holds any chunk, and each is forged once.
-            unsafe { Frame::forge(u64::from(i) * u64::from(u.config().frame_size), 0) }
-        })
-        .collect()
+    u.take_frames().expect("a fresh pool's frames")
 }
 
 /// `ethtool -S` counters of `dev` whose name contains `part`, summed.
@@ -72,8 +67,8 @@ fn a_packet_redirected_to_the_socket_of_another_queue_is_dropped_by_the_kernel()
                 let (b, mut rb) =
                     XskSocket::bind(&u, at.ifindex, 1, sizes, BindMode::Copy, Some(&a))
                         .expect("socket on queue 1");
-                ra.fill.fill(&mut free);
-                rb.fill.fill(&mut free);
+                ra.fill.fill(&mut free).expect("our frames");
+                rb.fill.fill(&mut free).expect("our frames");
                 k.set_xsk_iface(at.ifindex, 0).expect("slot");
                 let mut recv =
                     |ra: &mut stator_afxdp::socket::SocketRings,
@@ -96,8 +91,8 @@ fn a_packet_redirected_to_the_socket_of_another_queue_is_dropped_by_the_kernel()
                             u.pass(&f, FrameState::Thread, FrameState::Free);
                             free.push(f);
                         }
-                        ra.fill.fill(&mut free);
-                        rb.fill.fill(&mut free);
+                        ra.fill.fill(&mut free).expect("our frames");
+                        rb.fill.fill(&mut free).expect("our frames");
                         (na, nb)
                     };
                 // swapped: queue 0's packets to the socket bound to queue 1, and back
@@ -158,7 +153,7 @@ fn two_thousand_and_forty_eight_queued_tx_descriptors_all_complete() {
             for i in 0..2048u16 {
                 let mut f = free.pop().expect("frame");
                 udp[34..36].copy_from_slice(&(i + 1).to_be_bytes()); // source port
-                u.write(&mut f, 256, &udp);
+                u.write(&mut f, 256, &udp).expect("fits a frame");
                 u.pass(&f, FrameState::Free, FrameState::Thread);
                 r.tx.push(f).expect("room in a 2048-entry TX ring");
             }
@@ -171,7 +166,7 @@ fn two_thousand_and_forty_eight_queued_tx_descriptors_all_complete() {
                 if r.tx.kick_if_needed().expect("sendto") {
                     kicks += 1;
                 }
-                done += r.comp.reap(&mut back, 2048);
+                done += r.comp.reap(&mut back, 2048).0;
             }
             drop(s);
             (done, kicks, start.elapsed())
@@ -210,7 +205,7 @@ fn the_frame_ledger_catches_a_frame_recycled_twice() {
                         .expect("socket");
                 k.set_xsk_iface(at.ifindex, 0).expect("slot");
                 k.set_xsk_socket(0, 0, s.fd()).expect("xskmap");
-                r.fill.fill(&mut free);
+                r.fill.fill(&mut free).expect("our frames");
                 gen_ns
                     .run_in(|| {
                         let p = Packet::tcp(CLIENT.into(), 1, VIP.into(), 80, tcp_flags::SYN);
@@ -227,13 +222,13 @@ fn the_frame_ledger_catches_a_frame_recycled_twice() {
                 // the frame's one legitimate trip back: thread, recycled, fill ring
                 u.pass(&f, FrameState::Rx, FrameState::Thread);
                 u.pass(&f, FrameState::Thread, FrameState::Free);
-                r.fill.fill(&mut vec![f]);
+                r.fill.fill(&mut vec![f]).expect("our frame");
                 // a bug hands the same chunk over again
                 let second = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     // SAFETY: deliberately false — the chunk is in the fill ring — to prove
                     // the ledger refuses it before the kernel ever sees the descriptor.
-                    let dup = unsafe { Frame::forge(addr, 0) };
-                    r.fill.fill(&mut vec![dup]);
+                    let dup = unsafe { Frame::forge(&u, addr, 0) }.expect("inside the pool");
+                    let _ = r.fill.fill(&mut vec![dup]);
                 }));
                 let _ = stator_xdp::detach_all(&opts.pin_path);
                 second.err().map(|e| {
