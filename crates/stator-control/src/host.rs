@@ -330,22 +330,8 @@ pub fn api_files_unchanged(running: &Config, new: &Config) -> Result<(), Control
 /// and on reload, so that a bad file is refused with its field path instead of making every
 /// probe of the check fail).
 pub fn tls_files(config: &Config) -> Result<(), ControlError> {
-    for (i, pool) in config.pools.iter().enumerate() {
-        let Some(stator_config::HealthSpec {
-            probe: stator_config::Probe::Https(h),
-            ..
-        }) = &pool.health
-        else {
-            continue;
-        };
-        if let Some(path) = &h.tls.ca_file {
-            crate::health::tls::load_ca_file(path).map_err(|reason| ControlError::Host {
-                field: format!("pool[{i}].health.ca_file"),
-                reason,
-            })?;
-        }
-    }
-    Ok(())
+    stator_health::tls::check_ca_files(config)
+        .map_err(|(field, reason)| ControlError::Host { field, reason })
 }
 
 /// Fails when `new` changes a setting that needs a restart.

@@ -33,7 +33,8 @@
 //!   [`afxdp::AfxdpPlane`] for the AF_XDP plane; stator-plane's own `CorePlane` does for
 //!   stator-core alone (tests without root, in simulated time) and `NoPlane` for a node that
 //!   forwards nothing.
-//! - [`health`]: TCP connect, HTTP GET, HTTPS GET (rustls) and UDP probes on a jittered
+//! - `stator-health` (its own crate): TCP connect, HTTP GET, HTTPS GET (rustls) and UDP
+//!   probes on a jittered
 //!   schedule, rise/fall state machines; also keeps the kernel's neighbour entries of
 //!   backends resolved (which the XDP forwarder needs and cannot do itself).
 //! - [`reconciler`]: the one owner of the node's state. Every input is a message; each
@@ -83,7 +84,7 @@ pub mod client;
 pub mod descriptors;
 mod error;
 pub mod events;
-pub mod health;
+
 pub mod host;
 pub mod ids;
 pub mod listeners;

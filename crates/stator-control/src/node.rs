@@ -36,7 +36,6 @@ use crate::afxdp::AfxdpPlane;
 use crate::api::{self, Ctx};
 use crate::error::ControlError;
 use crate::events::EventLog;
-use crate::health::ProbeRoutes;
 use crate::host;
 use crate::listeners::ProxyTier;
 use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
@@ -46,6 +45,7 @@ use crate::view::View;
 use crate::watchdog;
 use crate::xdp::XdpPlane;
 use stator_config::DataplaneMode;
+use stator_health::ProbeRoutes;
 use stator_plane::DataPlane;
 use stator_plane::noplane::NoPlane;
 

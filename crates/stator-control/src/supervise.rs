@@ -31,7 +31,7 @@ pub const BEAT_INTERVAL: Duration = Duration::from_secs(1);
 pub const LOOP_ALLOWANCE: Duration = Duration::from_secs(10);
 
 /// How long a health check may be late (past its due time plus its own timeout).
-pub const CHECK_ALLOWANCE: Duration = Duration::from_secs(5);
+pub use stator_health::CHECK_ALLOWANCE;
 
 /// How long the BGP announcer may go without a beat: one pass waits on BIRD for at most
 /// `io_timeout` per reply (a `configure`, then one toggle per VIP that changes).

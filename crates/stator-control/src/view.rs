@@ -11,8 +11,8 @@ use serde::Serialize;
 use stator_config::Config;
 use stator_core::{RealId, Traffic, VipId};
 
-use crate::health::CheckKey;
 use crate::plan::{Built, Health};
+use stator_health::CheckKey;
 
 /// Where the node is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -20,7 +20,7 @@ use common::{HANG, HttpServer, TcpServer, UdpServer};
 use stator_config::{
     BackendId, CheckId, HealthCheck, HealthPlan, HttpProbe, Probe, StatusRange, Timing, UdpProbe,
 };
-use stator_control::health::{CheckKey, CheckStatus, Runner, Transition};
+use stator_health::{CheckKey, CheckStatus, Runner, Transition};
 use tokio::sync::mpsc;
 
 fn ms(n: u64) -> Duration {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::netns::Lab;
 use common::runtime;
 use stator_config::HealthPlan;
-use stator_control::health::Runner;
+use stator_health::Runner;
 use tokio::sync::mpsc;
 
 #[test]

@@ -55,7 +55,7 @@ fn vip_addr(v: u8) -> IpAddr {
 
 /// Real TCP servers on loopback standing in for backends `hosts` (port 8080), and the probe
 /// routes to them.
-fn servers(hosts: &[u8]) -> (BTreeMap<u8, TcpServer>, stator_control::health::ProbeRoutes) {
+fn servers(hosts: &[u8]) -> (BTreeMap<u8, TcpServer>, stator_health::ProbeRoutes) {
     let servers: BTreeMap<u8, TcpServer> = hosts
         .iter()
         .map(|&h| (h, TcpServer::start("127.0.0.1:0")))

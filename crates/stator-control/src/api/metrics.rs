@@ -19,9 +19,9 @@ mod proxy;
 
 use super::{ApiError, Ctx};
 use crate::error::ControlError;
-use crate::health::CheckKey;
 use crate::plan::Health;
 use crate::view::{DrainView, View, since_baseline, unix_seconds};
+use stator_health::CheckKey;
 
 /// The content type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

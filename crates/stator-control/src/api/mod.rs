@@ -41,9 +41,9 @@ use tokio::sync::{mpsc, watch};
 
 use crate::error::ControlError;
 use crate::events::EventLog;
-use crate::health::Board;
 use crate::reconciler::{Request, SharedAnnouncer};
 use crate::view::View;
+use stator_health::Board;
 use stator_plane::PlaneReader;
 
 /// Largest request body (a configuration with thousands of VIPs fits).

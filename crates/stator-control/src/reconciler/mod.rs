@@ -27,10 +27,10 @@ use tokio::time::Instant;
 
 use crate::error::ControlError;
 use crate::events::{Event, EventKind, EventLog};
-use crate::health::{ProbeRoutes, Runner, Transition};
 use crate::ids::{Assignment, Ids};
 use crate::plan::{Built, Drain, Health};
 use crate::view::{ForwarderView, LastError, Phase, Stats, View};
+use stator_health::{ProbeRoutes, Runner, Transition};
 use stator_plane::{DataPlane, PlaneReader};
 
 mod apply;

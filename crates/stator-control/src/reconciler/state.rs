@@ -17,10 +17,10 @@ use super::{
 };
 use crate::error::ControlError;
 use crate::events::{Event, EventKind};
-use crate::health::CheckKey;
 use crate::ids::{Assignment, Reuse};
 use crate::plan::{BackendState, Drain, Health};
 use crate::view::{BackendView, DrainView, LastError, Phase, View};
+use stator_health::CheckKey;
 
 impl Reconciler {
     /// Logs and counts backend health changes since the last look.

@@ -13,9 +13,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use stator_control::health::ProbeRoutes;
 use stator_control::{Node, NodeOptions};
 use stator_core::{NextHop, StaticFib, VecPacketBuf, Verdict};
+use stator_health::ProbeRoutes;
 use stator_plane::DataPlane;
 use stator_plane::coreplane::{Clock, CoreOptions, CorePlane, CoreState, TokioClock};
 use stator_testkit::{Packet, tcp_flags};

@@ -99,7 +99,7 @@ pub struct Board {
 
 impl Board {
     /// By when every running check must have probed again (its due time, plus its
-    /// timeout, plus [`crate::supervise::CHECK_ALLOWANCE`]); `None` without checks. A check
+    /// timeout, plus [`crate::CHECK_ALLOWANCE`]); `None` without checks. A check
     /// past it is stuck (systemd's watchdog stops being pinged).
     pub fn deadline(&self) -> Option<std::time::Instant> {
         lock(&self.checks)
@@ -107,7 +107,7 @@ impl Board {
             .filter_map(|(k, s)| {
                 lock(s)
                     .due
-                    .map(|d| d + k.timing.timeout + crate::supervise::CHECK_ALLOWANCE)
+                    .map(|d| d + k.timing.timeout + crate::CHECK_ALLOWANCE)
             })
             .min()
     }

@@ -205,3 +205,22 @@ impl ServerCertVerifier for AcceptAnyCertificate {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+/// Every HTTPS check's `ca_file` in `config` can be read and holds usable certificates;
+/// otherwise the first one that cannot, as (field path, reason). Run at start and on reload,
+/// so that a bad file is refused with its field path instead of failing every probe.
+pub fn check_ca_files(config: &stator_config::Config) -> Result<(), (String, String)> {
+    for (i, pool) in config.pools.iter().enumerate() {
+        let Some(stator_config::HealthSpec {
+            probe: stator_config::Probe::Https(h),
+            ..
+        }) = &pool.health
+        else {
+            continue;
+        };
+        if let Some(path) = &h.tls.ca_file {
+            load_ca_file(path).map_err(|reason| (format!("pool[{i}].health.ca_file"), reason))?;
+        }
+    }
+    Ok(())
+}

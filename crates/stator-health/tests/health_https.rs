@@ -15,9 +15,9 @@ use std::time::Duration;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use stator_config::{HttpProbe, HttpsProbe, Probe, StatusRange, TlsSpec};
-use stator_control::health::probe;
-use stator_control::health::tls::TlsClient;
-use stator_control::health::{Runner, Transition};
+use stator_health::probe;
+use stator_health::tls::TlsClient;
+use stator_health::{Runner, Transition};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -299,7 +299,7 @@ fn configured_https_checks_go_up_and_down_with_reasons() {
             pool_toml("unknown-ca", 3, unverified.addr.port(), &format!("sni = \"{NAME}\"")),
         );
         let config = stator_config::from_toml_str("t.toml", &text).unwrap();
-        stator_control::host::tls_files(&config).unwrap();
+        stator_health::tls::check_ca_files(&config).unwrap();
         let mut plan = config.health_plan();
         assert_eq!(plan.checks.len(), 2);
         for check in &mut plan.checks {
@@ -358,8 +358,8 @@ fn configured_https_checks_go_up_and_down_with_reasons() {
         ),
     );
     let config = stator_config::from_toml_str("t.toml", &text).unwrap();
-    let e = stator_control::host::tls_files(&config).unwrap_err();
-    assert_eq!(e.field().as_deref(), Some("pool[0].health.ca_file"));
-    assert!(e.to_string().contains("nope.pem"), "{e}");
+    let (field, reason) = stator_health::tls::check_ca_files(&config).unwrap_err();
+    assert_eq!(field, "pool[0].health.ca_file");
+    assert!(reason.contains("nope.pem"), "{reason}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,4 +1,8 @@
-//! Health checks of backends: probes, their schedule, and rise/fall state machines.
+//! # stator-health — health checks of backends: probes, their schedule, rise/fall machines
+//!
+//! Layer: above the configuration (`stator-config`, whose `HealthPlan` says what to check);
+//! below the controller (`stator-control`), whose reconciler owns a [`Runner`] and reads its
+//! [`Transition`]s. TLS (rustls) for HTTPS probes lives here and nowhere else in the node.
 //!
 //! The checks to run come from `Config::health_plan()`, deduplicated across all pools by
 //! (address, port, method, parameters) as in the paper's §2.2: a backend listed in ten pools
@@ -26,6 +30,9 @@
 //! *neighbour nudge* instead: one UDP datagram to the discard port (9) every 5 s — the
 //! kernel resolves the neighbour to send it, whatever the backend does with it.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 mod machine;
 pub mod probe;
 mod runner;
@@ -33,6 +40,10 @@ pub mod tls;
 
 pub use machine::Machine;
 pub use runner::{Board, CheckStatus, NUDGE_INTERVAL, Runner, Transition};
+
+/// How long a health check may be late (past its due time plus its own timeout) before the
+/// node's supervisor counts it as stuck.
+pub const CHECK_ALLOWANCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
