@@ -232,7 +232,8 @@ impl ControlError {
         }
     }
 
-    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+    /// An I/O failure, with what was attempted.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         Self::Io {
             what: what.into(),
             source,

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 
 use stator_config::{Config, Token};
 
-use crate::api::access::Tokens;
+use crate::tokens::Tokens;
 
 use crate::error::ControlError;
 

@@ -2,8 +2,8 @@
 //!
 //! Layer: above the configuration (`stator-config`), the forwarding model (`stator-core`), the
 //! data-plane boundary (`stator-plane`; the XDP and AF_XDP adapters are here) and the BGP
-//! announcer (`stator-bird`); below the one binary, whose `stator run` is [`Node::start`] plus signal handling. The paper's §2.2 in
-//! one crate: "each Maglev machine contains a controller and a forwarder"; the controller
+//! announcer (`stator-bird`); below the node (`stator-node`), whose `Node::start` is
+//! `stator run`. The paper's §2.2 in one crate: "each Maglev machine contains a controller and a forwarder"; the controller
 //! checks the health of backends (deduplicated) and of its own forwarder, commits complete
 //! configurations atomically, and announces or withdraws the VIPs.
 //!
@@ -45,15 +45,19 @@
 //!   never set) and which settings a reload may not change.
 //! - [`events`]: the recent events (health changes, reloads, drains, announcements) the
 //!   reconciler records for `GET /v1/events` and the status page.
-//! - [`api`]: the admin HTTP API (axum), Prometheus `/metrics`, the packet tracer, and the
-//!   status page (`GET /`, HTML/CSS/JS embedded in the binary).
-//! - [`client`]: a small blocking client of that API for the CLI and tests.
+//! - [`tokens`]: the admin API's bearer tokens, swapped on reload (the API itself —
+//!   axum, `/metrics`, the tracer, the status page, its client — is `stator-api`).
 //! - [`listeners`]: the proxy tier (`stator-proxy`) kept in step with the views: listeners
 //!   from `[[listener]]`, upstream states from the same health checks and drains.
 //! - [`descriptors`]: the descriptor limit raised at start, and the proxy tier's budget — the
 //!   limit less what health checks, the API, BIRD and the process keep — sized from the
 //!   configuration at start and on each reload.
-//! - [`node`]: all of the above started in order and stopped in order — `stator run`.
+//! - [`planes`]: the data plane `dataplane.mode` names, loaded.
+//! - [`supervise`]: heartbeats, systemd notification and the watchdog of the node's loops.
+//!
+//! All of the above is started in order and stopped in order by `stator-node` (`stator run`),
+//! which also starts the API (`stator-api`). This crate does not depend on axum; rustls comes
+//! only through `stator-health`, whose `Runner` the reconciler owns.
 //!
 //! ## Contract
 //! - **A bad config never replaces a running one.** A reload is validated, planned, built and
@@ -79,8 +83,6 @@
 #![warn(missing_docs)]
 
 pub mod afxdp;
-pub mod api;
-pub mod client;
 pub mod descriptors;
 mod error;
 pub mod events;
@@ -89,14 +91,14 @@ pub mod host;
 pub mod ids;
 pub mod listeners;
 pub mod logging;
-pub mod node;
 pub mod plan;
+pub mod planes;
 pub mod reconciler;
 pub mod reports;
 pub mod supervise;
+pub mod tokens;
 pub mod view;
 pub mod watchdog;
 pub mod xdp;
 
 pub use error::ControlError;
-pub use node::{Node, NodeOptions};

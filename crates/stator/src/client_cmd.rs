@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
-use stator_control::client::ApiClient;
+use stator_api::client::ApiClient;
 
 use crate::table::{Table, human};
 

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use stator_control::{Node, NodeOptions};
+use stator_node::{Node, NodeOptions};
 
 /// Options of `stator run`.
 #[derive(Debug, clap::Args)]

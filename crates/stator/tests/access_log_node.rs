@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use stator_control::client::ApiClient;
+use stator_api::client::ApiClient;
 use stator_testkit::scratch::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_stator");

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use stator_control::client::ApiClient;
+use stator_api::client::ApiClient;
 use stator_testkit::scratch::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_stator");

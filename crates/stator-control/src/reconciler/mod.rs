@@ -155,7 +155,7 @@ pub struct Parts {
     /// The announcer slot, shared with the API.
     pub announcer: SharedAnnouncer,
     /// The API's tokens, shared with the API.
-    pub tokens: Arc<RwLock<crate::api::access::Tokens>>,
+    pub tokens: Arc<RwLock<crate::tokens::Tokens>>,
     /// The tracer's keys, read from `tracer.key_file` (re-read on every reload).
     pub trace_keys: stator_abi::TraceKeys,
     /// Set when shutting down (the forwarder-health loop stops repairing).
@@ -191,7 +191,7 @@ pub struct Reconciler {
     reader: Arc<dyn PlaneReader>,
     runner: Runner,
     announcer: SharedAnnouncer,
-    tokens: Arc<RwLock<crate::api::access::Tokens>>,
+    tokens: Arc<RwLock<crate::tokens::Tokens>>,
     trace_keys: stator_abi::TraceKeys,
     stopping: Arc<AtomicBool>,
     events: EventLog,

@@ -6,7 +6,7 @@
 //! verdicts, backends, output bytes and counters the XDP forwarder would give — without
 //! root, without BPF, and on a clock the test drives. The reconciler, health-driven commits,
 //! drains and their timeouts, the watchdog, the tracer and the admin API are tested this way
-//! (`crates/stator-control/tests/{reconciler,api,health}.rs`); one smoke test per path keeps
+//! (`crates/stator-node/tests/{reconciler,api,health}.rs`); one smoke test per path keeps
 //! the real XDP plane honest (`tests/xdp_plane.rs`).
 //!
 //! ## The seam for user-space planes
@@ -26,7 +26,7 @@
 //!   packet thread locks its own shard once per batch — uncontended except while a reader
 //!   copies counters or table entries out of it. Made of std and stator-core types only, so
 //!   a plane crate can hold them without depending on this one.
-//! - [`CoreReader`]: a [`PlaneReader`](crate::PlaneReader) over `Shards` and a
+//! - [`CoreReader`]: a [`PlaneReader`] over `Shards` and a
 //!   [`Clock`]: counters and per-VIP/per-real traffic summed over shards and CPU indexes;
 //!   connection-table lookups answered one entry per table (the per-CPU convention the
 //!   tracer already understands: index = thread); walks that copy under each lock and call

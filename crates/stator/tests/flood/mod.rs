@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use stator_control::client::ApiClient;
+use stator_api::client::ApiClient;
 use stator_testkit::scratch::TempDir;
 
 /// The descriptor limit the node runs under, soft and hard.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::error::ControlError;
+use stator_control::ControlError;
 
 /// Largest response accepted (a `/metrics` of a large node fits).
 const MAX_RESPONSE: usize = 64 << 20;

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use stator_control::client::ApiClient;
+use stator_api::client::ApiClient;
 
 /// A multi-thread runtime (two workers) for tests on real time; its threads are created by the
 /// calling thread, so they share its network namespace.
@@ -38,14 +38,14 @@ pub fn api_socket_path() -> std::path::PathBuf {
 
 /// A node started from `toml` as `stator run` would (its own plane, whatever the config's
 /// `dataplane.mode` says), its API on a private Unix socket, and a client of that API.
-pub fn start_node(rt: &tokio::runtime::Runtime, toml: String) -> (stator_control::Node, ApiClient) {
+pub fn start_node(rt: &tokio::runtime::Runtime, toml: String) -> (stator_node::Node, ApiClient) {
     let node = rt
-        .block_on(stator_control::Node::start(
+        .block_on(stator_node::Node::start(
             toml,
             "t.toml".into(),
-            stator_control::NodeOptions {
+            stator_node::NodeOptions {
                 socket: Some(api_socket_path()),
-                ..stator_control::NodeOptions::default()
+                ..stator_node::NodeOptions::default()
             },
         ))
         .unwrap();

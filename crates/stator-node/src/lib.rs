@@ -1,9 +1,14 @@
-//! One node: the controller plus its data plane — what `stator run` runs.
+//! # stator-node — one node, started and stopped in order: what `stator run` runs
+//!
+//! Layer: the top of the library crates, below only the binary. It wires together the
+//! controller (`stator-control`: reconciler, data-plane adapters, proxy tier, supervision),
+//! the health checks (`stator-health`) and the admin API (`stator-api`), none of which knows
+//! the others' tasks.
 //!
 //! [`Node::start`]:
-//! 1. validates the configuration and checks the host ([`crate::host::preflight`]: root,
+//! 1. validates the configuration and checks the host ([`stator_control::host::preflight`]: root,
 //!    interfaces, forwarding sysctls) — each failure is one clear error;
-//! 2. binds the admin API's Unix socket ([`crate::api::socket`]) and, with `api.listen`, its
+//! 2. binds the admin API's Unix socket ([`stator_api::socket`]) and, with `api.listen`, its
 //!    TCP endpoint (another node's socket or a port in use fails here, before anything
 //!    changes);
 //! 3. loads the data plane (reusing pinned maps: connection table, counters, the active
@@ -13,16 +18,18 @@
 //! 5. commits the first snapshot, with ids seeded from the one that was active, then starts
 //!    the BGP announcer (BIRD unreachable is retried in the background, never fatal) and the
 //!    forwarder watchdog;
-//! 6. sizes the proxy tier's descriptor budget ([`crate::descriptors`]: the limit, raised to
+//! 6. sizes the proxy tier's descriptor budget ([`stator_control::descriptors`]: the limit, raised to
 //!    the hard one before step 1, less what is open now and what the configuration reserves
 //!    for health checks, the API and BIRD — a reserve that leaves too little refuses the
 //!    start) and starts the listeners.
 //!
 //! [`Node::run_until_signal`] tells systemd the node is ready and pings its watchdog while the
-//! main loop and every one of [`Node::vitals`] make progress ([`crate::supervise`]).
+//! main loop and every one of [`Node::vitals`] make progress ([`stator_control::supervise`]).
 //!
 //! [`Node::shutdown`]: withdraw every VIP (BIRD confirms, bounded), stop the checks, detach
 //! or keep the data plane (`dataplane.on_exit`), stop the API.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -32,19 +39,19 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::afxdp::AfxdpPlane;
-use crate::api::{self, Ctx};
-use crate::error::ControlError;
-use crate::events::EventLog;
-use crate::host;
-use crate::listeners::ProxyTier;
-use crate::reconciler::{ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane};
-use crate::reports::Reporter;
-use crate::supervise::{self, Heartbeat, Supervision, Vital};
-use crate::view::View;
-use crate::watchdog;
-use crate::xdp::XdpPlane;
+use stator_api::{self as api, Ctx};
 use stator_config::DataplaneMode;
+use stator_control::ControlError;
+use stator_control::events::EventLog;
+use stator_control::host;
+use stator_control::listeners::ProxyTier;
+use stator_control::reconciler::{
+    ApplyReport, Inputs, Parts, Reconciler, Request, SharedPlane, with_plane,
+};
+use stator_control::reports::Reporter;
+use stator_control::supervise::{self, Heartbeat, Supervision, Vital};
+use stator_control::view::View;
+use stator_control::watchdog;
 use stator_health::ProbeRoutes;
 use stator_plane::DataPlane;
 use stator_plane::noplane::NoPlane;
@@ -107,7 +114,7 @@ impl Node {
         let config =
             Arc::new(stator_config::from_toml_str(&source, &text).map_err(ControlError::Config)?);
         // First, before anything opens a descriptor: the limit the budget is sized from.
-        let nofile = crate::descriptors::raise_limit();
+        let nofile = stator_control::descriptors::raise_limit();
         if !opts.no_preflight {
             host::preflight(&config)?;
         }
@@ -153,7 +160,7 @@ impl Node {
             }
             None => {
                 let config = Arc::clone(&config);
-                tokio::task::spawn_blocking(move || load_plane(&config))
+                tokio::task::spawn_blocking(move || stator_control::planes::load(&config))
                     .await
                     .map_err(|e| {
                         ControlError::io(
@@ -309,7 +316,7 @@ impl Node {
             .descriptors
             .start(
                 &first.config,
-                crate::listeners::default_workers(),
+                stator_control::listeners::default_workers(),
                 nofile,
                 open,
             )
@@ -352,7 +359,7 @@ impl Node {
     /// The tasks the node cannot live without, each with the deadline by which it must act
     /// again: the reconciler, the health checks, the BGP announcer (`main`, the loop of
     /// [`Node::run_until_signal`], is added there). systemd's watchdog is pinged only while
-    /// every one keeps its promise ([`crate::supervise`]).
+    /// every one keeps its promise ([`stator_control::supervise`]).
     pub fn vitals(&self) -> Vec<Vital> {
         let board = self.ctx.board.clone();
         let announcer = Arc::clone(&self.ctx.announcer);
@@ -412,7 +419,7 @@ impl Node {
             .send(Request::Apply {
                 text,
                 source,
-                origin: crate::reconciler::Origin::File,
+                origin: stator_control::reconciler::Origin::File,
                 if_match,
                 reply,
             })
@@ -604,27 +611,5 @@ impl Node {
                 None
             }
         }
-    }
-}
-
-impl XdpPlane {
-    fn into_boxed(self) -> Box<dyn DataPlane> {
-        Box::new(self)
-    }
-}
-
-/// The data plane `dataplane.mode` names, loaded (not attached).
-fn load_plane(config: &stator_config::Config) -> Result<Box<dyn DataPlane>, ControlError> {
-    match config.dataplane.mode {
-        DataplaneMode::Xdp => {
-            let mut p = XdpPlane::load(&XdpPlane::options(config))?;
-            p.start_holder(XdpPlane::hold_limits(config))?;
-            Ok(p.into_boxed())
-        }
-        DataplaneMode::Afxdp => {
-            let (xdp, cfg) = AfxdpPlane::options(config);
-            Ok(AfxdpPlane::load(&xdp, cfg)?.into_boxed())
-        }
-        DataplaneMode::None => Ok(Box::new(NoPlane::default())),
     }
 }

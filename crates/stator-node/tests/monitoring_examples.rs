@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use stator_control::client::ApiClient;
-use stator_control::{Node, NodeOptions};
+use stator_api::client::ApiClient;
+use stator_node::{Node, NodeOptions};
 use stator_plane::coreplane::{CoreOptions, CorePlane, CoreState, TokioClock};
 use stator_testkit::prometheus::{
     alert_exprs, dashboard_exprs, examples_dir as examples, metric_names, promtool,

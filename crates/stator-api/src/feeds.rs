@@ -9,10 +9,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{ApiError, Ctx};
-use crate::error::ControlError;
+use stator_control::ControlError;
 
 /// Most events one answer carries.
-pub const EVENTS_LIMIT: usize = crate::events::KEPT;
+pub const EVENTS_LIMIT: usize = stator_control::events::KEPT;
 
 /// `?since=` and `?limit=` of `GET /v1/events`.
 #[derive(Debug, Deserialize)]

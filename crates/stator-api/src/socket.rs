@@ -23,7 +23,7 @@ use stator_config::SocketGroup;
 use tokio::net::UnixListener;
 
 use super::access::UnixPolicy;
-use crate::error::ControlError;
+use stator_control::ControlError;
 
 /// A bound socket.
 #[derive(Debug)]

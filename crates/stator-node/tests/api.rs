@@ -16,7 +16,7 @@ use std::time::Instant;
 use common::sim::{self, backend};
 use common::{TcpServer, prom};
 use serde_json::Value;
-use stator_control::client::{ApiClient, Response};
+use stator_api::client::{ApiClient, Response};
 
 const TOKEN: &str = "s3cret-token";
 const READ_TOKEN: &str = "r3ad-only-token";

@@ -13,9 +13,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use stator_control::{Node, NodeOptions};
 use stator_core::{NextHop, StaticFib, VecPacketBuf, Verdict};
 use stator_health::ProbeRoutes;
+use stator_node::{Node, NodeOptions};
 use stator_plane::DataPlane;
 use stator_plane::coreplane::{Clock, CoreOptions, CorePlane, CoreState, TokioClock};
 use stator_testkit::{Packet, tcp_flags};
@@ -193,7 +193,7 @@ pub async fn idle() {
     }
 }
 
-/// Runs a blocking call (an [`ApiClient`](stator_control::client::ApiClient) request) on a
+/// Runs a blocking call (an [`ApiClient`](stator_api::client::ApiClient) request) on a
 /// blocking thread: the runtime keeps serving the node meanwhile, and a paused clock stays
 /// still.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {

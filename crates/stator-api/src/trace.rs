@@ -20,8 +20,8 @@ use stator_core::{
 };
 
 use super::{ApiError, Ctx};
-use crate::error::ControlError;
-use crate::view::View;
+use stator_control::ControlError;
+use stator_control::view::View;
 
 /// The query of `GET /v1/trace`.
 #[derive(Debug, Default, Deserialize)]

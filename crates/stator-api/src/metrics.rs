@@ -18,9 +18,9 @@ use stator_core::Counter;
 mod proxy;
 
 use super::{ApiError, Ctx};
-use crate::error::ControlError;
-use crate::plan::Health;
-use crate::view::{DrainView, View, since_baseline, unix_seconds};
+use stator_control::ControlError;
+use stator_control::plan::Health;
+use stator_control::view::{DrainView, View, since_baseline, unix_seconds};
 use stator_health::CheckKey;
 
 /// The content type of the text format.
@@ -446,7 +446,7 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
     for (vip, backend, _, r, _) in &real_traffic {
         e.sample(
             &[("vip", vip), ("backend", backend)],
-            b(r.plan == crate::plan::RealPlan::Usable),
+            b(r.plan == stator_control::plan::RealPlan::Usable),
         );
     }
     e.family(

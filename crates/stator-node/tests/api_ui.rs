@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use stator_control::client::{Response, parse_response};
-use stator_control::{Node, NodeOptions};
+use stator_api::client::{Response, parse_response};
+use stator_node::{Node, NodeOptions};
 use stator_plane::coreplane::{CoreOptions, CorePlane, CoreState, TokioClock};
 
 const TOKEN: &str = "page-token-1";

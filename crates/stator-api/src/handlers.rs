@@ -14,9 +14,9 @@ use stator_config::{Config, Proto, check_str};
 use tokio::sync::oneshot;
 
 use super::{ApiError, Ctx};
-use crate::error::ControlError;
-use crate::reconciler::Request;
-use crate::view::{View, since_baseline, unix_seconds};
+use stator_control::ControlError;
+use stator_control::reconciler::Request;
+use stator_control::view::{View, since_baseline, unix_seconds};
 
 /// The most connection-table flows `GET /v1/backends` walks to count connections.
 pub const SCAN_LIMIT: usize = 1 << 20;
@@ -229,7 +229,7 @@ pub async fn config_put(
     let report = ask(&ctx, |reply| Request::Apply {
         text,
         source,
-        origin: crate::reconciler::Origin::Api,
+        origin: stator_control::reconciler::Origin::Api,
         if_match: expected,
         reply,
     })
@@ -255,16 +255,16 @@ pub async fn config_validate(
         && let Ok(config) = stator_config::from_toml_str("<admin API>", &text)
     {
         let running = ctx.view();
-        let problem = crate::host::reloadable(&running.config, &config)
-            .and_then(|()| crate::host::api_files_unchanged(&running.config, &config))
+        let problem = stator_control::host::reloadable(&running.config, &config)
+            .and_then(|()| stator_control::host::api_files_unchanged(&running.config, &config))
             .and_then(|()| {
                 if ctx.host_checks {
-                    crate::host::forwarding_enabled(&config)
+                    stator_control::host::forwarding_enabled(&config)
                 } else {
                     Ok(())
                 }
             })
-            .and_then(|()| crate::host::tls_files(&config))
+            .and_then(|()| stator_control::host::tls_files(&config))
             .err();
         if let Some(e) = problem {
             out["ok"] = json!(false);

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::sim::{self, Hold, backend, blocking, settle};
 use common::{TcpServer, wait_until};
-use stator_control::client::ApiClient;
+use stator_api::client::ApiClient;
 use stator_control::watchdog::{CHECK_INTERVAL, RISE};
 use stator_core::{Action, Cause, RealId, RealState, Snapshot, VipId};
 use stator_testkit::tcp_flags;

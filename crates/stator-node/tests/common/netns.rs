@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use stator_control::xdp::XdpPlane;
-use stator_control::{Node, NodeOptions};
 use stator_lab::netns::{Netns, is_root};
 use stator_lab::stator::BpfFs;
+use stator_node::{Node, NodeOptions};
 use stator_xdp::{ConntrackMode, XdpOptions};
 
 /// Fails the test with a clear message unless it runs as root.

@@ -1,3 +1,9 @@
+//! # stator-api — the admin API, its metrics and status page, and its client
+//!
+//! Layer: above the controller (`stator-control`, whose reconciler it sends requests to and
+//! whose published `View` it reads); below the node (`stator-node`), which binds and serves
+//! it, and the CLI, which uses [`client`].
+//!
 //! The admin API: HTTP/JSON on a Unix socket (`api.socket`, `/run/stator/api.sock` by
 //! default) and, when configured, on TCP (`api.listen`, only with a token); Prometheus
 //! `/metrics`, the packet tracer, and the status page (`GET /`, [`ui`]). Every endpoint is in
@@ -18,7 +24,11 @@
 //!   readers, or send a message to the reconciler and wait for its answer: nothing here can
 //!   stop the node.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod access;
+pub mod client;
 pub mod feeds;
 mod handlers;
 pub mod metrics;
@@ -39,10 +49,10 @@ use axum::routing::{get, post};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
-use crate::error::ControlError;
-use crate::events::EventLog;
-use crate::reconciler::{Request, SharedAnnouncer};
-use crate::view::View;
+use stator_control::ControlError;
+use stator_control::events::EventLog;
+use stator_control::reconciler::{Request, SharedAnnouncer};
+use stator_control::view::View;
 use stator_health::Board;
 use stator_plane::PlaneReader;
 
@@ -72,13 +82,13 @@ pub struct Ctx {
     /// What the server did with connections.
     pub conn_stats: Arc<serve::ConnStats>,
     /// The proxy tier (listeners).
-    pub proxy: crate::listeners::ProxyTier,
+    pub proxy: stator_control::listeners::ProxyTier,
     /// Recent events, recorded by the reconciler.
     pub events: EventLog,
     /// The commit the binary was built from (`unknown` when not known).
     pub commit: Arc<str>,
     /// What the tracer's reporter did with the data plane's reports.
-    pub tracer: Arc<crate::reports::ReporterStats>,
+    pub tracer: Arc<stator_control::reports::ReporterStats>,
 }
 
 impl Ctx {
@@ -164,13 +174,7 @@ pub fn error_response(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
-/// Compares in time that depends on the lengths only.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
+pub use stator_control::tokens::constant_time_eq;
 
 async fn auth(State(ctx): State<Ctx>, req: HttpRequest, next: Next) -> Response {
     if let Some(refused) = ui::browser_guard(req.headers()) {
@@ -278,18 +282,4 @@ pub fn router(ctx: Ctx) -> Router {
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn_with_state(ctx.clone(), auth))
         .with_state(ctx)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn constant_time_compare() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
-        assert!(!constant_time_eq(b"", b"x"));
-        assert!(constant_time_eq(b"", b""));
-    }
 }

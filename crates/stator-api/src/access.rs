@@ -20,40 +20,7 @@ use axum::http::{Method, Request};
 use stator_config::AccessLevel;
 use stator_sys::creds::PeerCreds;
 
-use super::constant_time_eq;
-
-/// The bearer tokens of the TCP endpoint (re-read on reload).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tokens {
-    /// The `admin` token.
-    pub admin: Option<String>,
-    /// The `read` token.
-    pub read: Option<String>,
-}
-
-impl Tokens {
-    /// The level `given` grants, if it is one of the tokens. Both are compared, each in time
-    /// that depends only on the lengths.
-    pub fn level(&self, given: &str) -> Option<AccessLevel> {
-        let matches = |t: &Option<String>| {
-            t.as_deref()
-                .is_some_and(|t| constant_time_eq(t.as_bytes(), given.as_bytes()))
-        };
-        let (admin, read) = (matches(&self.admin), matches(&self.read));
-        if admin {
-            Some(AccessLevel::Admin)
-        } else if read {
-            Some(AccessLevel::Read)
-        } else {
-            None
-        }
-    }
-
-    /// Whether any token is set.
-    pub fn any(&self) -> bool {
-        self.admin.is_some() || self.read.is_some()
-    }
-}
+pub use stator_control::tokens::Tokens;
 
 /// Who may use the Unix socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -32,7 +32,7 @@ pub(super) fn proxy_metrics(e: &mut Exposition, ctx: &Ctx) {
     if listeners.is_empty() {
         return;
     }
-    crate::api::udp_metrics::udp_metrics(e, &listeners);
+    crate::udp_metrics::udp_metrics(e, &listeners);
     e.family(
         "stator_proxy_workers",
         Kind::Gauge,

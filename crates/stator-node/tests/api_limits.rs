@@ -15,7 +15,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::sim::{self, Hold, settle};
-use stator_control::client::ApiClient;
+use stator_api::client::ApiClient;
 
 /// The descriptor limit the first test needs: its 1,000 client sockets and, until the API has
 /// closed those over `api.max_connections`, as many accepted ones, in one process (1,400 was

@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::netns::{Pins, active_snapshot, xdp_options};
 use common::sim::{self, backend};
 use common::{TcpServer, prom, wait_until};
-use stator_control::client::ApiClient;
+use stator_api::client::ApiClient;
 use stator_control::xdp::XdpPlane;
 use stator_core::{RealId, RealState, Snapshot};
 use stator_health::ProbeRoutes;
@@ -89,9 +89,9 @@ fn commit_read_back_a_refused_commit_and_a_restart_over_the_pins() {
     let node = rt
         .block_on(sim::start_with(&a, Box::new(plane), routes.clone()))
         .unwrap();
-    let built = |n: &stator_control::Node| (*n.view().built.as_ref().unwrap().snapshot).clone();
+    let built = |n: &stator_node::Node| (*n.view().built.as_ref().unwrap().snapshot).clone();
     // The view is published right after each commit returns.
-    let same = |n: &stator_control::Node| {
+    let same = |n: &stator_node::Node| {
         wait_until(
             "the maps to hold what the view says was committed",
             SECS,
