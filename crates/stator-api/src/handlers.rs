@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use stator_config::{Config, Proto, check_str};
+use stator_config::{Config, check_str};
 use tokio::sync::oneshot;
 
 use super::{ApiError, Ctx};
@@ -31,13 +31,6 @@ async fn ask<T>(
         .await
         .map_err(|_| ControlError::ShuttingDown)?;
     Ok(rx.await.map_err(|_| ControlError::ShuttingDown)??)
-}
-
-fn proto_name(p: Proto) -> &'static str {
-    match p {
-        Proto::Tcp => "tcp",
-        Proto::Udp => "udp",
-    }
 }
 
 /// `GET /v1/status`.
@@ -318,7 +311,7 @@ fn vips_json(ctx: &Ctx) -> Result<Value, ControlError> {
             "name": vip.name,
             "address": vip.key.addr,
             "port": vip.key.port,
-            "protocol": proto_name(vip.key.proto),
+            "protocol": vip.key.proto.as_str(),
             "id": built.map(|b| b.id.0),
             "encap": format!("{:?}", vip.encap).to_ascii_lowercase(),
             "table_size": vip.table_size,

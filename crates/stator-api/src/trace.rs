@@ -250,7 +250,7 @@ pub fn answer(ctx: &Ctx, q: &TraceQuery) -> Result<Value, ControlError> {
         "node": v.config.node.name,
         "flow": {
             "src": flow.src, "dst": flow.dst, "sport": flow.sport, "dport": flow.dport,
-            "proto": if flow.proto == 6 { "tcp" } else { "udp" }, "syn": syn,
+            "proto": stator_core::Proto::name_of(flow.proto), "syn": syn,
         },
         "hash": maglev.hash,
         "vip": vip,

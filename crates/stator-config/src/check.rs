@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::error::{ConfigError, FieldPath, Location, Warning, write_line};
 use crate::parse::parse;
-use crate::types::{Config, Encap, Proto};
+use crate::types::{Config, Encap};
 use crate::validate::validate;
 
 /// The result of checking one file.
@@ -161,10 +161,7 @@ impl Summary {
             .iter()
             .map(|v| VipSummary {
                 name: v.name.clone(),
-                protocol: match v.key.proto {
-                    Proto::Tcp => "tcp",
-                    Proto::Udp => "udp",
-                },
+                protocol: v.key.proto.as_str(),
                 address: v.key.addr,
                 port: v.key.port,
                 pools: v
@@ -208,7 +205,7 @@ impl Summary {
                     address: l.address,
                     pool: config.pool(l.pool).name.clone(),
                     upstreams: l.upstreams.len(),
-                    scheduler: l.scheduler.as_str(),
+                    scheduler: l.scheduler.name(),
                     steering: l.steering.as_str(),
                 })
                 .collect(),

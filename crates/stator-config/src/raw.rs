@@ -12,7 +12,10 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Visitor};
 
-use crate::types::{AfxdpBindMode, ConntrackMode, LogFormat, LogLevel, OnExit, Secret, XdpMode};
+use crate::types::{
+    AfxdpBindMode, ConntrackMode, ListenerProtocol, LogFormat, LogLevel, OnExit, Scheduler, Secret,
+    Steering, XdpMode,
+};
 
 /// A TOML scalar whose meaning validation decides (`port = 80` or `port = "any"`).
 #[derive(Debug, Clone, PartialEq)]
@@ -513,44 +516,6 @@ pub struct RawVip {
     pub suffix_bits: Option<i64>,
 }
 
-/// Listener protocols as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ListenerProtocolName {
-    /// TCP proxying (bytes both ways).
-    Tcp,
-    /// HTTP/1.1 reverse proxying.
-    Http,
-    /// UDP sessions.
-    Udp,
-}
-
-/// Scheduler names as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SchedulerName {
-    /// Tengine's virtual-node smooth weighted round-robin.
-    Vnswrr,
-    /// nginx's smooth weighted round-robin.
-    Swrr,
-    /// Weighted least connections.
-    LeastConn,
-    /// Power of two choices.
-    P2c,
-    /// Maglev hash of the client address.
-    SourceHash,
-}
-
-/// Steering names as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SteeringName {
-    /// The kernel's own `SO_REUSEPORT` hash.
-    Kernel,
-    /// A reuseport BPF program keyed by the client address.
-    Source,
-}
-
 /// `[[listener]]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -560,19 +525,19 @@ pub struct RawListener {
     /// `ip:port` to listen on.
     pub address: Option<String>,
     /// Protocol.
-    pub protocol: Option<ListenerProtocolName>,
+    pub protocol: Option<ListenerProtocol>,
     /// The pool of upstreams.
     pub pool: Option<String>,
     /// Port of pool members that have none.
     pub backend_port: Option<i64>,
     /// Scheduler.
-    pub scheduler: Option<SchedulerName>,
+    pub scheduler: Option<Scheduler>,
     /// Worker threads.
     pub workers: Option<i64>,
     /// Pin workers to cores.
     pub pin_workers: Option<bool>,
     /// Client to worker steering.
-    pub steering: Option<SteeringName>,
+    pub steering: Option<Steering>,
     /// Idle timeout of client address to backend stickiness.
     pub persistence: Option<Scalar>,
     /// Session-table capacity per worker.

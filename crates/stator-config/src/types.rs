@@ -660,10 +660,7 @@ pub struct VipClass {
 impl Vip {
     /// The derived name of a VIP without a `name`.
     pub fn derived_name(key: &VipKey) -> String {
-        let proto = match key.proto {
-            Proto::Tcp => "tcp",
-            Proto::Udp => "udp",
-        };
+        let proto = key.proto;
         let port = match key.port {
             0 => "any".to_string(),
             p => p.to_string(),
@@ -681,7 +678,7 @@ impl Vip {
 }
 
 /// What a listener speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ListenerProtocol {
     /// TCP: bytes copied both ways.
@@ -703,44 +700,20 @@ impl ListenerProtocol {
     }
 }
 
-/// How a listener picks an upstream for a new connection or request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Scheduler {
-    /// Tengine's VNSWRR: nginx's smooth weighted order, precomputed; O(1) picks.
-    #[default]
-    Vnswrr,
-    /// nginx's smooth weighted round-robin: O(backends) per pick.
-    Swrr,
-    /// Fewest active connections relative to weight.
-    LeastConn,
-    /// Power of two choices: the less loaded of two random backends.
-    P2c,
-    /// A Maglev table keyed by the client address: stickiness without a session table.
-    SourceHash,
-}
-
-impl Scheduler {
-    /// The name as written in the configuration.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Vnswrr => "vnswrr",
-            Self::Swrr => "swrr",
-            Self::LeastConn => "least_conn",
-            Self::P2c => "p2c",
-            Self::SourceHash => "source_hash",
-        }
-    }
-}
+/// How a listener picks an upstream for a new connection or request: stator-sched's
+/// algorithms, by their configuration names (`vnswrr`, the default; `swrr`; `least_conn`;
+/// `p2c`; `source_hash`).
+pub use stator_sched::Algorithm as Scheduler;
 
 /// Which worker a new client connection reaches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Steering {
     /// The kernel's `SO_REUSEPORT` hash of the 4-tuple.
     #[default]
     Kernel,
-    /// A reuseport BPF program: a consistent table over workers keyed by the client address.
+    /// A reuseport BPF program: a consistent table over workers keyed by the client address
+    /// (the proxy needs a `SourceSteering` implementation for it).
     Source,
 }
 

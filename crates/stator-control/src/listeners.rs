@@ -20,11 +20,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::time::Instant;
 
-use stator_config::{Config, ForwardedMode, ListenerProtocol, Scheduler, Steering};
+use stator_config::Config;
 use stator_proxy::{
-    AccessLog, AccessLogFormat, AccessLogSpec, Algorithm, HttpSpec, IpPrefix, ListenerSpec,
-    PersistenceSpec, Prepared, Protocol, Proxy, ProxyError, SourcePrefixes, SourceSteering,
-    SteeringGroup, Timeouts, UdpSpec, UpstreamSpec, UpstreamState,
+    AccessLog, AccessLogSpec, HttpSpec, IpPrefix, ListenerSpec, PersistenceSpec, Prepared, Proxy,
+    ProxyError, SourcePrefixes, SourceSteering, SteeringGroup, Timeouts, UdpSpec, UpstreamSpec,
+    UpstreamState,
 };
 use tokio::sync::watch;
 
@@ -169,10 +169,7 @@ impl ProxyTier {
 pub fn access_spec(config: &Config) -> Option<AccessLogSpec> {
     config.access_log.as_ref().map(|a| AccessLogSpec {
         path: a.path.clone(),
-        format: match a.format {
-            stator_config::AccessLogFormat::Json => AccessLogFormat::Json,
-            stator_config::AccessLogFormat::Text => AccessLogFormat::Text,
-        },
+        format: a.format,
         sample: f64::from(a.sample_per_million) / 1e6,
     })
 }
@@ -256,11 +253,7 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
         .map(|l| ListenerSpec {
             name: l.name.clone(),
             address: l.address,
-            protocol: match l.protocol {
-                ListenerProtocol::Tcp => Protocol::Tcp,
-                ListenerProtocol::Http => Protocol::Http,
-                ListenerProtocol::Udp => Protocol::Udp,
-            },
+            protocol: l.protocol,
             pool: config.pool(l.pool).name.clone(),
             upstreams: l
                 .upstreams
@@ -274,19 +267,10 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
                     }
                 })
                 .collect(),
-            algorithm: match l.scheduler {
-                Scheduler::Vnswrr => Algorithm::Vnswrr,
-                Scheduler::Swrr => Algorithm::Swrr,
-                Scheduler::LeastConn => Algorithm::LeastConn,
-                Scheduler::P2c => Algorithm::P2c,
-                Scheduler::SourceHash => Algorithm::SourceHash,
-            },
+            algorithm: l.scheduler,
             workers: l.workers.map_or_else(default_workers, usize::from),
             pin_workers: l.pin_workers,
-            steering: match l.steering {
-                Steering::Kernel => stator_proxy::Steering::Kernel,
-                Steering::Source => stator_proxy::Steering::Source,
-            },
+            steering: l.steering,
             persistence: l.persistence.map(|p| PersistenceSpec {
                 timeout: p.timeout,
                 max_entries: p.max_entries as usize,
@@ -313,8 +297,8 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
                 upstream_write: l.timeouts.upstream_write,
             },
             http: HttpSpec {
-                forwarded_for: forwarded_mode(l.http.forwarded_for),
-                forwarded: forwarded_mode(l.http.forwarded),
+                forwarded_for: l.http.forwarded_for,
+                forwarded: l.http.forwarded,
                 trusted_proxies: l
                     .http
                     .trusted_proxies
@@ -347,14 +331,6 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
             },
         })
         .collect()
-}
-
-fn forwarded_mode(m: ForwardedMode) -> stator_proxy::ForwardedMode {
-    match m {
-        ForwardedMode::Off => stator_proxy::ForwardedMode::Off,
-        ForwardedMode::Append => stator_proxy::ForwardedMode::Append,
-        ForwardedMode::Replace => stator_proxy::ForwardedMode::Replace,
-    }
 }
 
 #[cfg(test)]

@@ -191,11 +191,7 @@ pub fn report(e: &TraceEvent, view: &View) -> Value {
     };
     let f = &e.flow;
     let family = f.family;
-    let proto = match f.proto {
-        6 => "tcp".to_owned(),
-        17 => "udp".to_owned(),
-        p => p.to_string(),
-    };
+    let proto = stator_core::Proto::name_of(f.proto);
     json!({
         "trace_id": e.trace_id,
         "node": config.node.name,

@@ -31,6 +31,28 @@ pub enum Proto {
 }
 
 impl Proto {
+    /// `tcp` or `udp`: the name the configuration, the API and the logs use.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        }
+    }
+
+    /// The protocol with IP protocol number `n`, if it is one a VIP can have.
+    pub const fn from_number(n: u8) -> Option<Self> {
+        match n {
+            6 => Some(Proto::Tcp),
+            17 => Some(Proto::Udp),
+            _ => None,
+        }
+    }
+
+    /// The name of IP protocol number `n`: `tcp`, `udp`, or the number itself.
+    pub fn name_of(n: u8) -> String {
+        Self::from_number(n).map_or_else(|| n.to_string(), |p| p.as_str().to_owned())
+    }
+
     /// The IP protocol number.
     pub fn number(self) -> u8 {
         match self {
@@ -42,10 +64,7 @@ impl Proto {
 
 impl fmt::Display for Proto {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Proto::Tcp => "tcp",
-            Proto::Udp => "udp",
-        })
+        f.write_str(self.as_str())
     }
 }
 

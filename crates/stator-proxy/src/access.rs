@@ -55,15 +55,8 @@ pub struct AccessLogSpec {
     pub sample: f64,
 }
 
-/// Line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AccessLogFormat {
-    /// One JSON object per line.
-    #[default]
-    Json,
-    /// Space-separated fields, `-` for an absent one, the request quoted last.
-    Text,
-}
+/// Line format: the configuration's `access_log.format`.
+pub use stator_config::AccessLogFormat;
 
 /// The lines of the node's access log so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

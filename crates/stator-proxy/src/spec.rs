@@ -9,48 +9,9 @@ use std::time::Duration;
 pub use crate::limits::SourcePrefixes;
 pub use stator_sched::Algorithm;
 
-/// What a listener speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Protocol {
-    /// Bytes copied both ways, half-close propagated.
-    Tcp,
-    /// HTTP/1.1 reverse proxy.
-    Http,
-    /// UDP sessions: datagrams both ways, one connected upstream socket per client address
-    /// and port.
-    Udp,
-}
-
-impl Protocol {
-    /// `tcp` or `http`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Tcp => "tcp",
-            Self::Http => "http",
-            Self::Udp => "udp",
-        }
-    }
-}
-
-/// Which worker a new client connection reaches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Steering {
-    /// The kernel's `SO_REUSEPORT` hash of the 4-tuple.
-    Kernel,
-    /// A reuseport BPF program keyed by the client address (needs a [`crate::SourceSteering`]
-    /// implementation, given to [`crate::Proxy::new`]).
-    Source,
-}
-
-impl Steering {
-    /// `kernel` or `source`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Kernel => "kernel",
-            Self::Source => "source",
-        }
-    }
-}
+/// What a listener speaks (`tcp`, `http`, `udp`) and which worker a new client reaches
+/// (`kernel`, `source`): the configuration's own types, so that one definition serves both.
+pub use stator_config::{ListenerProtocol as Protocol, Steering};
 
 /// A backend's state as the health checks and drains decide it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
@@ -127,20 +88,11 @@ impl Default for Timeouts {
     }
 }
 
-/// What a listener does with a forwarding header (`X-Forwarded-For`, `Forwarded`). Lines a
-/// client sent are kept only when the client is a trusted proxy ([`HttpSpec::trusted_proxies`]):
-/// the backend never sees an address an untrusted client wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum ForwardedMode {
-    /// Nothing added; the lines of an untrusted client are removed, a trusted one's kept.
-    Off,
-    /// A trusted client's lines, merged into one, with the client address appended; an
-    /// untrusted client's replaced by its address alone.
-    #[default]
-    Append,
-    /// Every line replaced by the client address alone, trusted or not (the edge proxy).
-    Replace,
-}
+/// What a listener does with a forwarding header (`X-Forwarded-For`, `Forwarded`): the
+/// configuration's type. Forwarding lines the client sent are kept only when the client is a
+/// trusted proxy ([`HttpSpec::trusted_proxies`]): the backend never sees an address an
+/// untrusted client wrote.
+pub use stator_config::ForwardedMode;
 
 /// An address prefix (`10.0.0.0/8`): which clients are trusted proxies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -9,8 +9,12 @@ use crate::{
     Schedule, SourceHash, SourceHashState, Swrr, SwrrState, Vnswrr, VnswrrState,
 };
 
-/// The scheduling algorithms, by the names the configuration uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// The scheduling algorithms, by the names the configuration uses (`stator-config` takes this
+/// type as its `Scheduler`: one definition, serialized and parsed by these names).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Algorithm {
     /// Tengine's virtual-node smooth weighted round-robin (`vnswrr`, the default).
     #[default]

@@ -65,10 +65,7 @@ pub(crate) fn addr_from(bytes: [u8; 16], family: u8) -> Option<IpAddr> {
 }
 
 fn vip_name(key: &VipKey) -> String {
-    let proto = match key.proto {
-        Proto::Tcp => "tcp",
-        Proto::Udp => "udp",
-    };
+    let proto = key.proto;
     match key.addr {
         IpAddr::V4(a) => format!("{a}:{}/{proto}", key.port),
         IpAddr::V6(a) => format!("[{a}]:{}/{proto}", key.port),
@@ -394,11 +391,9 @@ impl Maps {
             if u32::from(k.generation) != generation {
                 continue;
             }
-            let proto = match k.proto {
-                6 => Proto::Tcp,
-                17 => Proto::Udp,
-                p => return Err(XdpError::invalid(format!("stator_vips holds protocol {p}"))),
-            };
+            let proto = Proto::from_number(k.proto).ok_or_else(|| {
+                XdpError::invalid(format!("stator_vips holds protocol {}", k.proto))
+            })?;
             let addr = addr_from(k.addr, k.family)
                 .ok_or_else(|| XdpError::invalid("stator_vips holds an unknown family"))?;
             let table: Vec<u32> = (0..v.table_size)

@@ -218,10 +218,7 @@ fn status(s: ShowArgs) -> Result<()> {
 }
 
 fn vip_label(addr: IpAddr, port: u16, proto: Proto) -> String {
-    let p = match proto {
-        Proto::Tcp => "tcp",
-        Proto::Udp => "udp",
-    };
+    let p = proto;
     match addr {
         IpAddr::V4(a) => format!("{a}:{port}/{p}"),
         IpAddr::V6(a) => format!("[{a}]:{port}/{p}"),

@@ -16,13 +16,10 @@ use crate::defaults as d;
 use crate::error::{Error, FieldPath};
 use crate::flatten::{flatten, sorted_members};
 use crate::raw::Scalar;
-use crate::raw::{
-    ListenerProtocolName, RawListener, RawListenerHttp, RawListenerTimeouts, RawListenerUdp,
-    SchedulerName, SteeringName,
-};
+use crate::raw::{RawListener, RawListenerHttp, RawListenerTimeouts, RawListenerUdp};
 use crate::types::{
     Api, ForwardedMode, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Persistence,
-    PoolId, Scheduler, Steering, UdpOptions, Upstream, Vip,
+    PoolId, Steering, UdpOptions, Upstream, Vip,
 };
 
 pub(super) fn listeners(
@@ -41,7 +38,7 @@ pub(super) fn listeners(
         let at = FieldPath::root().key("listener").index(i);
         let errors_before = ctx.errors.len();
         let address = address(ctx, &at, l, api, vips);
-        let is_udp = l.protocol == Some(ListenerProtocolName::Udp);
+        let is_udp = l.protocol == Some(ListenerProtocol::Udp);
         if let Some(a) = address {
             if let Some(&first) = addresses.get(&(a, is_udp)) {
                 ctx.error(
@@ -60,9 +57,7 @@ pub(super) fn listeners(
             }
         }
         let protocol = match l.protocol {
-            Some(ListenerProtocolName::Tcp) => Some(ListenerProtocol::Tcp),
-            Some(ListenerProtocolName::Http) => Some(ListenerProtocol::Http),
-            Some(ListenerProtocolName::Udp) => Some(ListenerProtocol::Udp),
+            Some(p) => Some(p),
             None => ctx.missing(at.key("protocol"), "\"tcp\", \"http\" or \"udp\""),
         };
         let name = match (&l.name, protocol, address) {
@@ -100,7 +95,7 @@ pub(super) fn listeners(
                 .map(Some),
         };
         if let Some(Some(n)) = workers
-            && l.steering == Some(SteeringName::Source)
+            && l.steering == Some(Steering::Source)
             && n > d::MAX_SOURCE_STEERING_WORKERS
         {
             ctx.error(
@@ -202,13 +197,10 @@ pub(super) fn listeners(
             pool,
             backend_port,
             upstreams,
-            scheduler: scheduler(l.scheduler),
+            scheduler: l.scheduler.unwrap_or_default(),
             workers,
             pin_workers: l.pin_workers.unwrap_or(false),
-            steering: match l.steering {
-                None | Some(SteeringName::Kernel) => Steering::Kernel,
-                Some(SteeringName::Source) => Steering::Source,
-            },
+            steering: l.steering.unwrap_or_default(),
             persistence,
             retries,
             max_connections,
@@ -370,16 +362,6 @@ fn loops(ctx: &mut Ctx, listeners: &[Listener], pools: &Pools) {
     }
 }
 
-fn scheduler(raw: Option<SchedulerName>) -> Scheduler {
-    match raw {
-        None | Some(SchedulerName::Vnswrr) => Scheduler::Vnswrr,
-        Some(SchedulerName::Swrr) => Scheduler::Swrr,
-        Some(SchedulerName::LeastConn) => Scheduler::LeastConn,
-        Some(SchedulerName::P2c) => Scheduler::P2c,
-        Some(SchedulerName::SourceHash) => Scheduler::SourceHash,
-    }
-}
-
 fn address(
     ctx: &mut Ctx,
     at: &FieldPath,
@@ -434,7 +416,7 @@ fn address(
         );
         return None;
     }
-    let proto = if raw.protocol == Some(ListenerProtocolName::Udp) {
+    let proto = if raw.protocol == Some(ListenerProtocol::Udp) {
         crate::types::Proto::Udp
     } else {
         crate::types::Proto::Tcp
