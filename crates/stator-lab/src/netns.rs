@@ -65,11 +65,17 @@ pub type Result<T> = std::result::Result<T, NetnsError>;
 
 /// True when the process has uid 0.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::geteuid() == 0
-    }
+    stator_sys::users::is_root()
+}
+
+/// Fails (never skips) a test that needs root when it does not run as root, saying why: the
+/// one check every root-tier test file makes first (scripts/test-tier.sh runs them as root).
+pub fn require_root() {
+    assert!(
+        is_root(),
+        "this test needs root: it creates network namespaces, loads BPF programs or runs BIRD \
+         (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN); run it as root (`make test` does)"
+    );
 }
 
 fn render(cmd: &Command) -> String {

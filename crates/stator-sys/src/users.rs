@@ -7,6 +7,11 @@ pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
+/// Whether the process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    effective_uid() == 0
+}
+
 /// The process's effective group id.
 pub fn effective_gid() -> u32 {
     rustix::process::getegid().as_raw()

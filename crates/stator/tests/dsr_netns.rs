@@ -33,12 +33,7 @@ const V6_CONNS: usize = 100;
 const UDP_REQS: usize = 20;
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-fn require_root() {
-    assert!(
-        stator_xdp::is_root(),
-        "this test creates network namespaces and loads XDP programs: run as root"
-    );
-}
+use stator_lab::netns::require_root;
 
 /// Removes the bpffs pins of the test (not namespaced, so not removed with the lab), then
 /// unmounts the test's own bpffs they live on.

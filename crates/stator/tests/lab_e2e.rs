@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use stator_lab::deploy::{self, DeploySpec, Deployment, ECHO_PORT, HTTP_PORT, UDP_PORT};
-use stator_lab::netns::{Netns, is_root};
+use stator_lab::netns::Netns;
 use stator_lab::traffic::{LongLived, Round, Tally, http_batch, udp_batch};
 
 /// One deployment at a time: they compete for two cores and the failure timings matter.
@@ -41,12 +41,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// Every backend's share must be within this many points of its weight share.
 const SHARE_TOLERANCE: f64 = 0.05;
 
-fn require_root() {
-    assert!(
-        is_root(),
-        "these tests build network namespaces, run BIRD and load XDP programs: run as root"
-    );
-}
+use stator_lab::netns::require_root;
 
 /// A deployment with its own prefix and state directory; `check_gone` after dropping it.
 fn deployment(test: &str, weights: &[u16]) -> (Deployment, String, PathBuf) {

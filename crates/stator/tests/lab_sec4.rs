@@ -35,17 +35,11 @@ use rand::{Rng, SeedableRng};
 use stator_lab::deploy::{
     DeploySpec, Deployment, HTTP_PORT, UDP_PORT, UNTOLD_CLUSTER, cluster_vip,
 };
-use stator_lab::netns::is_root;
 
 /// One deployment at a time (they also take a machine-wide lock).
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn require_root() {
-    assert!(
-        is_root(),
-        "these tests build network namespaces, run BIRD and load XDP programs: run as root"
-    );
-}
+use stator_lab::netns::require_root;
 
 fn deployment(test: &str, f: impl FnOnce(&mut DeploySpec)) -> (Deployment, String, PathBuf) {
     require_root();

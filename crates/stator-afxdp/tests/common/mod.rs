@@ -28,13 +28,7 @@ pub const LB_IN: Ipv4Addr = Ipv4Addr::new(10, 200, 1, 1);
 pub const LB_OUT: Ipv4Addr = Ipv4Addr::new(10, 200, 2, 1);
 pub const SINK: Ipv4Addr = Ipv4Addr::new(10, 200, 2, 2);
 
-/// Fails the test unless it runs as root (it says so first).
-pub fn require_root() {
-    assert!(
-        netns::is_root(),
-        "this test needs root (network namespaces, XDP, AF_XDP): run it as root"
-    );
-}
+pub use stator_lab::netns::require_root;
 
 /// The three namespaces, the bpffs and the MACs.
 pub struct Lab {

@@ -5,19 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use stator_control::xdp::XdpPlane;
-use stator_lab::netns::{Netns, is_root};
+use stator_lab::netns::Netns;
 use stator_lab::stator::BpfFs;
 use stator_node::{Node, NodeOptions};
 use stator_xdp::{ConntrackMode, XdpOptions};
 
-/// Fails the test with a clear message unless it runs as root.
-pub fn require_root() {
-    assert!(
-        is_root(),
-        "this test creates network namespaces and loads BPF programs: run it as root \
-         (cargo test -p stator-control --release as root)"
-    );
-}
+pub use stator_lab::netns::require_root;
 
 /// A network namespace `sct-<tag>-<pid>` with an interface `d0` (one end of a veth pair
 /// whose other end, `d1`, is in the same namespace: this kernel has no dummy driver) holding

@@ -21,13 +21,7 @@ pub const CLIENTS: usize = 64;
 /// The servers' port.
 pub const PORT: u16 = 8080;
 
-/// Fails the test with a clear message unless root.
-pub fn require_root() {
-    assert!(
-        netns::is_root(),
-        "this test needs root (CAP_BPF, CAP_NET_ADMIN, network namespaces); run as root"
-    );
-}
+pub use stator_lab::netns::require_root;
 
 /// TCP or UDP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

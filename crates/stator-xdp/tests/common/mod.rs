@@ -23,14 +23,7 @@ pub fn lenient(snap: &Snapshot) -> ValidSnapshot {
     ValidSnapshot::new_lenient(snap.clone()).expect("a representable snapshot")
 }
 
-/// Fails (never skips) when not root.
-pub fn require_root() {
-    assert!(
-        stator_xdp::is_root(),
-        "this test loads BPF programs and creates network namespaces: it needs root \
-         (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN); run `cargo test` as root"
-    );
-}
+pub use stator_lab::netns::require_root;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
