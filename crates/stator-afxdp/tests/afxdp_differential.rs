@@ -28,7 +28,7 @@
 //! decided again once the first fragment's record exists: XDP's holder thread (`stator_hold`,
 //! re-run with `BPF_PROG_TEST_RUN`) runs during the XDP run, the packet threads' own hold during
 //! the AF_XDP run; a held frame counts as decided (`act_hold`) and again when it is released.
-//! Traced packets are forwarded alike; the reports themselves are `afxdp_sec4.rs`'s business.
+//! Traced packets are forwarded alike; the reports themselves are `afxdp_fragments_redirects.rs`'s business.
 //!
 //! `STATOR_AFXDP_DIFF_SEED` and `STATOR_AFXDP_DIFF_FRAMES` replay another seed or length.
 

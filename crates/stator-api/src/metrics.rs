@@ -370,7 +370,7 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
         "Self-test probes the program answered.",
     )
     .sample(&[], c.get(Counter::SelfTest) as f64);
-    sec4_metrics(e, ctx, &c);
+    fragments_redirects_metrics(e, ctx, &c);
 
     let Some(built) = &v.built else {
         return Ok(());
@@ -462,7 +462,7 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
 
 /// Fragments, redirects between nodes, prefix groups and the tracer (docs/forwarding.md §3.1,
 /// §9–§11), and the holder of early fragments.
-fn sec4_metrics(e: &mut Exposition, ctx: &Ctx, c: &stator_plane::PlaneCounters) {
+fn fragments_redirects_metrics(e: &mut Exposition, ctx: &Ctx, c: &stator_plane::PlaneCounters) {
     e.family(
         "stator_fragments_total",
         Kind::Counter,

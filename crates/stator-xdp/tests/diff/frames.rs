@@ -28,8 +28,8 @@ use stator_testkit::{Ext, L4, Packet, tcp_flags};
 // explicit, so the AF_XDP differential test can compile this file from its own crate
 #[path = "frames/hostile.rs"]
 mod hostile;
-#[path = "frames/sec4.rs"] // also included from stator-afxdp's differential (a mod-rs there)
-mod sec4;
+#[path = "frames/fragments_redirects.rs"] // also included from stator-afxdp's differential (a mod-rs there)
+mod fragments_redirects;
 
 use crate::common::{SRC_V4, src_v6, v4, v6};
 use crate::diff::world::{Config, SEC, Universe, clients, group_addr};
@@ -394,7 +394,7 @@ impl Gen {
             870..940 => self.connection(cfg, &mut out),
             940..948 => self.flood(&mut out),
             948..953 => self.heartbeat(cfg, &mut out),
-            _ => self.sec4(cfg, &mut out),
+            _ => self.fragments_redirects(cfg, &mut out),
         }
         out
     }

@@ -13,7 +13,7 @@ use super::*;
 
 impl Gen {
     /// One §4 episode.
-    pub(super) fn sec4(&mut self, cfg: &Config, out: &mut Vec<Step>) {
+    pub(super) fn fragments_redirects(&mut self, cfg: &Config, out: &mut Vec<Step>) {
         match self.rng.random_range(0..100) {
             0..40 => self.fragmented(cfg, out),
             40..65 => {
