@@ -22,7 +22,7 @@
 //!
 //! **What it must never do.** Assert on a timing; run unbounded; leave anything behind (a
 //! process, a namespace, a pin, a file outside the paths it was given).
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod afxdp;
