@@ -156,7 +156,7 @@ pub(crate) fn snapshot() -> Result<ValidSnapshot> {
         src_v4: Some(LB_OUT),
         ..NodeParams::default()
     };
-    Ok(SnapshotBuilder::new(node)
+    SnapshotBuilder::new(node)
         .generation(1)
         .vip(
             VIP.into(),
@@ -168,7 +168,7 @@ pub(crate) fn snapshot() -> Result<ValidSnapshot> {
         .build()
         .context("building the benchmark's snapshot")?
         .validated()
-        .context("validating the benchmark's snapshot")?)
+        .context("validating the benchmark's snapshot")
 }
 
 /// The three namespaces and their pins; removed on drop.

@@ -324,7 +324,7 @@ fn snapshot(flood: u32) -> Result<ValidSnapshot> {
     let b6 = (1..=8u16)
         .map(|i| BackendSpec::new(IpAddr::V6(Ipv6Addr::new(0xfd20, 0, 0, 0, 0, 0, 0, i))))
         .collect::<Vec<_>>();
-    Ok(SnapshotBuilder::new(node)
+    SnapshotBuilder::new(node)
         .generation(1)
         .vip(vip4(), 80, Proto::Tcp, 65537, b4.clone())
         .vip(vip4(), 53, Proto::Udp, 65537, b4)
@@ -332,7 +332,7 @@ fn snapshot(flood: u32) -> Result<ValidSnapshot> {
         .build()
         .context("building the benchmark's snapshot")?
         .validated()
-        .context("validating the benchmark's snapshot")?)
+        .context("validating the benchmark's snapshot")
 }
 
 /// The namespace the benchmark runs in: `bin` is the ingress, backends route back out of it
