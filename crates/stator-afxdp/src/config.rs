@@ -8,7 +8,6 @@ use stator_core::HoldLimits;
 
 use crate::error::AfxdpError;
 use crate::socket::{BindMode, RingSizes};
-use crate::sys;
 use crate::umem::UmemConfig;
 
 /// Options of the AF_XDP plane.
@@ -121,7 +120,7 @@ impl AfxdpConfig {
         if !self.cpus.is_empty() {
             return self.cpus.iter().copied().map(Some).collect();
         }
-        let allowed = sys::allowed_cpus();
+        let allowed = stator_sys::cpu::allowed_cpus().unwrap_or_else(|_| vec![0]);
         (0..n)
             .map(|i| allowed.get(i % allowed.len().max(1)).copied())
             .collect()

@@ -154,7 +154,7 @@ impl Io {
     /// plane drops it, and with it the rings and sockets).
     pub(crate) fn run(mut self) -> Self {
         if let Some(cpu) = self.cpu
-            && let Err(e) = sys::pin_to_cpu(cpu)
+            && let Err(e) = stator_sys::cpu::pin_to_cpu(cpu)
         {
             tracing::warn!(cpu, error = %e, "could not pin the AF_XDP I/O thread");
         }
@@ -174,22 +174,23 @@ impl Io {
                 self.snap = self.published.current();
                 self.snap_gen = g;
             }
-            let now = sys::monotonic_ns();
-            let c0 = sys::thread_cpu_ns();
+            let now = stator_sys::clock::monotonic_ns();
+            let c0 = stator_sys::clock::thread_cpu_ns();
             let mut work = self.reap();
             let muxed = self.mux(now);
-            let c1 = sys::thread_cpu_ns();
+            let c1 = stator_sys::clock::thread_cpu_ns();
             if muxed != 0 {
                 self.stats.mux_ns.fetch_add(c1 - c0, Ordering::Relaxed);
             }
             work += muxed + self.flush(now);
             self.fill(share);
-            let c2 = sys::thread_cpu_ns();
+            let c2 = stator_sys::clock::thread_cpu_ns();
             let steered = self.steer(&mut rx_buf, &mut stalled, &mut rr);
             if steered != 0 {
-                self.stats
-                    .steer_ns
-                    .fetch_add(sys::thread_cpu_ns().saturating_sub(c2), Ordering::Relaxed);
+                self.stats.steer_ns.fetch_add(
+                    stator_sys::clock::thread_cpu_ns().saturating_sub(c2),
+                    Ordering::Relaxed,
+                );
             }
             work += steered;
             if work != 0 {

@@ -36,7 +36,7 @@
 //! **What it must never do.** Make a forwarding decision of its own (that is `stator-core`);
 //! touch a chunk it holds no [`Frame`] for; block a packet thread on the I/O thread or the
 //! reverse; log per packet. `unsafe` lives only in four modules, each block with its
-//! `// SAFETY:`: `sys` (every system call, the AF_PACKET baseline's included), `ring` (the shared
+//! `// SAFETY:`: `sys` (every system call), `ring` (the shared
 //! indices and slots), `umem` (the pool's bytes) and `spsc` (the queues' slots) — and, compiled
 //! for unit tests only, `sim` (the heap rings that stand in for the kernel's). Safe code cannot
 //! break the UMEM's invariants: see [`umem`].
@@ -47,7 +47,6 @@ mod error;
 pub mod fib;
 mod hold;
 mod io;
-pub mod packet_socket;
 pub mod plane;
 pub mod ring;
 pub mod runtime;
@@ -75,5 +74,5 @@ pub use worker::WorkerStats;
 /// `bpf_ktime_get_coarse_ns` reads), in nanoseconds: a reader ages connection-table entries
 /// with it.
 pub fn clock_ns() -> u64 {
-    sys::monotonic_coarse_ns()
+    stator_sys::clock::monotonic_coarse_ns()
 }

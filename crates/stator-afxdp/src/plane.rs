@@ -337,7 +337,7 @@ impl AfxdpReader {
 
     /// The plane's clock (`CLOCK_MONOTONIC_COARSE`, what the packet threads stamp entries with).
     pub fn clock_ns(&self) -> u64 {
-        sys::monotonic_coarse_ns()
+        stator_sys::clock::monotonic_coarse_ns()
     }
 
     /// What the packet threads' holders of early fragments have done, summed (the XDP plane's

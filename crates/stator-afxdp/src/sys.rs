@@ -1,8 +1,7 @@
 //! The kernel interfaces the AF_XDP plane needs, as small safe functions over `libc`: the
 //! `AF_XDP` socket and its options, memory maps (the UMEM and the rings), `sendto`/`recvfrom`
-//! wake-ups, `ppoll`, an eventfd, CPU affinity, the monotonic clock, and the `AF_PACKET`
-//! baseline's socket and batched `recvmmsg`/`sendmmsg`. Every system call of the crate is
-//! here; the crate's other `unsafe` is the rings' and the UMEM's memory (see `lib.rs`).
+//! wake-ups, `ppoll`, an eventfd. Every system call of the crate is here (pinning and clocks
+//! are stator-sys's); the crate's other `unsafe` is the rings' and the UMEM's memory (see `lib.rs`).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -56,107 +55,6 @@ pub(crate) fn set_opt<T>(
         )
     };
     cvt(rc).map(drop)
-}
-
-/// An `AF_PACKET` raw socket for every protocol (`ETH_P_ALL`).
-pub(crate) fn packet_socket() -> io::Result<OwnedFd> {
-    let proto = (libc::ETH_P_ALL as u16).to_be();
-    // SAFETY: socket() has no memory arguments; a non-negative result is a new descriptor
-    // that nothing else owns.
-    unsafe {
-        let fd = cvt(libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            i32::from(proto),
-        ))?;
-        Ok(OwnedFd::from_raw_fd(fd))
-    }
-}
-
-/// Binds an `AF_PACKET` socket to interface `ifindex`, every protocol.
-pub(crate) fn bind_packet(fd: BorrowedFd<'_>, ifindex: u32) -> io::Result<()> {
-    // SAFETY: an all-zero sockaddr_ll is a valid value (plain integers and bytes).
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-    sll.sll_ifindex = ifindex as i32;
-    // SAFETY: `sll` is a live sockaddr_ll and the length is its size.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    cvt(rc).map(drop)
-}
-
-/// `mmsghdr`s each pointing at one of `iovs`.
-fn mmsghdrs(iovs: &mut [libc::iovec]) -> Vec<libc::mmsghdr> {
-    iovs.iter_mut()
-        .map(|iov| {
-            // SAFETY: an all-zero mmsghdr is valid (null pointers, zero lengths).
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_iov = iov;
-            m.msg_hdr.msg_iovlen = 1;
-            m
-        })
-        .collect()
-}
-
-/// `recvmmsg` (waiting for one at most) of one frame into each of `bufs`, from offset `at`;
-/// `lens` gets the lengths received.
-pub(crate) fn recv_batch(
-    fd: BorrowedFd<'_>,
-    bufs: &mut [Vec<u8>],
-    at: usize,
-    lens: &mut Vec<usize>,
-) {
-    lens.clear();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| {
-            let at = at.min(b.len());
-            let tail = &mut b[at..];
-            libc::iovec {
-                iov_base: tail.as_mut_ptr().cast(),
-                iov_len: tail.len(),
-            }
-        })
-        .collect();
-    let mut msgs = mmsghdrs(&mut iovs);
-    // SAFETY: `msgs`, the iovecs and the buffers they point at live for the call (borrowed
-    // here); the kernel writes at most each iovec's length into its buffer.
-    let n = unsafe {
-        libc::recvmmsg(
-            fd.as_raw_fd(),
-            msgs.as_mut_ptr(),
-            msgs.len() as u32,
-            libc::MSG_WAITFORONE,
-            std::ptr::null_mut(),
-        )
-    };
-    for m in msgs.iter().take(n.max(0) as usize) {
-        lens.push(m.msg_len as usize);
-    }
-}
-
-/// `sendmmsg` of `frames`; returns how many were sent.
-pub(crate) fn send_batch<'a>(fd: BorrowedFd<'_>, frames: impl Iterator<Item = &'a [u8]>) -> usize {
-    let mut iovs: Vec<libc::iovec> = frames
-        .map(|f| libc::iovec {
-            iov_base: f.as_ptr() as *mut libc::c_void,
-            iov_len: f.len(),
-        })
-        .collect();
-    if iovs.is_empty() {
-        return 0;
-    }
-    let mut msgs = mmsghdrs(&mut iovs);
-    // SAFETY: `msgs` points at iovecs over frames borrowed for `'a`, alive for the call; the
-    // kernel only reads them.
-    let n = unsafe { libc::sendmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), msgs.len() as u32, 0) };
-    n.max(0) as usize
 }
 
 /// `getsockopt(fd, SOL_XDP, name)` into a `T`, with the length the kernel wrote.
@@ -377,71 +275,6 @@ impl EventFd {
             libc::read(self.0.as_raw_fd(), (&mut v as *mut u64).cast(), 8);
         }
     }
-}
-
-/// Pins the calling thread to `cpu`.
-pub(crate) fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it (cpu is checked against
-    // its size); sched_setaffinity reads `size_of` bytes of it.
-    unsafe {
-        if cpu >= libc::CPU_SETSIZE as usize {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        cvt(libc::sched_setaffinity(
-            0,
-            size_of::<libc::cpu_set_t>(),
-            &set,
-        ))
-        .map(drop)
-    }
-}
-
-/// The CPUs the calling thread may run on, in increasing order.
-pub(crate) fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity writes at most its size into it;
-    // CPU_ISSET only reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return vec![0];
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into a live local.
-    unsafe {
-        libc::clock_gettime(clock, &mut ts);
-    }
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
-}
-
-/// `CLOCK_MONOTONIC` in ns (the flush timer, cost measurements).
-pub(crate) fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// The calling thread's CPU time in ns (`CLOCK_THREAD_CPUTIME_ID`): what the cost figures
-/// use, so time the thread spent descheduled on a busy machine is not counted as work.
-pub(crate) fn thread_cpu_ns() -> u64 {
-    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-/// `CLOCK_MONOTONIC_COARSE` in ns: what the XDP program's `bpf_ktime_get_coarse_ns` reads,
-/// so connection-table timestamps mean the same in both planes.
-pub(crate) fn monotonic_coarse_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
 }
 
 /// The page size.

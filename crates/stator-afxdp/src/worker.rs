@@ -27,7 +27,6 @@ use stator_core::{Action, CompiledSnapshot, Forwarder, NextHops};
 use crate::fib::{FibStats, KernelFib};
 use crate::hold::{FrameHold, HeldFrame};
 use crate::spsc::{Consumer, Producer};
-use crate::sys;
 use crate::trace::TraceSink;
 use crate::umem::{Frame, FrameState, Umem};
 
@@ -211,7 +210,7 @@ impl<F: PacketFib> Worker<F> {
     /// The thread's body.
     pub(crate) fn run(mut self) {
         if let Some(cpu) = self.cpu
-            && let Err(e) = sys::pin_to_cpu(cpu)
+            && let Err(e) = stator_sys::cpu::pin_to_cpu(cpu)
         {
             tracing::warn!(thread = self.index, cpu, error = %e, "could not pin a packet thread");
         }
@@ -239,7 +238,7 @@ impl<F: PacketFib> Worker<F> {
                 self.service_hold(&snap);
             }
             if batch.is_empty() {
-                let now = sys::monotonic_ns();
+                let now = stator_sys::clock::monotonic_ns();
                 let since = *idle_since.get_or_insert(now);
                 if now.saturating_sub(since) < spin_ns {
                     std::hint::spin_loop();
@@ -274,8 +273,8 @@ impl<F: PacketFib> Worker<F> {
     }
 
     fn process(&mut self, snap: &CompiledSnapshot, batch: &mut Vec<RxItem>) {
-        let t0 = sys::thread_cpu_ns();
-        let now = sys::monotonic_coarse_ns();
+        let t0 = stator_sys::clock::thread_cpu_ns();
+        let now = stator_sys::clock::monotonic_coarse_ns();
         self.fib.set_now(now);
         let n = batch.len() as u64;
         let mut user_pass = 0;
@@ -293,8 +292,10 @@ impl<F: PacketFib> Worker<F> {
         let st = &self.shared.stats;
         st.packets.fetch_add(n, Ordering::Relaxed);
         st.batches.fetch_add(1, Ordering::Relaxed);
-        st.busy_ns
-            .fetch_add(sys::thread_cpu_ns().saturating_sub(t0), Ordering::Relaxed);
+        st.busy_ns.fetch_add(
+            stator_sys::clock::thread_cpu_ns().saturating_sub(t0),
+            Ordering::Relaxed,
+        );
         if user_pass != 0 {
             st.user_pass.fetch_add(user_pass, Ordering::Relaxed);
         }
@@ -385,7 +386,7 @@ impl<F: PacketFib> Worker<F> {
 
     /// The hold's work while no packet arrives: expiry, and records that a batch left behind.
     fn service_hold(&mut self, snap: &CompiledSnapshot) {
-        let now = sys::monotonic_coarse_ns();
+        let now = stator_sys::clock::monotonic_coarse_ns();
         self.fib.set_now(now);
         let passed = {
             let shared = Arc::clone(&self.shared);

@@ -54,9 +54,22 @@ pub enum BenchError {
     /// Loading or driving a BPF program failed.
     #[error(transparent)]
     Xdp(#[from] stator_xdp::XdpError),
+    /// The AF_XDP plane failed.
+    #[error(transparent)]
+    Afxdp(#[from] stator_afxdp::AfxdpError),
     /// Loading or driving the reuseport steering program failed.
     #[error(transparent)]
     Steer(#[from] stator_steer::SteerError),
+    /// A step of a benchmark failed (setting up a namespace, loading a program, measuring a
+    /// row); the source says why.
+    #[error("{what}")]
+    Step {
+        /// The step.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// Options that cannot be run.
     #[error("invalid options: {reason}")]
     Options {
@@ -74,3 +87,51 @@ impl BenchError {
         }
     }
 }
+
+/// The crate's result.
+pub(crate) type Result<T, E = BenchError> = std::result::Result<T, E>;
+
+/// Naming the step that failed, as a [`BenchError::Step`] over the error (or, for a missing
+/// value, a [`BenchError::Failed`]).
+pub(crate) trait Context<T> {
+    /// Fails as step `what`.
+    fn context(self, what: impl Into<String>) -> Result<T>;
+    /// Fails as the step `what` names (built only on failure).
+    fn with_context<S: Into<String>>(self, what: impl FnOnce() -> S) -> Result<T>;
+}
+
+impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for Result<T, E> {
+    fn context(self, what: impl Into<String>) -> Result<T> {
+        self.map_err(|e| BenchError::Step {
+            what: what.into(),
+            source: Box::new(e),
+        })
+    }
+
+    fn with_context<S: Into<String>>(self, what: impl FnOnce() -> S) -> Result<T> {
+        self.map_err(|e| BenchError::Step {
+            what: what().into(),
+            source: Box::new(e),
+        })
+    }
+}
+
+impl<T> Context<T> for Option<T> {
+    fn context(self, what: impl Into<String>) -> Result<T> {
+        self.ok_or_else(|| BenchError::Failed { what: what.into() })
+    }
+
+    fn with_context<S: Into<String>>(self, what: impl FnOnce() -> S) -> Result<T> {
+        self.ok_or_else(|| BenchError::Failed {
+            what: what().into(),
+        })
+    }
+}
+
+/// Returns a [`BenchError::Failed`] with a formatted message.
+macro_rules! bail {
+    ($($arg:tt)*) => {
+        return Err($crate::error::BenchError::Failed { what: format!($($arg)*) })
+    };
+}
+pub(crate) use bail;

@@ -3,8 +3,14 @@
 //! **Layer.** Harnesses that measure Stator's parts and print what they measured. The binary
 //! parses `stator bench <name>` and hands the arguments to the module of that name; everything
 //! a benchmark does (set-up, load, timing, report) lives here, one module per benchmark:
-//! [`sched`] and [`proxy`] today, and `udp`, `afxdp` next to them as they are written. (The older
-//! `hashing`, `xdp` and `veth` benchmarks still live in the binary and move here when touched.)
+//! [`hashing`] (consistent hashing, the paper's §5.3), [`xdp`] (the XDP forwarder under
+//! BPF_PROG_TEST_RUN), [`veth`] (packets per second end to end on veth), [`afxdp`] (the
+//! AF_XDP forwarder against the kernel stack, with its `AF_PACKET` rival), [`proxy`],
+//! [`sched`] and [`udp`]. The BPF programs they load beside the forwarder — baselines, the
+//! kernel-repeat wrapper, the veth generator and sink — are stator-xdp's objects, driven from
+//! [`programs`] and [`veth_programs`] through `stator_xdp::UnpinnedObject`; the system calls
+//! they make (pinning, clocks, batched datagrams, raw sockets) are stator-sys's. No
+//! production crate carries a benchmark or a rival.
 //!
 //! **Contract.** Every benchmark starts its own baseline or rival in the same run — SWRR beside
 //! VNSWRR, nginx and HAProxy beside the proxy, plain forwarding beside the forwarder — and
@@ -16,14 +22,21 @@
 //!
 //! **What it must never do.** Assert on a timing; run unbounded; leave anything behind (a
 //! process, a namespace, a pin, a file outside the paths it was given).
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod afxdp;
 pub mod error;
+pub mod hashing;
 pub mod pin;
+pub mod programs;
 pub mod proxy;
+mod report;
 mod rivals;
 pub mod sched;
 pub mod udp;
+pub mod veth;
+pub mod veth_programs;
+pub mod xdp;
 
 pub use error::BenchError;

@@ -30,9 +30,10 @@
 //! - **UDP** ([`udp`]): a session per client address and port with its own connected upstream
 //!   socket, idle timeout and `responses` hint, in a bounded LRU table per worker; batched
 //!   receive with GRO and GSO bursts through quinn-udp, replies to many clients in one
-//!   `sendmmsg`; an optional PROXY v2 header that fails closed (nothing forwarded without it,
-//!   a client's own dropped). The only `unsafe` of the crate is there (`udp::sys`: `sendmmsg`,
-//!   `setsockopt`, `getsockopt`), each block with its `SAFETY` comment.
+//!   `sendmmsg` (`udp::outbox`); an optional PROXY v2 header that fails closed (nothing
+//!   forwarded without it, a client's own dropped). The crate has no `unsafe`: its system
+//!   calls beyond `std`, tokio and quinn-udp (`sendmmsg`, `setsockopt`, `getsockopt`, CPU
+//!   pinning) are stator-sys's.
 //! - **Reload** ([`Proxy::apply`]): new schedulers and upstreams are swapped (`ArcSwap`) under
 //!   running workers; listeners added or removed open and close; a changed address re-binds;
 //!   no socket or connection of an unchanged listener is closed.
@@ -54,7 +55,7 @@
 //! What it must never do: read the configuration file or health-check anything (the
 //! controller tells it), share a scheduler's mutable state between workers, buffer a whole
 //! body, block a worker's thread.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod access;

@@ -259,9 +259,9 @@ pub(crate) fn spawn(setup: WorkerSetup) -> std::io::Result<WorkerHandle> {
 
 fn run(setup: WorkerSetup, stop: watch::Receiver<bool>) {
     if let Some(core) = setup.core {
-        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let cores = stator_sys::cpu::allowed_cpus().unwrap_or_default();
         if let Some(&c) = cores.get(core % cores.len().max(1))
-            && !core_affinity::set_for_current(c)
+            && stator_sys::cpu::pin_to_cpu(c).is_err()
         {
             tracing::warn!(listener = %setup.name, worker = setup.id, "cannot pin worker");
         }

@@ -29,13 +29,13 @@ use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{Family, Lab, Proto, Workers, tcp_connect};
 use stator_steer::{ReuseportSteering, RpCounter, RssKey, SteerCounters, SteeringOptions};
+use stator_sys::bpf_build::BpfCompiler;
 
 const PER_CLIENT: usize = 4;
 const VICTIM: u32 = 1;
@@ -98,35 +98,14 @@ fn inode(fd: i32) -> u64 {
         .ino()
 }
 
-fn multiarch_include() -> Option<PathBuf> {
-    let out = Command::new("gcc").arg("-print-multiarch").output().ok()?;
-    let triple = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    let dir = PathBuf::from("/usr/include").join(triple);
-    dir.is_dir().then_some(dir)
-}
-
 /// Compiles `tests/bpf/drop_ack.bpf.c` and attaches it (generic XDP) to the server's veth, from
 /// inside the server namespace. Dropping the returned object (in the namespace) detaches it.
 fn drop_final_acks(lab: &Lab) -> aya::Ebpf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let object = stator_testkit::scratch::unique_path("stator-drop-ack", ".o");
-    let mut cmd = Command::new("clang");
-    cmd.args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror"]);
-    if let Some(inc) = multiarch_include() {
-        cmd.arg("-I").arg(inc);
-    }
-    let out = cmd
-        .arg("-c")
-        .arg(manifest.join("tests/bpf/drop_ack.bpf.c"))
-        .arg("-o")
-        .arg(&object)
-        .output()
-        .expect("clang (make deps)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    BpfCompiler::new(&manifest.join("../../bpf/include"))
+        .compile(&manifest.join("tests/bpf/drop_ack.bpf.c"), &object, &[])
+        .unwrap_or_else(|e| panic!("{e}"));
     lab.server
         .run_in(move || {
             let mut ebpf = aya::Ebpf::load_file(&object).expect("load drop_ack");

@@ -11,13 +11,13 @@
 //! `SteeringTable::hash`. The host-compiled half is `crates/stator-hash/tests/toeplitz_c.rs`.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use aya::programs::Xdp;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use stator_hash::{RSS_DEFAULT_KEY, Toeplitz};
 use stator_steer::{HashFields, RssKey, SteeringTable};
+use stator_sys::bpf_build::BpfCompiler;
 use stator_xdp::testrun::{TestRunOpts, run_xdp};
 
 const RANDOM_INPUTS: usize = 100_000;
@@ -162,38 +162,17 @@ fn random_cases(count: usize) -> Vec<Case> {
         .collect()
 }
 
-fn multiarch_include() -> Option<PathBuf> {
-    let out = Command::new("gcc").arg("-print-multiarch").output().ok()?;
-    let triple = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    let dir = PathBuf::from("/usr/include").join(triple);
-    dir.is_dir().then_some(dir)
-}
-
 /// Compiles the probe into `dir` and returns the object's path.
 fn compile_probe(dir: &Path) -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let object = dir.join("toeplitz_probe.o");
-    let mut cmd = Command::new("clang");
-    cmd.args([
-        "-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-Werror",
-    ])
-    .arg("-I")
-    .arg(manifest.join("../../bpf/include"));
-    if let Some(inc) = multiarch_include() {
-        cmd.arg("-I").arg(inc);
-    }
-    let out = cmd
-        .arg("-c")
-        .arg(manifest.join("tests/bpf/toeplitz_probe.bpf.c"))
-        .arg("-o")
-        .arg(&object)
-        .output()
-        .expect("running clang (install it with `make deps`)");
-    assert!(
-        out.status.success(),
-        "compiling the probe failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    BpfCompiler::new(&manifest.join("../../bpf/include"))
+        .compile(
+            &manifest.join("tests/bpf/toeplitz_probe.bpf.c"),
+            &object,
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("compiling the probe failed: {e}"));
     object
 }
 

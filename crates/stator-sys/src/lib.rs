@@ -3,7 +3,15 @@
 //! Layer: the bottom of the I/O side, beside `std`; no other Stator crate below it. It holds
 //! what the node needs from the kernel that `std` does not offer, each behind a safe function
 //! with a plain Rust signature:
-//! - [`clock`]: the kernel's tick (the coarse clocks' resolution);
+//! - [`bpf_build`]: BPF C compiled with clang the one way every object is built, for the
+//!   build scripts that embed objects and the tests that build probes (a process, no `unsafe`);
+//! - [`clock`]: the kernel's tick (the coarse clocks' resolution), and the clocks read in
+//!   nanoseconds: monotonic, coarse monotonic (the XDP program's), a thread's and the process's CPU time;
+//! - [`cpu`]: pinning the calling thread to a CPU, and the CPUs it may run on;
+//! - [`mmsg`]: `recvmmsg` into buffers set up once, `sendmmsg` of slices;
+//! - [`process`]: a session of the process's own (`setsid`);
+//! - [`socket`]: `AF_PACKET` raw sockets, and socket options `std` has no call for (set any,
+//!   read the drop count);
 //! - [`creds`]: who is at the other end of a Unix socket — user, primary group and, with
 //!   `SO_PEERGROUPS`, every supplementary group, as the kernel recorded them at `connect`
 //!   (no race with the peer exiting or changing identity later);
@@ -18,8 +26,13 @@
 //! `io::Error`s from the kernel unchanged. It never logs, never allocates on a hot path and
 //! knows nothing of Stator's configuration.
 
+pub mod bpf_build;
 pub mod clock;
+pub mod cpu;
 pub mod creds;
 pub mod files;
 pub mod limits;
+pub mod mmsg;
+pub mod process;
+pub mod socket;
 pub mod users;

@@ -175,14 +175,16 @@ pub enum XdpError {
 pub type Result<T> = std::result::Result<T, XdpError>;
 
 impl XdpError {
-    pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {
+    /// An [`XdpError::Io`]: `what` was being done when the kernel answered `source`.
+    pub fn io(what: impl Into<String>, source: io::Error) -> Self {
         Self::Io {
             what: what.into(),
             source,
         }
     }
 
-    pub(crate) fn map(
+    /// An [`XdpError::Map`]: operation `op` on map `map` failed with `source`.
+    pub fn map(
         map: &'static str,
         op: &'static str,
         source: impl std::error::Error + Send + Sync + 'static,

@@ -133,7 +133,7 @@ impl Forwarder {
                 reason: "slots_per_gen too large".into(),
             })?;
         let ct4 = ct4::Geometry::for_load(opts, sys::possible_cpus()?)?;
-        let legacy_until = ct4::legacy_until_ns(&opts.pin_path, &ct4, sys::monotonic_coarse_ns());
+        let legacy_until = ct4::legacy_until_ns(&opts.pin_path, &ct4, crate::monotonic_coarse_ns());
         check_pins(
             object,
             &opts.pin_path,
@@ -174,7 +174,7 @@ impl Forwarder {
                 buckets_per_cpu = ct4.buckets,
                 mib = ct4.bytes() >> 20,
                 upgrade_window_s =
-                    legacy_until.saturating_sub(sys::monotonic_coarse_ns()) / 1_000_000_000,
+                    legacy_until.saturating_sub(crate::monotonic_coarse_ns()) / 1_000_000_000,
                 "IPv4 connection table: stator_ct4, 4-way buckets on every CPU"
             );
         }

@@ -33,7 +33,6 @@
 #![deny(unsafe_code)]
 
 mod attach;
-pub mod bench;
 mod bpffs;
 mod clock;
 mod cluster;
@@ -50,7 +49,7 @@ mod program;
 mod rings;
 mod sys;
 pub mod testrun;
-pub mod veth_bench;
+mod unpinned;
 mod xsk;
 
 pub use attach::{
@@ -73,7 +72,8 @@ pub use options::{
 };
 pub use pass::attach_pass;
 pub use rings::{HoldRing, TraceRing};
-pub use sys::monotonic_coarse_ns;
+pub use stator_sys::clock::monotonic_coarse_ns;
+pub use unpinned::UnpinnedObject;
 pub use xsk::{FIBQ_PROGRAM_NAME, XSK_CT_ENTRIES, XSK_PROGRAM_NAME};
 
 /// True when the process runs as root (what loading and attaching need).

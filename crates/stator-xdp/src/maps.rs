@@ -165,7 +165,7 @@ impl BeatWriter {
     /// for `stale_after` from now.
     pub fn refresh(&self, stale_after: std::time::Duration) {
         self.map.store(Beat {
-            refreshed_ns: crate::sys::monotonic_coarse_ns(),
+            refreshed_ns: crate::monotonic_coarse_ns(),
             stale_after_ns: u64::try_from(stale_after.as_nanos())
                 .unwrap_or(u64::MAX)
                 .max(1),
@@ -176,7 +176,7 @@ impl BeatWriter {
     /// forwarding, `on_exit = "keep"`).
     pub fn off(&self) {
         self.map.store(Beat {
-            refreshed_ns: crate::sys::monotonic_coarse_ns(),
+            refreshed_ns: crate::monotonic_coarse_ns(),
             stale_after_ns: 0,
         });
     }
@@ -452,7 +452,7 @@ impl Maps {
     /// entries' `last_seen_ns` are on this clock.
     pub fn clock_ns(&self) -> u64 {
         match self.ctl.read(0).test_clock_ns {
-            0 => crate::sys::monotonic_coarse_ns(),
+            0 => crate::monotonic_coarse_ns(),
             t => t,
         }
     }

@@ -242,20 +242,6 @@ pub(crate) fn membarrier_global() -> io::Result<()> {
     Ok(())
 }
 
-/// `CLOCK_MONOTONIC_COARSE` in nanoseconds: the clock `bpf_ktime_get_coarse_ns()` reads, which
-/// stamps connection-table entries.
-pub fn monotonic_coarse_ns() -> u64 {
-    // SAFETY: a zeroed timespec is a valid out-parameter; clock_gettime writes only into it.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; CLOCK_MONOTONIC_COARSE always exists on Linux.
-    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) } != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-}
-
 /// True when `path` (or its nearest existing ancestor) lies on a mounted bpffs.
 pub(crate) fn on_bpffs(path: &Path) -> io::Result<bool> {
     const BPF_FS_MAGIC: i64 = 0xcafe_4a11;

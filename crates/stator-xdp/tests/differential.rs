@@ -48,18 +48,9 @@ fn env_u64(name: &str) -> Option<u64> {
 
 /// The CPUs this thread may run on, highest first.
 fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity writes at most its size into it;
-    // CPU_ISSET only reads it.
-    #[allow(unsafe_code)]
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        let rc = libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set);
-        assert_eq!(rc, 0, "sched_getaffinity");
-        (0..libc::CPU_SETSIZE as usize)
-            .rev()
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
+    let mut cpus = stator_sys::cpu::allowed_cpus().expect("sched_getaffinity");
+    cpus.reverse();
+    cpus
 }
 
 fn print_report(seed: u64, mode: CtMode, r: &Report) {

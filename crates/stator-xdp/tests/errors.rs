@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::process::Command;
+use stator_sys::bpf_build::BpfCompiler;
 
 use stator_xdp::XdpError;
 
@@ -29,22 +29,11 @@ fn a_verifier_rejection_shows_the_log_tail() {
     let src = dir.join("bad.bpf.c");
     let obj = dir.join("bad.o");
     std::fs::write(&src, BAD).unwrap();
-    let triple = Command::new("gcc")
-        .arg("-print-multiarch")
-        .output()
-        .unwrap();
-    let inc = format!(
-        "/usr/include/{}",
-        String::from_utf8_lossy(&triple.stdout).trim()
-    );
-    let status = Command::new(std::env::var("CLANG").unwrap_or_else(|_| "clang".into()))
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-I", &inc, "-c"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&obj)
-        .status()
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    BpfCompiler::new(&manifest.join("../../bpf/include"))
+        .allow_warnings()
+        .compile(&src, &obj, &[])
         .expect("clang (needed to build Stator) runs");
-    assert!(status.success());
     let bytes = std::fs::read(&obj).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 

@@ -1,12 +1,13 @@
 //! `stator bench …`: benchmarks. They print figures and ratios against baselines measured in
-//! the same run, write a JSON report, and never fail on a timing.
+//! the same run, write a JSON report, and never fail on a timing. Each lives in stator-bench;
+//! this parses the subcommand and hands its arguments over.
 
 use anyhow::Result;
 
-use crate::bench_afxdp::{self, BenchAfxdpArgs};
-use crate::bench_hashing::{self, HashingArgs};
-use crate::bench_veth::{self, BenchVethArgs};
-use crate::bench_xdp::{self, BenchXdpArgs};
+use stator_bench::afxdp::BenchAfxdpArgs;
+use stator_bench::hashing::HashingArgs;
+use stator_bench::veth::BenchVethArgs;
+use stator_bench::xdp::BenchXdpArgs;
 
 /// Benchmarks.
 #[derive(Debug, clap::Subcommand)]
@@ -38,14 +39,14 @@ pub enum BenchCmd {
 /// Runs a benchmark.
 pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
-        BenchCmd::Hashing(args) => bench_hashing::run(&args),
-        BenchCmd::Xdp(args) => bench_xdp::run(args),
-        BenchCmd::Veth(args) => bench_veth::run(args),
+        BenchCmd::Hashing(args) => Ok(stator_bench::hashing::run(&args)?),
+        BenchCmd::Xdp(args) => Ok(stator_bench::xdp::run(args)?),
+        BenchCmd::Veth(args) => Ok(stator_bench::veth::run(args)?),
         BenchCmd::Proxy(args) => {
             let stator = std::env::current_exe()?;
             Ok(stator_bench::proxy::run(&args, &stator)?)
         }
-        BenchCmd::Afxdp(args) => bench_afxdp::run(args),
+        BenchCmd::Afxdp(args) => Ok(stator_bench::afxdp::run(args)?),
         BenchCmd::Sched(args) => Ok(stator_bench::sched::run(&args)?),
         BenchCmd::Udp(args) => Ok(stator_bench::udp::run(&args)?),
         BenchCmd::UdpGen(args) => Ok(stator_bench::udp::generator::run_child(&args)?),

@@ -3,10 +3,6 @@ use clap::{Parser, Subcommand};
 
 mod attach_out;
 mod bench;
-mod bench_afxdp;
-mod bench_hashing;
-mod bench_veth;
-mod bench_xdp;
 mod client_cmd;
 mod decap_cmd;
 mod generate_cmd;

@@ -27,9 +27,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::veth_programs::VethBench;
 use stator_lab::netns::Netns;
 use stator_xdp::testrun::run_xdp_live;
-use stator_xdp::veth_bench::VethBench;
 
 use crate::BenchError;
 
@@ -87,11 +87,7 @@ pub fn run_child(args: &GenArgs) -> Result<(), BenchError> {
     // A session of its own, so an autogroup of its own. (A child of `stator bench udp` is not a
     // process-group leader, so this cannot fail; if it did, the generator would merely share
     // the parent's group.)
-    // SAFETY: setsid(2) takes no pointers and changes only this process's session.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::setsid();
-    }
+    let _ = stator_sys::process::new_session();
     let frame = Arc::new(hex_decode(&args.frame).ok_or_else(|| BenchError::Options {
         reason: "--frame: not hex".into(),
     })?);

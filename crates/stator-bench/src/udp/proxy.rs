@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use quinn_udp::{BATCH_SIZE, RecvMeta, UdpSocketState};
 use serde_json::json;
-use stator_proxy::udp::sys::Outbox;
+use stator_proxy::udp::outbox::Outbox;
 use tokio::io::Interest;
 
 use super::UdpArgs;

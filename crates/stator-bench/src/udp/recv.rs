@@ -8,13 +8,13 @@
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-use std::os::unix::thread::JoinHandleExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
+use stator_sys::mmsg::RecvBatch;
 
 /// How long a receiving thread may block before it looks at its stop flag.
 pub const POLL: Duration = Duration::from_millis(50);
@@ -114,7 +114,7 @@ impl Receiver {
     /// The thread's CPU time so far (`CLOCK_THREAD_CPUTIME_ID` of that thread, read from
     /// here through `pthread_getcpuclockid`): user and system time of its own system calls.
     pub fn cpu_time(&self) -> Option<Duration> {
-        thread_cpu_time(self.handle.as_pthread_t())
+        stator_sys::clock::thread_cpu_ns_of(&self.handle).map(Duration::from_nanos)
     }
 
     /// Waits for the thread (after its stop flag was set); the error that ended it, if any.
@@ -153,13 +153,13 @@ fn recvfrom_loop(sock: &UdpSocket, c: &Counts, stop: &AtomicBool) -> io::Result<
 }
 
 fn recvmmsg_loop(fd: BorrowedFd<'_>, n: usize, c: &Counts, stop: &AtomicBool) -> io::Result<()> {
-    let mut batch = MmsgBatch::new(n.clamp(1, MAX_BATCH));
+    let mut batch = RecvBatch::new(n.clamp(1, MAX_BATCH), BUF, 0);
     let (mut packets, mut bytes, mut calls) = (0u64, 0u64, 0u64);
     while !stop.load(Relaxed) {
-        match batch.recv(fd) {
-            Ok((k, b)) => {
+        match batch.recv(fd, libc::MSG_WAITFORONE) {
+            Ok(k) => {
                 packets += k as u64;
-                bytes += b;
+                bytes += batch.bytes();
                 calls += 1;
                 c.packets.store(packets, Relaxed);
                 c.bytes.store(bytes, Relaxed);
@@ -172,124 +172,9 @@ fn recvmmsg_loop(fd: BorrowedFd<'_>, n: usize, c: &Counts, stop: &AtomicBool) ->
     Ok(())
 }
 
-/// Buffers, addresses and headers of one `recvmmsg` call, set up once: each header points into
-/// the vectors' heap storage, which never moves (nothing is pushed after `new`).
-struct MmsgBatch {
-    _bufs: Vec<[u8; BUF]>,
-    _addrs: Vec<libc::sockaddr_storage>,
-    _iovs: Vec<libc::iovec>,
-    hdrs: Vec<libc::mmsghdr>,
-}
-
-const ADDR_LEN: libc::socklen_t = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-
-impl MmsgBatch {
-    fn new(n: usize) -> Self {
-        let mut bufs = vec![[0u8; BUF]; n];
-        // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid (AF_UNSPEC) value.
-        #[allow(unsafe_code)]
-        let mut addrs: Vec<libc::sockaddr_storage> = vec![unsafe { std::mem::zeroed() }; n];
-        let mut iovs: Vec<libc::iovec> = bufs
-            .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: BUF,
-            })
-            .collect();
-        let hdrs = iovs
-            .iter_mut()
-            .zip(addrs.iter_mut())
-            .map(|(iov, addr)| {
-                // SAFETY: msghdr and mmsghdr are plain old data (pointers may be null, lengths
-                // zero); every field the kernel reads is set just below.
-                #[allow(unsafe_code)]
-                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                h.msg_hdr.msg_name = std::ptr::from_mut(addr).cast();
-                h.msg_hdr.msg_namelen = ADDR_LEN;
-                h.msg_hdr.msg_iov = std::ptr::from_mut(iov);
-                h.msg_hdr.msg_iovlen = 1;
-                h
-            })
-            .collect();
-        Self {
-            _bufs: bufs,
-            _addrs: addrs,
-            _iovs: iovs,
-            hdrs,
-        }
-    }
-
-    /// One `recvmmsg(MSG_WAITFORONE)`: blocks (up to the socket's timeout) for the first
-    /// datagram, then takes what is queued, up to the batch. Returns datagrams and bytes.
-    fn recv(&mut self, fd: BorrowedFd<'_>) -> io::Result<(usize, u64)> {
-        let n = self.hdrs.len() as libc::c_uint;
-        // SAFETY: `hdrs` holds `n` initialised headers whose name and iovec pointers point into
-        // `_addrs`, `_iovs` and `_bufs`, owned by `self` and never reallocated; the kernel
-        // writes at most `msg_namelen` bytes of address and `iov_len` bytes of data into them.
-        // A null timeout is allowed.
-        #[allow(unsafe_code)]
-        let r = unsafe {
-            libc::recvmmsg(
-                fd.as_raw_fd(),
-                self.hdrs.as_mut_ptr(),
-                n,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let got = r as usize;
-        let mut bytes = 0u64;
-        for h in &mut self.hdrs[..got] {
-            bytes += u64::from(h.msg_len);
-            h.msg_hdr.msg_namelen = ADDR_LEN;
-        }
-        Ok((got, bytes))
-    }
-}
-
-/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
-pub fn own_cpu_time() -> Duration {
-    clock_time(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
 /// This process's CPU time, all its threads (`CLOCK_PROCESS_CPUTIME_ID`).
 pub fn process_cpu_time() -> Duration {
-    clock_time(libc::CLOCK_PROCESS_CPUTIME_ID)
-}
-
-/// The time of `clock` (zero when it cannot be read).
-fn clock_time(clock: libc::clockid_t) -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into a live local.
-    #[allow(unsafe_code)]
-    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// CPU time of the thread `thread` (a joinable thread of this process).
-pub fn thread_cpu_time(thread: libc::pthread_t) -> Option<Duration> {
-    let mut clock: libc::clockid_t = 0;
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `thread` comes from a JoinHandle that has not been joined, so it names a thread
-    // of this process whose id stays valid; both out-pointers are to live locals.
-    #[allow(unsafe_code)]
-    let ok = unsafe {
-        libc::pthread_getcpuclockid(thread, &mut clock) == 0
-            && libc::clock_gettime(clock, &mut ts) == 0
-    };
-    ok.then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    Duration::from_nanos(stator_sys::clock::process_cpu_ns())
 }
 
 #[cfg(test)]

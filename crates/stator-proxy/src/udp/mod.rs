@@ -11,7 +11,7 @@
 //! - one **session task** per session reads its upstream socket the same way and queues the
 //!   replies, addressed to the client, in the worker's outbox; a GSO buffer of several replies
 //!   goes straight to the client as one GSO send;
-//! - the **flusher** empties the outbox with `sendmmsg` ([`sys::Outbox`]) once the tasks
+//! - the **flusher** empties the outbox with `sendmmsg` ([`outbox::Outbox`]) once the tasks
 //!   that were ready have run, so the replies of many sessions leave in one system call; and a
 //!   sweeper ends idle sessions.
 //!
@@ -40,8 +40,8 @@
 //! signature is dropped (`client_proxy_header`) — the upstream can only learn the address
 //! this listener saw.
 
+pub mod outbox;
 pub mod ppv2;
-pub mod sys;
 
 use std::cell::{Cell, RefCell};
 use std::io::{self, IoSliceMut};
@@ -64,7 +64,7 @@ use crate::spec::{UdpSpec, UpstreamState};
 use crate::stats::{ErrorKind, Gauge32, GaugeField, UdpDrop, UpstreamStats, add};
 use crate::worker::WorkerCtx;
 
-use self::sys::Outbox;
+use self::outbox::Outbox;
 use crate::table::{Class, SessionTable};
 
 /// Bytes of one receive buffer: the largest UDP payload.
@@ -212,7 +212,7 @@ pub(crate) async fn serve(
     let state = UdpSocketState::new((&listen).into())?;
     let spec = ctx.shared().spec.udp;
     if !spec.gro {
-        sys::set_gro(listen.as_fd(), false)?;
+        outbox::set_gro(listen.as_fd(), false)?;
     }
     let local = listen.local_addr()?;
     let timeout = ctx.shared().spec.timeouts.idle;
@@ -622,7 +622,7 @@ fn connect(upstream: SocketAddr, gro: bool) -> io::Result<(UdpSocket, UdpSocketS
     let sock = UdpSocket::from_std(std)?;
     let state = UdpSocketState::new((&sock).into())?;
     if !gro {
-        sys::set_gro(sock.as_fd(), false)?;
+        outbox::set_gro(sock.as_fd(), false)?;
     }
     Ok((sock, state))
 }
@@ -787,7 +787,7 @@ async fn sweeper(w: Rc<Worker>) {
 
 /// Adds the listening socket's new kernel drops to the listener's count.
 fn count_overflow(w: &Worker) {
-    if let Ok(total) = sys::socket_drops(w.listen.as_fd()) {
+    if let Ok(total) = outbox::socket_drops(w.listen.as_fd()) {
         let new = total.wrapping_sub(w.overflow_seen.get());
         w.overflow_seen.set(total);
         if new > 0 {

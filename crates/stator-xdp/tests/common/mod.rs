@@ -75,20 +75,7 @@ impl Drop for PinDir {
 /// Pins the calling thread to one CPU, so per-CPU maps (connection table, flood window)
 /// behave like one packet thread.
 pub fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; sched_setaffinity(0, …)
-    // applies to the calling thread only.
-    #[allow(unsafe_code)]
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        let rc = libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
-        assert_eq!(
-            rc,
-            0,
-            "sched_setaffinity: {}",
-            std::io::Error::last_os_error()
-        );
-    }
+    stator_sys::cpu::pin_to_cpu(cpu).unwrap_or_else(|e| panic!("sched_setaffinity: {e}"));
 }
 
 pub fn v4(a: u8, b: u8, c: u8, d: u8) -> IpAddr {

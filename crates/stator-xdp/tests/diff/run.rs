@@ -698,10 +698,7 @@ impl<'a> Run<'a> {
 
 /// The CPU the calling thread runs on.
 pub fn current_cpu() -> usize {
-    // SAFETY: sched_getcpu has no preconditions; it returns -1 on error, caught below.
-    #[allow(unsafe_code)]
-    let cpu = unsafe { libc::sched_getcpu() };
-    usize::try_from(cpu).expect("sched_getcpu")
+    stator_sys::cpu::current_cpu().expect("sched_getcpu")
 }
 
 /// A generator for configuration changes, derived from the seed and the generation (so that

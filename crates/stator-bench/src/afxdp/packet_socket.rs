@@ -11,13 +11,15 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use stator_afxdp::fib::KernelFib;
 use stator_core::{
     Action, CompiledSnapshot, Forwarder, ForwarderConfig, SlicePacketBuf, XDP_HEADROOM,
 };
+use stator_sys::clock::{monotonic_coarse_ns, thread_cpu_ns};
+use stator_sys::mmsg::{RecvBatch, SendBatch};
+use stator_sys::socket::{packet_socket, set_opt};
 
-use crate::error::AfxdpError;
-use crate::fib::KernelFib;
-use crate::sys;
+use crate::BenchError;
 
 const BATCH: usize = 64;
 const BUF: usize = XDP_HEADROOM + 2048;
@@ -43,20 +45,18 @@ struct PacketSock {
 }
 
 impl PacketSock {
-    fn open(ifindex: u32) -> Result<Self, AfxdpError> {
-        let fd = sys::packet_socket().map_err(|e| AfxdpError::io("AF_PACKET socket", e))?;
-        sys::bind_packet(fd.as_fd(), ifindex)
-            .map_err(|e| AfxdpError::io("binding AF_PACKET", e))?;
+    fn open(ifindex: u32) -> Result<Self, BenchError> {
+        let fd = packet_socket(ifindex).map_err(|e| BenchError::io("AF_PACKET socket", e))?;
         // best effort, as tuning: the baseline runs without them, only slower or noisier
         let b = fd.as_fd();
-        let _ = sys::set_opt(b, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &1i32);
-        let _ = sys::set_opt(b, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &(16i32 << 20));
+        let _ = set_opt(b, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &1i32);
+        let _ = set_opt(b, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &(16i32 << 20));
         // a read that waits at most 10 ms, so the loop sees `stop`
         let tv = libc::timeval {
             tv_sec: 0,
             tv_usec: 10_000,
         };
-        let _ = sys::set_opt(b, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv);
+        let _ = set_opt(b, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv);
         Ok(Self { fd })
     }
 }
@@ -75,9 +75,9 @@ pub fn run(
     cpu: Option<usize>,
     stop: &AtomicBool,
     stats: &PacketSocketStats,
-) -> Result<(), AfxdpError> {
+) -> Result<(), BenchError> {
     if let Some(c) = cpu {
-        let _ = sys::pin_to_cpu(c);
+        let _ = stator_sys::cpu::pin_to_cpu(c);
     }
     let rx = PacketSock::open(ingress)?;
     let mut tx: Vec<(u32, PacketSock)> = vec![(ingress, PacketSock::open(ingress)?)];
@@ -88,22 +88,24 @@ pub fn run(
     ports.extend_from_slice(egress);
     let fib = KernelFib::new(fib_prog, fib_cache_ns, ports);
     stats.ready.store(true, Ordering::Release);
-    let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; BUF]).collect();
-    let mut lens = Vec::with_capacity(BATCH);
+    let mut batch = RecvBatch::new(BATCH, BUF, XDP_HEADROOM);
+    let mut send = SendBatch::new();
     // per egress socket: (buffer, head, length) of each frame to send
     let mut out: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); tx.len()];
     while !stop.load(Ordering::Relaxed) {
-        sys::recv_batch(rx.fd.as_fd(), &mut bufs, XDP_HEADROOM, &mut lens);
-        if lens.is_empty() {
+        // a timeout (the socket's 10 ms) or an error reads as an empty batch, as before
+        let n = batch.recv(rx.fd.as_fd(), libc::MSG_WAITFORONE).unwrap_or(0);
+        if n == 0 {
             continue;
         }
-        let t0 = sys::thread_cpu_ns();
-        let now = sys::monotonic_coarse_ns();
+        let t0 = thread_cpu_ns();
+        let now = monotonic_coarse_ns();
         fib.set_now(now);
         {
             let mut f = fwd.lock().unwrap_or_else(|p| p.into_inner());
-            for (bi, (b, &len)) in bufs.iter_mut().zip(&lens).enumerate() {
-                let mut p = SlicePacketBuf::new(b, XDP_HEADROOM, len);
+            for bi in 0..n {
+                let len = batch.len(bi);
+                let mut p = SlicePacketBuf::new(batch.buf_mut(bi), XDP_HEADROOM, len);
                 let v = f.process(&snap, now, 0, ingress, &fib, &mut p);
                 let port = match v.action {
                     Action::Tx => Some(ingress),
@@ -115,14 +117,16 @@ pub fn run(
                 }
             }
         }
-        let busy = sys::thread_cpu_ns().saturating_sub(t0);
+        let busy = thread_cpu_ns().saturating_sub(t0);
         let mut sent = 0;
         for (i, (_, s)) in tx.iter().enumerate() {
-            let frames = out[i].iter().map(|&(bi, h, l)| &bufs[bi][h..h + l]);
-            sent += sys::send_batch(s.fd.as_fd(), frames);
+            let frames = out[i]
+                .iter()
+                .map(|&(bi, h, l)| (None, &batch.buf(bi)[h..h + l]));
+            sent += send.send(s.fd.as_fd(), frames, 0).unwrap_or(0);
             out[i].clear();
         }
-        stats.rx.fetch_add(lens.len() as u64, Ordering::Relaxed);
+        stats.rx.fetch_add(n as u64, Ordering::Relaxed);
         stats.tx.fetch_add(sent as u64, Ordering::Relaxed);
         stats.busy_ns.fetch_add(busy, Ordering::Relaxed);
     }

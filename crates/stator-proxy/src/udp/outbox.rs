@@ -1,5 +1,6 @@
-//! The system calls quinn-udp does not make: replies to many clients in one `sendmmsg(2)` on
-//! the listening socket, and turning UDP GRO off when a listener asks for that.
+//! What quinn-udp does not do: replies to many clients in one `sendmmsg(2)` on the listening
+//! socket (the outbox), turning UDP GRO off when a listener asks for that, and reading the
+//! socket's drop count. The system calls themselves are stator-sys's.
 //!
 //! quinn-udp batches receives (`recvmmsg`, with GRO) and bursts to *one* peer (GSO), but it
 //! sends one `sendmsg` per destination; a worker's replies go to many clients, so they are
@@ -9,9 +10,9 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
-use socket2::SockAddr;
+use stator_sys::mmsg::SendBatch;
 
 /// Datagrams per `sendmmsg` call.
 pub const BATCH: usize = 64;
@@ -23,6 +24,7 @@ pub struct Outbox {
     msgs: Vec<(SocketAddr, usize, usize)>,
     max_msgs: usize,
     max_bytes: usize,
+    batch: SendBatch,
 }
 
 /// What one flush did.
@@ -46,6 +48,7 @@ impl Outbox {
             msgs: Vec::new(),
             max_msgs,
             max_bytes,
+            batch: SendBatch::new(),
         }
     }
 
@@ -76,7 +79,11 @@ impl Outbox {
         let mut at = 0;
         while at < self.msgs.len() {
             let end = (at + BATCH).min(self.msgs.len());
-            match send_batch(socket, &self.data, &self.msgs[at..end]) {
+            let data = &self.data;
+            let batch = self.msgs[at..end]
+                .iter()
+                .map(|&(to, off, len)| (Some(to), &data[off..off + len]));
+            match self.batch.send(socket, batch, libc::MSG_DONTWAIT) {
                 Ok(0) | Err(_) => {
                     out.dropped += (self.msgs.len() - at) as u64;
                     out.calls += 1;
@@ -102,98 +109,14 @@ impl Outbox {
 /// Turns UDP GRO (`UDP_GRO`) on or off on `socket`.
 pub fn set_gro(socket: BorrowedFd<'_>, on: bool) -> io::Result<()> {
     let value: libc::c_int = on.into();
-    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live local.
-    #[allow(unsafe_code)]
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_UDP,
-            libc::UDP_GRO,
-            std::ptr::from_ref(&value).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    stator_sys::socket::set_opt(socket, libc::SOL_UDP, libc::UDP_GRO, &value)
 }
 
 /// Datagrams the kernel dropped at `socket` so far because its receive buffer was full (the
 /// socket's `sk_drops`, read with `getsockopt(SO_MEMINFO)`; the same count `/proc/net/udp`
 /// shows as `drops`).
 pub fn socket_drops(socket: BorrowedFd<'_>) -> io::Result<u32> {
-    // SK_MEMINFO_DROPS is index 8; newer kernels may add entries after it
-    const DROPS: usize = 8;
-    let mut info = [0u32; 16];
-    let mut len = size_of_val(&info) as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `info`, a live local of that size,
-    // and updates `len`.
-    #[allow(unsafe_code)]
-    let rc = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_MEMINFO,
-            info.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if (len as usize) < (DROPS + 1) * size_of::<u32>() {
-        return Err(io::Error::other("SO_MEMINFO without SK_MEMINFO_DROPS"));
-    }
-    Ok(info[DROPS])
-}
-
-/// One `sendmmsg` of `msgs` (at most [`BATCH`]); how many the kernel took.
-fn send_batch(
-    socket: BorrowedFd<'_>,
-    data: &[u8],
-    msgs: &[(SocketAddr, usize, usize)],
-) -> io::Result<usize> {
-    let addrs: Vec<SockAddr> = msgs.iter().map(|m| SockAddr::from(m.0)).collect();
-    let mut iovs: Vec<libc::iovec> = msgs
-        .iter()
-        .map(|&(_, off, len)| libc::iovec {
-            // the kernel only reads through this pointer (sendmmsg)
-            iov_base: data[off..off + len].as_ptr().cast_mut().cast(),
-            iov_len: len,
-        })
-        .collect();
-    let mut hdrs: Vec<libc::mmsghdr> = iovs
-        .iter_mut()
-        .zip(&addrs)
-        .map(|(iov, addr)| {
-            // SAFETY: mmsghdr is plain old data; all zeroes is valid (null pointers, zero
-            // lengths), and every field the kernel reads is set below.
-            #[allow(unsafe_code)]
-            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            h.msg_hdr.msg_name = addr.as_ptr().cast_mut().cast();
-            h.msg_hdr.msg_namelen = addr.len();
-            h.msg_hdr.msg_iov = std::ptr::from_mut(iov);
-            h.msg_hdr.msg_iovlen = 1;
-            h
-        })
-        .collect();
-    // SAFETY: `hdrs` holds `hdrs.len()` initialised headers whose name and iovec pointers point
-    // into `addrs`, `iovs` and `data`, all alive and unmoved until the call returns; sendmmsg
-    // only reads them (and writes each header's msg_len).
-    #[allow(unsafe_code)]
-    let r = unsafe {
-        libc::sendmmsg(
-            socket.as_raw_fd(),
-            hdrs.as_mut_ptr(),
-            hdrs.len() as libc::c_uint,
-            libc::MSG_DONTWAIT,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(r as usize)
+    stator_sys::socket::socket_drops(socket)
 }
 
 #[cfg(test)]

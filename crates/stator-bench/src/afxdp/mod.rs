@@ -26,17 +26,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
 use serde_json::json;
-use stator_afxdp::packet_socket::{self, PacketSocketStats};
 use stator_afxdp::{AfxdpConfig, AfxdpPlane, BindMode, PlaneStats, RingSizes, UmemConfig};
 use stator_core::CompiledSnapshot;
 use stator_xdp::testrun::run_xdp_live;
-use stator_xdp::veth_bench::VethBench;
 use stator_xdp::{AttachMode, Forwarder, XdpOptions};
 
-use crate::bench_veth::{FLOW_WORD, Lab, VIP, snapshot, tcp_frame};
-use crate::bench_xdp::{cpu_model, pin_to_cpu, write_report};
+use crate::error::{Context, Result, bail};
+use crate::pin::pin_to_cpu;
+use crate::report::{cpu_model, write_report};
+use crate::veth::{FLOW_WORD, Lab, VIP, snapshot, tcp_frame};
+use crate::veth_programs::VethBench;
+use packet_socket::PacketSocketStats;
+
+mod packet_socket;
 
 /// Options of `stator bench afxdp`.
 #[derive(Debug, Clone, clap::Args)]
@@ -297,9 +300,9 @@ impl Rig {
                 while !stats.ready.load(Ordering::Acquire) {
                     if thread.is_finished() || Instant::now() > deadline {
                         stop.store(true, Ordering::SeqCst);
-                        let r = thread
-                            .join()
-                            .map_err(|_| anyhow::anyhow!("AF_PACKET thread panicked"))?;
+                        let r = thread.join().map_err(|_| crate::BenchError::Failed {
+                            what: "AF_PACKET thread panicked".into(),
+                        })?;
                         r?;
                         bail!("the AF_PACKET forwarder was not ready within 20 s");
                     }
@@ -324,9 +327,9 @@ impl Rig {
             }
             Running::AfPacket { stop, thread, .. } => {
                 stop.store(true, Ordering::SeqCst);
-                let r = thread
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("AF_PACKET thread panicked"))?;
+                let r = thread.join().map_err(|_| crate::BenchError::Failed {
+                    what: "AF_PACKET thread panicked".into(),
+                })?;
                 stator_xdp::detach(&self.pass_pin, "in0")?;
                 let _ = stator_xdp::purge(&self.afxdp_pin);
                 self.lab.lb.ip([

@@ -29,7 +29,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use crate::error::{Context, Result, bail};
+use crate::veth_programs::VethBench;
 use serde_json::json;
 use stator_abi::{Counter, Encap};
 use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot};
@@ -37,10 +38,10 @@ use stator_lab::netns::{self, Netns};
 use stator_lab::stator::BpfFs;
 use stator_testkit::Packet;
 use stator_xdp::testrun::run_xdp_live;
-use stator_xdp::veth_bench::VethBench;
 use stator_xdp::{ConntrackMode, Forwarder, XdpOptions};
 
-use crate::bench_xdp::{cpu_model, pin_to_cpu, write_report};
+use crate::pin::pin_to_cpu;
+use crate::report::{cpu_model, write_report};
 
 /// Options of `stator bench veth`.
 #[derive(Debug, Clone, clap::Args)]
@@ -155,7 +156,7 @@ pub(crate) fn snapshot() -> Result<ValidSnapshot> {
         src_v4: Some(LB_OUT),
         ..NodeParams::default()
     };
-    Ok(SnapshotBuilder::new(node)
+    SnapshotBuilder::new(node)
         .generation(1)
         .vip(
             VIP.into(),
@@ -164,8 +165,10 @@ pub(crate) fn snapshot() -> Result<ValidSnapshot> {
             251,
             vec![BackendSpec::new(BACKEND.into()).encap(Encap::Gre)],
         )
-        .build()?
-        .validated()?)
+        .build()
+        .context("building the benchmark's snapshot")?
+        .validated()
+        .context("validating the benchmark's snapshot")
 }
 
 /// The three namespaces and their pins; removed on drop.

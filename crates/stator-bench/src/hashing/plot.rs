@@ -4,7 +4,7 @@
 //! `fonts-dejavu-core` (in the Makefile's APT_PACKAGES) is enough for the "sans-serif" family.
 
 use super::eval::Evaluation;
-use anyhow::{Result, anyhow};
+use crate::error::Result;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -21,11 +21,11 @@ const FLOOR_COLOR: RGBColor = RGBColor(110, 110, 110);
 /// Draws the evaluation into `path` (PNG).
 pub fn draw(eval: &Evaluation, path: &Path) -> Result<()> {
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
-    let fail = |e: &dyn std::fmt::Display| {
-        anyhow!(
+    let fail = |e: &dyn std::fmt::Display| crate::BenchError::Failed {
+        what: format!(
             "cannot draw {}: {e} (text needs a font: install fonts-dejavu-core)",
             path.display()
-        )
+        ),
     };
     root.fill(&WHITE).map_err(|e| fail(&e))?;
     let (left, right) = root.split_horizontally(WIDTH * 11 / 25);

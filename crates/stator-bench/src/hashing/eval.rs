@@ -13,7 +13,7 @@
 //! of entries that belonged to the failed backends, which any method must move (and which is all
 //! Karger and rendezvous move).
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;

@@ -1,7 +1,7 @@
 //! Presenting an [`Evaluation`]: readable tables, CSV rows and JSON objects.
 
 use super::eval::{BalanceRow, Evaluation, ResilienceRow};
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::io::Write;

@@ -9,7 +9,7 @@ mod eval;
 mod plot;
 mod report;
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -65,14 +65,18 @@ pub fn run(args: &HashingArgs) -> Result<()> {
     let mut progress = |line: &str| eprintln!("stator bench hashing: {line}");
     let evaluation = eval::evaluate(&config, &mut progress)?;
     let mut stdout = std::io::stdout().lock();
-    if args.json {
-        stdout.write_all(report::json_lines(&evaluation)?.as_bytes())?;
+    let text = if args.json {
+        report::json_lines(&evaluation)?
     } else {
-        stdout.write_all(report::text(&evaluation).as_bytes())?;
-    }
-    stdout.flush()?;
+        report::text(&evaluation)
+    };
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing to stdout")?;
     if let Some(path) = &args.json_out {
-        std::fs::write(path, report::json_lines(&evaluation)?)?;
+        std::fs::write(path, report::json_lines(&evaluation)?)
+            .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("stator bench hashing: wrote {}", path.display());
     }
     if let Some(path) = &args.csv {

@@ -1,4 +1,6 @@
-//! Measuring XDP programs under BPF_PROG_TEST_RUN, the two ways `docs/xdp.md` describes.
+//! The programs `stator bench xdp` measures beside the forwarder under BPF_PROG_TEST_RUN, the
+//! two ways `docs/xdp.md` describes (the objects are stator-xdp's, loaded through
+//! [`UnpinnedObject`]).
 //!
 //! - **Per call**: one run per syscall (`repeat = 1`), the frame supplied fresh each time;
 //!   `duration` then includes the kernel's fixed per-call overhead.
@@ -10,64 +12,57 @@
 //! the head as encapsulation does) run the same ways, so differences are what the forwarder
 //! adds.
 
-use aya::Ebpf;
-use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues, ProgramArray};
+use aya::maps::{PerCpuArray, PerCpuValues, ProgramArray};
 pub use aya::programs::ProgramFd;
 use aya::util::nr_cpus;
 use stator_abi::{BenchFrame, STATOR_BENCH_FRAME_MAX};
-
-use crate::error::{Result, XdpError};
-use crate::forwarder::{load_unpinned, program_fd};
-use crate::objects;
-use crate::sys::Rec;
-use crate::testrun::{TestRunOpts, TestRunOutput, run_xdp};
+use stator_xdp::testrun::{TestRunOpts, TestRunOutput, run_xdp};
+use stator_xdp::{Result, UnpinnedObject, XdpError, objects};
 
 /// The baseline programs.
 #[derive(Debug)]
 pub struct Baselines {
-    ebpf: Ebpf,
+    object: UnpinnedObject,
 }
 
 impl Baselines {
     /// Loads `stator_pass`, `stator_swap_tx` and `stator_grow_tx`.
     pub fn load() -> Result<Self> {
-        let ebpf = load_unpinned(
+        let object = UnpinnedObject::load(
             objects::PASS,
             "stator_pass",
             &["stator_pass", "stator_swap_tx", "stator_grow_tx"],
         )?;
-        Ok(Self { ebpf })
+        Ok(Self { object })
     }
 
     /// XDP_PASS and nothing else.
     pub fn pass(&self) -> &ProgramFd {
-        program_fd(&self.ebpf, "stator_pass").expect("loaded in Baselines::load")
+        self.object
+            .program_fd("stator_pass")
+            .expect("loaded in Baselines::load")
     }
 
     /// Swaps the Ethernet addresses and returns XDP_TX.
     pub fn swap_tx(&self) -> &ProgramFd {
-        program_fd(&self.ebpf, "stator_swap_tx").expect("loaded in Baselines::load")
+        self.object
+            .program_fd("stator_swap_tx")
+            .expect("loaded in Baselines::load")
     }
 
     /// Grows the head by 24 bytes (an outer IPv4 + GRE header's room), writes the Ethernet
     /// header there with the addresses swapped, and returns XDP_TX: the floor of encapsulation.
     pub fn grow_tx(&self) -> &ProgramFd {
-        program_fd(&self.ebpf, "stator_grow_tx").expect("loaded in Baselines::load")
+        self.object
+            .program_fd("stator_grow_tx")
+            .expect("loaded in Baselines::load")
     }
 }
 
 /// The restore-and-tail-call wrapper for kernel-repeat measurements.
+#[derive(Debug)]
 pub struct BenchWrapper {
-    ebpf: Ebpf,
-    progs: ProgramArray<MapData>,
-    frame: Array<MapData, Rec<BenchFrame>>,
-    iter: PerCpuArray<MapData, u64>,
-}
-
-impl std::fmt::Debug for BenchWrapper {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BenchWrapper").finish_non_exhaustive()
-    }
+    object: UnpinnedObject,
 }
 
 fn wrap_err(op: &'static str) -> impl Fn(aya::maps::MapError) -> XdpError {
@@ -77,30 +72,14 @@ fn wrap_err(op: &'static str) -> impl Fn(aya::maps::MapError) -> XdpError {
 impl BenchWrapper {
     /// Loads `stator_bench` with fresh (unpinned) maps.
     pub fn load() -> Result<Self> {
-        let mut ebpf = load_unpinned(objects::BENCH, "stator_bench", &["stator_bench"])?;
-        let take = |ebpf: &mut Ebpf, name: &'static str| {
-            ebpf.take_map(name).ok_or_else(|| XdpError::Load {
-                object: "stator_bench".into(),
-                source: format!("map {name} missing").into(),
-            })
-        };
-        let progs = ProgramArray::try_from(take(&mut ebpf, "stator_bprogs")?)
-            .map_err(wrap_err("open stator_bprogs"))?;
-        let frame = Array::try_from(take(&mut ebpf, "stator_bframe")?)
-            .map_err(wrap_err("open stator_bframe"))?;
-        let iter = PerCpuArray::try_from(take(&mut ebpf, "stator_biter")?)
-            .map_err(wrap_err("open stator_biter"))?;
-        Ok(Self {
-            ebpf,
-            progs,
-            frame,
-            iter,
-        })
+        let object = UnpinnedObject::load(objects::BENCH, "stator_bench", &["stator_bench"])?;
+        Ok(Self { object })
     }
 
     /// The program to measure (tail-called after every restore).
     pub fn set_target(&mut self, prog: &ProgramFd) -> Result<()> {
-        self.progs
+        ProgramArray::try_from(self.object.map_mut("stator_bprogs")?)
+            .map_err(wrap_err("open stator_bprogs"))?
             .set(0, prog, 0)
             .map_err(wrap_err("set the target program"))
     }
@@ -110,21 +89,17 @@ impl BenchWrapper {
     /// counter.
     pub fn set_frame(&mut self, frame: &[u8], nflows: u32, flow_off: u32) -> Result<()> {
         let f = bench_frame("bench", frame, 1, nflows, flow_off)?;
-        self.frame
-            .set(0, Rec(f), 0)
-            .map_err(wrap_err("set the frame"))?;
-        let cpus = nr_cpus().map_err(|(_, e)| XdpError::io("counting CPUs", e))?;
-        let zeros = PerCpuValues::try_from(vec![0u64; cpus])
-            .map_err(|e| XdpError::io("per-CPU values", e))?;
-        self.iter
-            .set(0, zeros, 0)
-            .map_err(wrap_err("reset the iteration counter"))
+        self.object.set_bench_frame("stator_bframe", f)?;
+        reset_counter(&mut self.object, "stator_bench", "stator_biter")
     }
 
     /// Runs the wrapper `repeat` times in the kernel over the frame (the kernel's `duration`
     /// is the mean per iteration).
     pub fn run(&self, frame: &[u8], repeat: u32, ingress_ifindex: u32) -> Result<TestRunOutput> {
-        let fd = program_fd(&self.ebpf, "stator_bench").expect("loaded in BenchWrapper::load");
+        let fd = self
+            .object
+            .program_fd("stator_bench")
+            .expect("loaded in BenchWrapper::load");
         run_xdp(
             fd,
             frame,
@@ -136,6 +111,22 @@ impl BenchWrapper {
         )
         .map_err(|e| XdpError::io("BPF_PROG_TEST_RUN (bench wrapper)", e))
     }
+}
+
+/// Zeroes element 0 of per-CPU array `map` of `object` (called `name` in errors) on every
+/// CPU: a frame or iteration counter.
+pub(crate) fn reset_counter(
+    object: &mut UnpinnedObject,
+    name: &'static str,
+    map: &'static str,
+) -> Result<()> {
+    let cpus = nr_cpus().map_err(|(_, e)| XdpError::io("counting CPUs", e))?;
+    let zeros =
+        PerCpuValues::try_from(vec![0u64; cpus]).map_err(|e| XdpError::io("per-CPU values", e))?;
+    PerCpuArray::<_, u64>::try_from(object.map_mut(map)?)
+        .map_err(|e| XdpError::map(name, "open a counter map", e))?
+        .set(0, zeros, 0)
+        .map_err(|e| XdpError::map(name, "reset the frame counter", e))
 }
 
 /// The `BenchFrame` record of `frame` (a `what` frame of at least `min` bytes), whose

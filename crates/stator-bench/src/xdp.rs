@@ -13,7 +13,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use crate::error::{Context, Result, bail};
+use crate::pin::pin_to_cpu;
+use crate::programs::{Baselines, BenchWrapper, ProgramFd};
+use crate::report::{cpu_model, write_report};
 use serde_json::json;
 use stator_abi::{Counter, Encap};
 use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot};
@@ -21,7 +24,6 @@ use stator_lab::netns::{self, Netns};
 use stator_lab::stator::BpfFs;
 use stator_testkit::Packet;
 use stator_testkit::tcp_flags::{ACK, SYN};
-use stator_xdp::bench::{Baselines, BenchWrapper, ProgramFd};
 use stator_xdp::testrun::{TestRunOpts, run_xdp};
 use stator_xdp::{ConntrackMode, Counters, Forwarder, XdpOptions};
 
@@ -310,7 +312,7 @@ fn forged_mark() -> Vec<u8> {
 fn snapshot(flood: u32) -> Result<ValidSnapshot> {
     let node = NodeParams {
         src_v4: Some(Ipv4Addr::new(10, 10, 0, 1)),
-        src_v6: Some("fd10::1".parse()?),
+        src_v6: Some("fd10::1".parse().context("fd10::1")?),
         flood_new_per_sec: flood,
         // two keys, as during a rotation: a forged mark is checked against both
         trace_keys: stator_abi::TraceKeys::from_keys(&[*b"bench-tracer-k-1", *b"bench-tracer-k-2"]),
@@ -322,13 +324,15 @@ fn snapshot(flood: u32) -> Result<ValidSnapshot> {
     let b6 = (1..=8u16)
         .map(|i| BackendSpec::new(IpAddr::V6(Ipv6Addr::new(0xfd20, 0, 0, 0, 0, 0, 0, i))))
         .collect::<Vec<_>>();
-    Ok(SnapshotBuilder::new(node)
+    SnapshotBuilder::new(node)
         .generation(1)
         .vip(vip4(), 80, Proto::Tcp, 65537, b4.clone())
         .vip(vip4(), 53, Proto::Udp, 65537, b4)
         .vip(vip6(), 80, Proto::Tcp, 65537, b6)
-        .build()?
-        .validated()?)
+        .build()
+        .context("building the benchmark's snapshot")?
+        .validated()
+        .context("validating the benchmark's snapshot")
 }
 
 /// The namespace the benchmark runs in: `bin` is the ingress, backends route back out of it
@@ -369,17 +373,6 @@ impl Drop for BenchLab {
     }
 }
 
-pub(crate) fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; sched_setaffinity(0, …)
-    // affects only the calling thread. Failure only makes figures noisier.
-    #[allow(unsafe_code)]
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 /// (a): mean `duration` of `calls` single runs; with `nflows > 1` the word at `off` varies.
 fn per_call(
     prog: &impl std::os::fd::AsFd,
@@ -391,7 +384,7 @@ fn per_call(
 ) -> Result<f64> {
     let mut f = frame.to_vec();
     let off = off as usize;
-    let base = u32::from_be_bytes(f[off..off + 4].try_into()?);
+    let base = u32::from_be_bytes(f[off..off + 4].try_into().context("the flow word")?);
     let opts = TestRunOpts {
         repeat: 1,
         ingress_ifindex: ifindex,
@@ -403,7 +396,11 @@ fn per_call(
             let w = base.wrapping_add((i % u64::from(nflows)) as u32);
             f[off..off + 4].copy_from_slice(&w.to_be_bytes());
         }
-        total += u64::from(run_xdp(prog, &f, opts)?.duration_ns);
+        total += u64::from(
+            run_xdp(prog, &f, opts)
+                .context("BPF_PROG_TEST_RUN")?
+                .duration_ns,
+        );
     }
     Ok(total as f64 / calls as f64)
 }
@@ -685,36 +682,6 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
     print_table(&report, &baselines, &rows, tx, tx_a, plan);
     println!("\nreport written to {}", args.out.display());
     Ok(())
-}
-
-/// Writes a benchmark's JSON report to `out` (creating its directory) and, when `json`, prints
-/// it too; true when printed (the caller then prints no table).
-pub(crate) fn write_report(
-    out: &std::path::Path,
-    json: bool,
-    report: &serde_json::Value,
-) -> Result<bool> {
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let text = serde_json::to_string_pretty(report)? + "\n";
-    std::fs::write(out, &text).with_context(|| format!("writing {}", out.display()))?;
-    if json {
-        print!("{text}");
-    }
-    Ok(json)
-}
-
-pub(crate) fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_default()
 }
 
 fn print_table(

@@ -5,18 +5,12 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
-use aya::Ebpf;
-use aya::maps::{Array, DevMapHash, PerCpuArray, PerCpuValues};
+use aya::maps::{Array, DevMapHash, PerCpuArray};
 use aya::programs::Xdp;
-use aya::util::nr_cpus;
-use stator_abi::{BenchFrame, STATOR_VSINK_BYTES, STATOR_VSINK_PACKETS, STATOR_VSINK_TUNNELLED};
+use stator_abi::{STATOR_VSINK_BYTES, STATOR_VSINK_PACKETS, STATOR_VSINK_TUNNELLED};
+use stator_xdp::{Attachment, Result, UnpinnedObject, XdpError, objects};
 
-use crate::attach::{Attachment, attach_loaded};
-use crate::error::{Result, XdpError};
-use crate::forwarder::load_unpinned;
-use crate::objects;
-use crate::options::AttachMode;
-use crate::sys::Rec;
+use crate::programs::{bench_frame, reset_counter};
 
 /// What the sink counted, summed across CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,14 +35,9 @@ impl SinkCounts {
 }
 
 /// `stator_vgen`, `stator_vsink` and `stator_vroute`, loaded with their (unpinned) maps.
+#[derive(Debug)]
 pub struct VethBench {
-    ebpf: Ebpf,
-}
-
-impl std::fmt::Debug for VethBench {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VethBench").finish_non_exhaustive()
-    }
+    object: UnpinnedObject,
 }
 
 fn map_err(op: &'static str) -> impl Fn(aya::maps::MapError) -> XdpError {
@@ -58,19 +47,16 @@ fn map_err(op: &'static str) -> impl Fn(aya::maps::MapError) -> XdpError {
 impl VethBench {
     /// Loads the three programs.
     pub fn load() -> Result<Self> {
-        let ebpf = load_unpinned(
+        let object = UnpinnedObject::load(
             objects::VETH_BENCH,
             "stator_veth",
             &["stator_vgen", "stator_vsink", "stator_vroute"],
         )?;
-        Ok(Self { ebpf })
+        Ok(Self { object })
     }
 
     fn map(&mut self, name: &'static str) -> Result<&mut aya::maps::Map> {
-        self.ebpf.map_mut(name).ok_or_else(|| XdpError::Load {
-            object: "stator_veth".into(),
-            source: format!("map {name} missing").into(),
-        })
+        self.object.map_mut(name)
     }
 
     /// The generator's frame, sent to interface `target_ifindex` (in the generator's
@@ -83,35 +69,22 @@ impl VethBench {
         flow_off: u32,
         target_ifindex: u32,
     ) -> Result<()> {
-        let f = crate::bench::bench_frame("generator", frame, 14, nflows, flow_off)?;
-        Array::<_, Rec<BenchFrame>>::try_from(self.map("stator_vgframe")?)
-            .map_err(map_err("open stator_vgframe"))?
-            .set(0, Rec(f), 0)
-            .map_err(map_err("set the frame"))?;
+        let f = bench_frame("generator", frame, 14, nflows, flow_off)?;
+        self.object.set_bench_frame("stator_vgframe", f)?;
         Array::<_, u32>::try_from(self.map("stator_vgtarget")?)
             .map_err(map_err("open stator_vgtarget"))?
             .set(0, target_ifindex, 0)
             .map_err(map_err("set the target"))?;
-        let cpus = nr_cpus().map_err(|(_, e)| XdpError::io("counting CPUs", e))?;
-        let zeros = PerCpuValues::try_from(vec![0u64; cpus])
-            .map_err(|e| XdpError::io("per-CPU values", e))?;
-        PerCpuArray::<_, u64>::try_from(self.map("stator_vgiter")?)
-            .map_err(map_err("open stator_vgiter"))?
-            .set(0, zeros, 0)
-            .map_err(map_err("reset the frame counter"))
+        reset_counter(&mut self.object, "stator_veth", "stator_vgiter")
     }
 
     /// A duplicate of the generator's fd: run it with
-    /// [`run_xdp_live`](crate::testrun::run_xdp_live) from a thread in the generator's
+    /// [`run_xdp_live`](stator_xdp::testrun::run_xdp_live) from a thread in the generator's
     /// namespace (`ingress_ifindex` and the redirect target are looked up there).
     pub fn generator(&self) -> Result<OwnedFd> {
-        let prog: &Xdp = self
-            .ebpf
-            .program("stator_vgen")
-            .and_then(|p| p.try_into().ok())
-            .expect("loaded in VethBench::load");
-        prog.fd()
-            .map_err(|e| XdpError::io("the generator's fd", std::io::Error::other(e.to_string())))?
+        self.object
+            .program_fd("stator_vgen")
+            .expect("loaded in VethBench::load")
             .as_fd()
             .try_clone_to_owned()
             .map_err(|e| XdpError::io("duplicating the generator's fd", e))
@@ -127,9 +100,8 @@ impl VethBench {
     /// attached, 0.300).
     pub fn keep_generator_dispatched(&mut self, iface: &str) -> Result<()> {
         let prog: &mut Xdp = self
-            .ebpf
+            .object
             .program_mut("stator_vgen")
-            .and_then(|p| p.try_into().ok())
             .expect("loaded in VethBench::load");
         prog.attach(iface, aya::programs::xdp::XdpMode::Driver)
             .map(drop)
@@ -141,31 +113,15 @@ impl VethBench {
             })
     }
 
-    fn attach(
-        &mut self,
-        program: &'static str,
-        pin_path: &Path,
-        iface: &str,
-    ) -> Result<Attachment> {
-        attach_loaded(
-            &mut self.ebpf,
-            program,
-            pin_path,
-            iface,
-            AttachMode::Native,
-            |_| Vec::new(),
-        )
-    }
-
     /// Attaches the sink to `iface` (native mode, calling thread's namespace), its link pinned
     /// as `<pin_path>/link_<iface>` (an existing link there gets the sink instead).
     pub fn attach_sink(&mut self, pin_path: &Path, iface: &str) -> Result<Attachment> {
-        self.attach("stator_vsink", pin_path, iface)
+        self.object.attach("stator_vsink", pin_path, iface)
     }
 
     /// Attaches the plain-forwarding baseline to `iface`, like [`VethBench::attach_sink`].
     pub fn attach_route(&mut self, pin_path: &Path, iface: &str) -> Result<Attachment> {
-        self.attach("stator_vroute", pin_path, iface)
+        self.object.attach("stator_vroute", pin_path, iface)
     }
 
     /// Lets the baseline redirect to interface `ifindex`.
