@@ -31,30 +31,13 @@ pub(crate) fn xsk_socket() -> io::Result<OwnedFd> {
     }
 }
 
-/// `setsockopt(fd, SOL_XDP, name, value)`.
-pub(crate) fn set_xdp_opt<T>(fd: BorrowedFd<'_>, name: libc::c_int, value: &T) -> io::Result<()> {
-    set_opt(fd, libc::SOL_XDP, name, value)
-}
-
-/// `setsockopt(fd, level, name, value)`.
-pub(crate) fn set_opt<T>(
+/// `setsockopt(fd, SOL_XDP, name, value)` (stator-sys's `set_opt`).
+pub(crate) fn set_xdp_opt<T: Copy>(
     fd: BorrowedFd<'_>,
-    level: libc::c_int,
     name: libc::c_int,
     value: &T,
 ) -> io::Result<()> {
-    // SAFETY: `value` is a live reference to a `T` and the length passed is its size; the
-    // kernel only reads it.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (value as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    cvt(rc).map(drop)
+    stator_sys::socket::set_opt(fd, libc::SOL_XDP, name, value)
 }
 
 /// `getsockopt(fd, SOL_XDP, name)` into a `T`, with the length the kernel wrote.

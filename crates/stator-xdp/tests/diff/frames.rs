@@ -26,10 +26,11 @@ use stator_core::{FragKey, Proto, RealState, VipKey};
 use stator_testkit::{Ext, L4, Packet, tcp_flags};
 
 // explicit, so the AF_XDP differential test can compile this file from its own crate
+#[path = "frames/fragments_redirects.rs"]
+// also included from stator-afxdp's differential (a mod-rs there)
+mod fragments_redirects;
 #[path = "frames/hostile.rs"]
 mod hostile;
-#[path = "frames/fragments_redirects.rs"] // also included from stator-afxdp's differential (a mod-rs there)
-mod fragments_redirects;
 
 use crate::common::{SRC_V4, src_v6, v4, v6};
 use crate::diff::world::{Config, SEC, Universe, clients, group_addr};
