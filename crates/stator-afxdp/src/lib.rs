@@ -4,7 +4,7 @@
 //! a user-space forwarder with a shared packet pool, ring pointers, a steering module, packet
 //! threads with their own connection tables, and a muxing module — built on AF_XDP and running
 //! `stator-core`, the same forwarding decision the XDP program is proven equal to. Above it
-//! sits the controller (`stator-control`'s AF_XDP plane); below it the kernel's AF_XDP sockets
+//! sits the controller, which drives it as a `stator_plane::DataPlane` ([`AfxdpPlane`]); below it the kernel's AF_XDP sockets
 //! and a small XDP program (`bpf/stator_xsk.bpf.c`, loaded through `stator-xdp`).
 //!
 //! ```text
@@ -22,7 +22,8 @@
 //! - [`spsc`]: the queues between the I/O thread and the packet threads.
 //! - [`steer`]: the steering hash; [`fib`]: next hops from the kernel (`stator_fibq`).
 //! - `io` (steering + muxing), `worker` (packet threads), [`runtime`] (start, publish, stop),
-//!   [`plane`] (the plane as the controller drives it, and its reader).
+//!   [`forwarder`] (kernel half and runtime committed and read together), [`dataplane`] (that
+//!   forwarder as the controller's `DataPlane`, and its `PlaneReader`).
 //!
 //! **Contract.** Frames are never copied in user space: only descriptors move. Each ring side
 //! and each queue half is owned by exactly one thread, by type. Every packet is decided under
@@ -43,11 +44,12 @@
 #![deny(missing_debug_implementations)]
 
 pub mod config;
+pub mod dataplane;
 mod error;
 pub mod fib;
+pub mod forwarder;
 mod hold;
 mod io;
-pub mod plane;
 pub mod ring;
 pub mod runtime;
 #[cfg(test)]
@@ -61,9 +63,10 @@ pub mod umem;
 mod worker;
 
 pub use config::AfxdpConfig;
+pub use dataplane::{AfxdpPlane, AfxdpReader};
 pub use error::AfxdpError;
+pub use forwarder::{AfxdpCommit, AfxdpForwarder, ForwarderReader, PlaneStats};
 pub use io::IoStats;
-pub use plane::{AfxdpCommit, AfxdpPlane, AfxdpReader, PlaneStats};
 pub use runtime::Shard;
 pub use socket::{BindMode, RingSizes, XskSocket, XskStats};
 pub use trace::{TraceSink, TraceTap};

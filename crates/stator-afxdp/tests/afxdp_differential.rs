@@ -44,7 +44,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use stator_abi::Counter;
-use stator_afxdp::{AfxdpConfig, AfxdpPlane, UmemConfig};
+use stator_afxdp::{AfxdpConfig, AfxdpForwarder, UmemConfig};
 use stator_core::{RealState, Snapshot, ValidSnapshot};
 use stator_lab::netns::Netns;
 use stator_lab::stator::BpfFs;
@@ -79,7 +79,7 @@ fn env_u64(name: &str) -> Option<u64> {
 /// The plane under test.
 enum Plane {
     Xdp(Box<stator_xdp::Forwarder>, Box<stator_xdp::Holder>),
-    Afxdp(Box<AfxdpPlane>),
+    Afxdp(Box<AfxdpForwarder>),
 }
 
 impl Plane {
@@ -433,7 +433,7 @@ fn afxdp_and_xdp_send_the_same_bytes_for_the_same_frames() {
         .run_in({
             let (opts, first) = (af_opts.clone(), first.clone());
             move || {
-                let mut p = AfxdpPlane::load(&opts, cfg).expect("load AF_XDP");
+                let mut p = AfxdpForwarder::load(&opts, cfg).expect("load AF_XDP");
                 p.attach(&ATTACHED.map(String::from))
                     .expect("attach AF_XDP");
                 p.commit(&first).expect("commit");

@@ -14,7 +14,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use stator_abi::{Counter, STATOR_TRACE_MAGIC, TraceKind, TraceMark};
-use stator_afxdp::{AfxdpConfig, AfxdpPlane, UmemConfig};
+use stator_afxdp::{AfxdpConfig, AfxdpForwarder, UmemConfig};
 use stator_core::{
     BackendSpec, HoldLimits, NodeParams, Proto, Snapshot, SnapshotBuilder, VipFlags, VipKey,
 };
@@ -71,7 +71,7 @@ fn frag_snapshot() -> Snapshot {
         .expect("snapshot")
 }
 
-fn start(lab: &Lab, cfg: AfxdpConfig) -> AfxdpPlane {
+fn start(lab: &Lab, cfg: AfxdpConfig) -> AfxdpForwarder {
     lab.start_plane(cfg, frag_snapshot().validated().expect("valid"))
 }
 

@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use stator_abi::Counter;
-use stator_afxdp::{AfxdpConfig, AfxdpPlane, RingSizes, UmemConfig};
+use stator_afxdp::{AfxdpConfig, AfxdpForwarder, RingSizes, UmemConfig};
 use stator_testkit::{Packet, tcp_flags};
 
 use common::*;
@@ -30,7 +30,7 @@ fn config() -> AfxdpConfig {
 }
 
 /// Starts a plane on the lab's LB with `cfg`, attached to in0 and out0, one VIP committed.
-fn start(lab: &Lab, cfg: AfxdpConfig) -> AfxdpPlane {
+fn start(lab: &Lab, cfg: AfxdpConfig) -> AfxdpForwarder {
     lab.start_plane(cfg, snapshot(1, &[BACKEND, BACKEND2]))
 }
 

@@ -29,8 +29,8 @@
 //!   [`stator_core::Snapshot`] (unchanged Maglev tables are reused, not rebuilt).
 //! - `stator-plane`'s `DataPlane` is the boundary to a forwarder: commit, read back, attach
 //!   and detach, self-test; its `PlaneReader` reads counters and the connection table
-//!   without holding the writer. [`xdp::XdpPlane`] implements both for `stator-xdp` and
-//!   [`afxdp::AfxdpPlane`] for the AF_XDP plane; stator-plane's own `CorePlane` does for
+//!   without holding the writer. Each plane implements both in its own crate —
+//!   `stator_xdp::XdpPlane`, `stator_afxdp::AfxdpPlane` — and stator-plane's own `CorePlane` does for
 //!   stator-core alone (tests without root, in simulated time) and `NoPlane` for a node that
 //!   forwards nothing.
 //! - `stator-health` (its own crate): TCP connect, HTTP GET, HTTPS GET (rustls) and UDP
@@ -52,7 +52,8 @@
 //! - [`descriptors`]: the descriptor limit raised at start, and the proxy tier's budget — the
 //!   limit less what health checks, the API, BIRD and the process keep — sized from the
 //!   configuration at start and on each reload.
-//! - [`planes`]: the data plane `dataplane.mode` names, loaded.
+//! - [`planes`]: the data plane `dataplane.mode` names, loaded, and the configuration
+//!   translated into each plane's options.
 //! - [`supervise`]: heartbeats, systemd notification and the watchdog of the node's loops.
 //!
 //! All of the above is started in order and stopped in order by `stator-node` (`stator run`),
@@ -82,11 +83,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod afxdp;
 pub mod descriptors;
 mod error;
 pub mod events;
-
 pub mod host;
 pub mod ids;
 pub mod listeners;
@@ -99,6 +98,5 @@ pub mod supervise;
 pub mod tokens;
 pub mod view;
 pub mod watchdog;
-pub mod xdp;
 
 pub use error::ControlError;

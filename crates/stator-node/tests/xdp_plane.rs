@@ -16,11 +16,11 @@ use common::netns::{Pins, active_snapshot, xdp_options};
 use common::sim::{self, backend};
 use common::{TcpServer, prom, wait_until};
 use stator_api::client::ApiClient;
-use stator_control::xdp::XdpPlane;
 use stator_core::{RealId, RealState, Snapshot};
 use stator_health::ProbeRoutes;
 use stator_testkit::{Packet, tcp_flags};
 use stator_xdp::Forwarder;
+use stator_xdp::XdpPlane;
 use stator_xdp::testrun::TestRunOpts;
 
 const SECS: Duration = Duration::from_secs(10);

@@ -15,10 +15,10 @@
 //!   traffic, connection-table lookups for the tracer, the data plane's clock. The API and
 //!   `/metrics` use these.
 //!
-//! Implementations: the XDP forwarder's (`stator-control`'s `XdpPlane` over `stator-xdp`),
+//! Implementations, each in its plane's crate: the XDP forwarder's (`stator_xdp::XdpPlane`),
 //! [`coreplane::CorePlane`] for stator-core alone (tests without root, in simulated time; its
 //! reader side, [`coreplane::Shards`], is what user-space planes such as AF_XDP build on), the
-//! AF_XDP forwarder's, and [`noplane::NoPlane`] for a node that forwards nothing
+//! AF_XDP forwarder's (`stator_afxdp::AfxdpPlane`), and [`noplane::NoPlane`] for a node that forwards nothing
 //! (`dataplane.mode = "none"`).
 //!
 //! ## Contract

@@ -6,6 +6,7 @@
 //! differential test. This crate carries the compiled objects (build.rs runs clang), loads them
 //! with aya, programs their maps from a [`stator_core::Snapshot`], attaches them to interfaces,
 //! reads their counters, and runs `BPF_PROG_TEST_RUN` for tests, the self-test and benchmarks.
+//! [`XdpPlane`] is the forwarder as the controller drives it (a `stator_plane::DataPlane`).
 //!
 //! **Contract.**
 //! - [`Forwarder::commit`] is atomic for packets: a snapshot is written completely into the
@@ -37,6 +38,7 @@ mod bpffs;
 mod clock;
 mod cluster;
 mod ct4;
+pub mod dataplane;
 mod decap;
 mod error;
 mod forwarder;
@@ -59,6 +61,7 @@ pub use attach::{
 pub use bpffs::{BPFFS_ROOT, bpffs_mount_point, ensure_bpffs};
 pub use clock::{ClockProbe, ClockSample, ProgramClock};
 pub use ct4::{BUCKET_BYTES as CT4_BUCKET_BYTES, Occupancy as Ct4Occupancy, buckets_per_cpu};
+pub use dataplane::{XdpPlane, XdpReader};
 pub use decap::{
     DECAP_MAPS, DECAP_PROGRAM_NAME, DEFAULT_DECAP_PIN_PATH, Decap, DecapConfig, DecapCounters,
     DecapMaps, DecapOptions, DecapStatus, decap_purge, decap_status,

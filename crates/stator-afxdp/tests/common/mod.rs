@@ -175,12 +175,12 @@ impl Lab {
         &self,
         cfg: stator_afxdp::AfxdpConfig,
         snap: ValidSnapshot,
-    ) -> stator_afxdp::AfxdpPlane {
+    ) -> stator_afxdp::AfxdpForwarder {
         let opts = self.xdp_options();
         self.lb
             .run_in(move || {
                 let mut p =
-                    stator_afxdp::AfxdpPlane::load(&opts, cfg).expect("load the AF_XDP plane");
+                    stator_afxdp::AfxdpForwarder::load(&opts, cfg).expect("load the AF_XDP plane");
                 p.attach(&["in0".into(), "out0".into()]).expect("attach");
                 p.commit(&snap).expect("commit");
                 p
@@ -399,8 +399,8 @@ pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 /// A global counter of the plane: the kernel half's plus every packet thread's.
 pub fn counter(
-    plane: &stator_afxdp::AfxdpPlane,
-    reader: &stator_afxdp::AfxdpReader,
+    plane: &stator_afxdp::AfxdpForwarder,
+    reader: &stator_afxdp::ForwarderReader,
     c: stator_abi::Counter,
 ) -> u64 {
     let k = reader.kernel_counters().expect("kernel counters").get(c);

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use stator_afxdp::{AfxdpConfig, AfxdpPlane, BindMode, PlaneStats, RingSizes, UmemConfig};
+use stator_afxdp::{AfxdpConfig, AfxdpForwarder, BindMode, PlaneStats, RingSizes, UmemConfig};
 use stator_core::CompiledSnapshot;
 use stator_xdp::testrun::run_xdp_live;
 use stator_xdp::{AttachMode, Forwarder, XdpOptions};
@@ -164,7 +164,7 @@ impl Drop for Rig {
 /// What runs on the LB now, with what it needs to be stopped.
 enum Running {
     Xdp,
-    Afxdp(Box<AfxdpPlane>),
+    Afxdp(Box<AfxdpForwarder>),
     AfPacket {
         stop: Arc<AtomicBool>,
         thread: std::thread::JoinHandle<Result<()>>,
@@ -255,8 +255,8 @@ impl Rig {
                     },
                     ..AfxdpConfig::default()
                 };
-                let plane = lbns.run_in(move || -> Result<AfxdpPlane> {
-                    let mut p = AfxdpPlane::load(&opts, cfg)?;
+                let plane = lbns.run_in(move || -> Result<AfxdpForwarder> {
+                    let mut p = AfxdpForwarder::load(&opts, cfg)?;
                     p.attach(&["in0".into(), "out0".into()])?;
                     p.commit(&snapshot()?)?;
                     Ok(p)

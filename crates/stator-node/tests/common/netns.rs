@@ -4,10 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use stator_control::xdp::XdpPlane;
 use stator_lab::netns::Netns;
 use stator_lab::stator::BpfFs;
 use stator_node::{Node, NodeOptions};
+use stator_xdp::XdpPlane;
 use stator_xdp::{ConntrackMode, XdpOptions};
 
 pub use stator_lab::netns::require_root;

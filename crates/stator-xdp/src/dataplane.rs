@@ -1,4 +1,6 @@
-//! The XDP forwarder (`stator-xdp`) as a [`DataPlane`].
+//! The XDP forwarder as a [`DataPlane`]: what the controller drives when `dataplane.mode =
+//! "xdp"` (the configuration → [`XdpOptions`](crate::XdpOptions) mapping stays in
+//! stator-control, which owns the configuration).
 //!
 //! The forwarder's health, checked every second by the node, is three things: every
 //! configured interface carries *our* program through our pinned link (link pinned, its
@@ -10,17 +12,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use stator_config::{Config, ConntrackMode as CfgConntrack, XdpMode as CfgXdpMode};
 use stator_core::HoldLimits;
 use stator_core::{
     Counter, CtEntry, DropReason, FlowKey, RealId, Snapshot, Traffic, ValidSnapshot, VipId,
 };
-use stator_xdp::{
-    AttachMode, ConntrackMode, Forwarder, Holder, HolderStats, Maps, XdpError, XdpMode, XdpOptions,
-};
+use stator_plane::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneError, PlaneReader};
 
-use stator_plane::PlaneError;
-use stator_plane::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneReader};
+use crate::{Forwarder, Holder, HolderStats, Maps, XdpError, XdpMode, XdpOptions};
 
 /// The XDP forwarder, loaded, with the interfaces it should be attached to.
 #[derive(Debug)]
@@ -33,58 +31,20 @@ pub struct XdpPlane {
 }
 
 impl XdpPlane {
-    /// The loader's options for a configuration's `[dataplane]`.
-    pub fn options(config: &Config) -> XdpOptions {
-        let d = &config.dataplane;
-        XdpOptions {
-            pin_path: d.pin_path.clone(),
-            conntrack: match d.conntrack {
-                CfgConntrack::Percpu | CfgConntrack::PercpuLru => ConntrackMode::PerCpu,
-                CfgConntrack::Shared => ConntrackMode::Shared,
-            },
-            ct_entries: d.conntrack_entries,
-            v4_table: d.conntrack != CfgConntrack::PercpuLru,
-            slots_per_gen: d.slots_per_generation,
-            attach_mode: match d.xdp_mode {
-                CfgXdpMode::Auto => AttachMode::Auto,
-                CfgXdpMode::Native => AttachMode::Native,
-                CfgXdpMode::Generic => AttachMode::Generic,
-            },
-            fib_cache: d.next_hop_cache,
-            frag_entries: config.fragments.table_entries,
-            // a ring is a power of two of pages
-            hold_ring: config
-                .fragments
-                .hold_bytes
-                .checked_next_power_of_two()
-                .unwrap_or(1 << 31),
-        }
-    }
-
     /// Loads the forwarder (reusing maps pinned by an earlier run) and makes sure a
     /// configuration is active (an empty one if nothing was ever committed). Attaches nothing.
     ///
     /// # Errors
     /// The loader's error (not root, pin path not on bpffs, incompatible pins, verifier).
     pub fn load(opts: &XdpOptions) -> Result<Self, PlaneError> {
-        let mut fwd = Forwarder::load(opts).map_err(|e| xdp_err("load", e))?;
+        let mut fwd = Forwarder::load(opts).map_err(|e| plane_error("load", e))?;
         fwd.ensure_programmed()
-            .map_err(|e| xdp_err("initial commit", e))?;
+            .map_err(|e| plane_error("initial commit", e))?;
         Ok(Self {
             fwd,
             attached: BTreeMap::new(),
             holder: None,
         })
-    }
-
-    /// The holder's bounds for a configuration's `[fragments]`.
-    pub fn hold_limits(config: &Config) -> HoldLimits {
-        let f = &config.fragments;
-        HoldLimits {
-            max_frames: f.hold_frames as usize,
-            max_bytes: f.hold_bytes as usize,
-            timeout_ns: u64::try_from(f.timeout.as_nanos()).unwrap_or(u64::MAX),
-        }
     }
 
     /// Starts the holder of early fragments: fragments that reach this node before their
@@ -98,8 +58,8 @@ impl XdpPlane {
         let fd = self
             .fwd
             .program_fd_owned()
-            .map_err(|e| xdp_err("holder", e))?;
-        let h = Holder::start(self.pin_path(), fd, limits).map_err(|e| xdp_err("holder", e))?;
+            .map_err(|e| plane_error("holder", e))?;
+        let h = Holder::start(self.pin_path(), fd, limits).map_err(|e| plane_error("holder", e))?;
         self.holder = Some(Arc::new(h));
         Ok(())
     }
@@ -122,20 +82,19 @@ impl XdpPlane {
 /// Whether every interface of `attached` (name → ifindex and program id as attached) still
 /// carries that program through the link pinned under `pin`: the first half of a forwarder's
 /// health, shared by the XDP and AF_XDP planes.
-pub(crate) fn check_attachments(
+pub fn check_attachments(
     pin: &std::path::Path,
     attached: &BTreeMap<String, (u32, u32)>,
 ) -> Result<(), PlaneError> {
     if attached.is_empty() {
         return Ok(());
     }
-    let status = stator_xdp::status(pin).map_err(|e| xdp_err("reading attachments", e))?;
+    let status = crate::status(pin).map_err(|e| plane_error("reading attachments", e))?;
     for (iface, &(ifindex, prog_id)) in attached {
         let unhealthy = |reason: String| PlaneError::Unhealthy {
             reason: format!("{iface}: {reason}"),
         };
-        let now =
-            stator_xdp::ifindex(iface).ok_or_else(|| unhealthy("the interface is gone".into()))?;
+        let now = crate::ifindex(iface).ok_or_else(|| unhealthy("the interface is gone".into()))?;
         let a = status
             .attachments
             .iter()
@@ -160,7 +119,7 @@ pub(crate) fn check_attachments(
     Ok(())
 }
 
-pub(crate) fn xdp_err(op: &'static str, e: XdpError) -> PlaneError {
+pub fn plane_error(op: &'static str, e: XdpError) -> PlaneError {
     match e {
         XdpError::NotRoot { what } => PlaneError::NotRoot { what },
         other => PlaneError::failed(op, other),
@@ -175,7 +134,10 @@ impl DataPlane for XdpPlane {
     fn attach(&mut self, ifaces: &[String]) -> Result<Vec<AttachInfo>, PlaneError> {
         let mut out = Vec::with_capacity(ifaces.len());
         for iface in ifaces {
-            let a = self.fwd.attach(iface).map_err(|e| xdp_err("attach", e))?;
+            let a = self
+                .fwd
+                .attach(iface)
+                .map_err(|e| plane_error("attach", e))?;
             self.attached.insert(iface.clone(), (a.ifindex, a.prog_id));
             out.push(AttachInfo {
                 iface: a.iface,
@@ -191,19 +153,22 @@ impl DataPlane for XdpPlane {
     fn detach(&mut self, purge: bool) -> Result<(), PlaneError> {
         let pin = self.fwd.options().pin_path.clone();
         for iface in std::mem::take(&mut self.attached).into_keys() {
-            match stator_xdp::detach(&pin, &iface) {
+            match crate::detach(&pin, &iface) {
                 Ok(()) | Err(XdpError::NotAttached { .. }) => {}
-                Err(e) => return Err(xdp_err("detach", e)),
+                Err(e) => return Err(plane_error("detach", e)),
             }
         }
         if purge {
-            stator_xdp::purge(&pin).map_err(|e| xdp_err("purge", e))?;
+            crate::purge(&pin).map_err(|e| plane_error("purge", e))?;
         }
         Ok(())
     }
 
     fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, PlaneError> {
-        let r = self.fwd.commit(snap).map_err(|e| xdp_err("commit", e))?;
+        let r = self
+            .fwd
+            .commit(snap)
+            .map_err(|e| plane_error("commit", e))?;
         Ok(CommitInfo {
             write: r.write_time,
             grace: r.grace_time,
@@ -213,7 +178,7 @@ impl DataPlane for XdpPlane {
     fn active_snapshot(&self) -> Result<Option<Snapshot>, PlaneError> {
         self.fwd
             .active_snapshot()
-            .map_err(|e| xdp_err("reading the active snapshot", e))
+            .map_err(|e| plane_error("reading the active snapshot", e))
     }
 
     fn check(&self) -> Result<(), PlaneError> {
@@ -231,7 +196,8 @@ impl DataPlane for XdpPlane {
     }
 
     fn reader(&self) -> Result<Arc<dyn PlaneReader>, PlaneError> {
-        let maps = Maps::open(&self.fwd.options().pin_path).map_err(|e| xdp_err("open maps", e))?;
+        let maps =
+            Maps::open(&self.fwd.options().pin_path).map_err(|e| plane_error("open maps", e))?;
         Ok(Arc::new(XdpReader {
             maps,
             holder: self.holder.clone(),
@@ -247,7 +213,7 @@ pub struct XdpReader {
 }
 
 fn read_err(e: XdpError) -> PlaneError {
-    xdp_err("read", e)
+    plane_error("read", e)
 }
 
 impl PlaneReader for XdpReader {
@@ -285,41 +251,5 @@ impl PlaneReader for XdpReader {
 
     fn hold_stats(&self) -> Option<HolderStats> {
         self.holder.as_ref().map(|h| h.stats())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn dataplane(conntrack: &str) -> Config {
-        let text = format!(
-            "[node]\nname = \"n\"\naddress_v4 = \"10.0.0.10\"\n\n[dataplane]\n\
-             interfaces = [\"eth0\"]\n{conntrack}"
-        );
-        stator_config::from_toml_str("t.toml", &text).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    #[test]
-    fn the_conntrack_setting_picks_the_build_and_the_ipv4_table() {
-        for (line, mode, v4_table) in [
-            ("", ConntrackMode::PerCpu, true),
-            ("conntrack = \"percpu\"", ConntrackMode::PerCpu, true),
-            ("conntrack = \"percpu-lru\"", ConntrackMode::PerCpu, false),
-            ("conntrack = \"shared\"", ConntrackMode::Shared, true),
-        ] {
-            let o = XdpPlane::options(&dataplane(line));
-            assert_eq!((o.conntrack, o.v4_table), (mode, v4_table), "{line}");
-        }
-        let err = stator_config::from_toml_str(
-            "t.toml",
-            "[node]\nname = \"n\"\n[dataplane]\ninterfaces = [\"eth0\"]\nconntrack = \"lru\"\n",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("dataplane.conntrack") && err.contains("percpu-lru"),
-            "{err}"
-        );
     }
 }

@@ -1,7 +1,9 @@
-//! The AF_XDP forwarder (`stator-afxdp`) as a [`DataPlane`]: `dataplane.mode = "afxdp"`.
+//! The AF_XDP forwarder as a [`DataPlane`]: what the controller drives when `dataplane.mode =
+//! "afxdp"` (the configuration → [`AfxdpConfig`] mapping stays in stator-control, which owns
+//! the configuration).
 //!
-//! The writer is `stator_afxdp::AfxdpPlane` (the redirect program over the forwarder's pinned
-//! maps, plus the sockets and threads). The reader adds nothing of its own where another plane
+//! The writer is [`AfxdpForwarder`] (the redirect program over the forwarder's pinned maps,
+//! plus the sockets and threads). The reader adds nothing of its own where another plane
 //! already has it: the packet threads' forwarders are read through [`Shards`] — the reader side
 //! of [`CorePlane`](stator_plane::coreplane::CorePlane), the same counter sums and connection-table
 //! lookups (one entry per packet thread, as per CPU in XDP) — and the kernel half's counters
@@ -18,65 +20,33 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use stator_afxdp::{AfxdpConfig, BindMode, RingSizes, UmemConfig};
-use stator_config::{AfxdpBindMode, Config};
 use stator_core::{CtEntry, FlowKey, RealId, Snapshot, Traffic, ValidSnapshot, VipId};
-use stator_xdp::XdpOptions;
-
-use crate::xdp::{XdpPlane, check_attachments};
-use stator_plane::PlaneError;
-use stator_plane::TraceSource;
 use stator_plane::coreplane::{Clock, CoreReader, Shards};
-use stator_plane::{AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneReader, PlaneStat};
+use stator_plane::{
+    AttachInfo, CommitInfo, DataPlane, PlaneCounters, PlaneError, PlaneReader, PlaneStat,
+    TraceSource,
+};
+use stator_xdp::XdpOptions;
+use stator_xdp::dataplane::check_attachments;
+
+use crate::{AfxdpConfig, AfxdpError, AfxdpForwarder, ForwarderReader};
 
 /// The AF_XDP forwarder, loaded, with the interfaces it should be attached to.
 #[derive(Debug)]
 pub struct AfxdpPlane {
-    plane: stator_afxdp::AfxdpPlane,
+    fwd: AfxdpForwarder,
     attached: BTreeMap<String, (u32, u32)>,
 }
 
-fn afxdp_err(op: &'static str, e: stator_afxdp::AfxdpError) -> PlaneError {
+fn afxdp_err(op: &'static str, e: AfxdpError) -> PlaneError {
     match e {
-        stator_afxdp::AfxdpError::NotRoot { what } => PlaneError::NotRoot { what },
-        stator_afxdp::AfxdpError::Xdp(x) => crate::xdp::xdp_err(op, x),
+        AfxdpError::NotRoot { what } => PlaneError::NotRoot { what },
+        AfxdpError::Xdp(x) => stator_xdp::dataplane::plane_error(op, x),
         other => PlaneError::failed(op, other),
     }
 }
 
 impl AfxdpPlane {
-    /// The loader's options for a configuration's `[dataplane]` and `[dataplane.afxdp]`.
-    pub fn options(config: &Config) -> (XdpOptions, AfxdpConfig) {
-        let d = &config.dataplane;
-        let a = &d.afxdp;
-        let cfg = AfxdpConfig {
-            packet_threads: a.packet_threads as usize,
-            cpus: a.cpus.iter().map(|&c| c as usize).collect(),
-            pin: a.pin,
-            umem: UmemConfig {
-                frames: a.frames,
-                frame_size: a.frame_size,
-                ..UmemConfig::default()
-            },
-            rings: RingSizes::all(a.ring_size),
-            batch: a.batch,
-            flush_timeout: a.flush_timeout,
-            queue_depth: a.queue_depth as usize,
-            queues: a.queues,
-            bind_mode: match a.bind_mode {
-                AfxdpBindMode::Auto => BindMode::Auto,
-                AfxdpBindMode::Copy => BindMode::Copy,
-                AfxdpBindMode::Zerocopy => BindMode::ZeroCopy,
-            },
-            spin: a.busy_poll,
-            ct_capacity: d.conntrack_entries as usize,
-            ct_seed: rand::random(),
-            fib_cache: d.next_hop_cache,
-            hold: XdpPlane::hold_limits(config),
-        };
-        (XdpPlane::options(config), cfg)
-    }
-
     /// Loads the redirect program (reusing pinned maps: the active snapshot survives a
     /// restart) and makes sure a configuration is active. Binds and starts nothing yet.
     ///
@@ -84,23 +54,19 @@ impl AfxdpPlane {
     /// Not root, bad options, the loader's errors.
     pub fn load(xdp: &XdpOptions, cfg: AfxdpConfig) -> Result<Self, PlaneError> {
         Ok(Self {
-            plane: stator_afxdp::AfxdpPlane::load(xdp, cfg).map_err(|e| afxdp_err("load", e))?,
+            fwd: AfxdpForwarder::load(xdp, cfg).map_err(|e| afxdp_err("load", e))?,
             attached: BTreeMap::new(),
         })
     }
 
-    /// The plane.
-    pub fn plane(&self) -> &stator_afxdp::AfxdpPlane {
-        &self.plane
+    /// The loaded forwarder.
+    pub fn forwarder(&self) -> &AfxdpForwarder {
+        &self.fwd
     }
 
     /// The pin directory.
     pub fn pin_path(&self) -> PathBuf {
-        self.plane.kernel().options().pin_path.clone()
-    }
-
-    pub(crate) fn into_boxed(self) -> Box<dyn DataPlane> {
-        Box::new(self)
+        self.fwd.kernel().options().pin_path.clone()
     }
 }
 
@@ -111,11 +77,11 @@ impl DataPlane for AfxdpPlane {
 
     fn attach(&mut self, ifaces: &[String]) -> Result<Vec<AttachInfo>, PlaneError> {
         let at = self
-            .plane
+            .fwd
             .attach(ifaces)
             .map_err(|e| afxdp_err("attach", e))?;
         let zero_copy = self
-            .plane
+            .fwd
             .runtime()
             .is_some_and(|r| r.sockets().iter().all(|s| s.zero_copy()));
         Ok(at
@@ -140,14 +106,11 @@ impl DataPlane for AfxdpPlane {
 
     fn detach(&mut self, purge: bool) -> Result<(), PlaneError> {
         self.attached.clear();
-        self.plane.detach(purge).map_err(|e| afxdp_err("detach", e))
+        self.fwd.detach(purge).map_err(|e| afxdp_err("detach", e))
     }
 
     fn commit(&mut self, snap: &ValidSnapshot) -> Result<CommitInfo, PlaneError> {
-        let r = self
-            .plane
-            .commit(snap)
-            .map_err(|e| afxdp_err("commit", e))?;
+        let r = self.fwd.commit(snap).map_err(|e| afxdp_err("commit", e))?;
         Ok(CommitInfo {
             write: r.kernel.write_time + r.publish,
             grace: r.kernel.grace_time,
@@ -155,28 +118,28 @@ impl DataPlane for AfxdpPlane {
     }
 
     fn active_snapshot(&self) -> Result<Option<Snapshot>, PlaneError> {
-        self.plane
+        self.fwd
             .active_snapshot()
             .map_err(|e| afxdp_err("reading the active snapshot", e))
     }
 
     fn check(&self) -> Result<(), PlaneError> {
         check_attachments(&self.pin_path(), &self.attached)?;
-        self.plane.check().map_err(|e| PlaneError::Unhealthy {
+        self.fwd.check().map_err(|e| PlaneError::Unhealthy {
             reason: e.to_string(),
         })
     }
 
     fn reader(&self) -> Result<Arc<dyn PlaneReader>, PlaneError> {
-        let shards = Shards::new(self.plane.shards().to_vec());
+        let shards = Shards::new(self.fwd.shards().to_vec());
         Ok(Arc::new(AfxdpReader {
-            kernel: self.plane.reader().map_err(|e| afxdp_err("open maps", e))?,
+            kernel: self.fwd.reader().map_err(|e| afxdp_err("open maps", e))?,
             core: CoreReader::new(shards, Arc::new(CoarseClock)),
         }))
     }
 
     fn trace_source(&self) -> Option<Box<dyn TraceSource>> {
-        Some(Box::new(self.plane.trace_tap()))
+        Some(Box::new(self.fwd.trace_tap()))
     }
 }
 
@@ -187,7 +150,7 @@ struct CoarseClock;
 
 impl Clock for CoarseClock {
     fn now_ns(&self) -> u64 {
-        stator_afxdp::clock_ns()
+        crate::clock_ns()
     }
 }
 
@@ -195,11 +158,11 @@ impl Clock for CoarseClock {
 /// kernel half's counters and AF_XDP's own statistics.
 #[derive(Debug)]
 pub struct AfxdpReader {
-    kernel: stator_afxdp::AfxdpReader,
+    kernel: ForwarderReader,
     core: CoreReader,
 }
 
-fn read_err(e: stator_afxdp::AfxdpError) -> PlaneError {
+fn read_err(e: AfxdpError) -> PlaneError {
     afxdp_err("read", e)
 }
 

@@ -1,4 +1,4 @@
-//! The AF_XDP plane as the controller drives it: the redirect program (kernel half) and the
+//! The AF_XDP forwarder: the redirect program (kernel half) and the
 //! runtime (user half), committed to together, read together.
 //!
 //! **Commit order.** A snapshot is compiled (and so validated) first; then the packet threads
@@ -16,7 +16,7 @@
 //! counters as the XDP plane. The threads' forwarders are [`Shard`]s: the controller reads
 //! them (counters summed, connection tables looked up one entry per thread, as the XDP plane's
 //! per-CPU table gives one per CPU) with the reader it already has for user-space planes
-//! (`stator-control`'s `coreplane::Shards`); [`AfxdpReader`] adds the kernel half's counters
+//! (`stator_plane::coreplane::Shards`, in [`crate::dataplane`]); [`ForwarderReader`] adds the kernel half's counters
 //! and AF_XDP's own statistics.
 
 use std::sync::{Arc, Mutex};
@@ -66,7 +66,7 @@ struct View {
 
 /// The AF_XDP data plane.
 #[derive(Debug)]
-pub struct AfxdpPlane {
+pub struct AfxdpForwarder {
     kernel: stator_xdp::Forwarder,
     cfg: AfxdpConfig,
     runtime: Option<Runtime>,
@@ -77,10 +77,10 @@ pub struct AfxdpPlane {
     trace: TraceSink,
 }
 
-impl AfxdpPlane {
+impl AfxdpForwarder {
     /// Loads the redirect program over the maps pinned at `xdp.pin_path` (reusing them: the
     /// active snapshot survives a restart, as in the XDP plane) and makes sure a configuration
-    /// is active. Binds and starts nothing: [`AfxdpPlane::attach`] does.
+    /// is active. Binds and starts nothing: [`AfxdpForwarder::attach`] does.
     pub fn load(xdp: &XdpOptions, cfg: AfxdpConfig) -> Result<Self, AfxdpError> {
         if !sys::is_root() {
             return Err(AfxdpError::NotRoot {
@@ -247,15 +247,15 @@ impl AfxdpPlane {
     }
 
     /// A reader that does not borrow the plane.
-    pub fn reader(&self) -> Result<AfxdpReader, AfxdpError> {
-        Ok(AfxdpReader {
+    pub fn reader(&self) -> Result<ForwarderReader, AfxdpError> {
+        Ok(ForwarderReader {
             maps: Maps::open(&self.kernel.options().pin_path)?,
             view: Arc::clone(&self.view),
         })
     }
 }
 
-impl Drop for AfxdpPlane {
+impl Drop for AfxdpForwarder {
     fn drop(&mut self) {
         if let Some(rt) = self.runtime.take() {
             rt.stop(Some(&mut self.kernel));
@@ -306,12 +306,12 @@ impl PlaneStats {
 
 /// Reads counters, connection tables and statistics without the plane's writer.
 #[derive(Debug)]
-pub struct AfxdpReader {
+pub struct ForwarderReader {
     maps: Maps,
     view: Arc<Mutex<Option<View>>>,
 }
 
-impl AfxdpReader {
+impl ForwarderReader {
     fn view(&self) -> Option<View> {
         self.view.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
