@@ -1,7 +1,7 @@
 //! The running forwarder: sockets bound, the I/O thread and the packet threads started, a
 //! snapshot published to them — and stopped again.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -130,11 +130,7 @@ impl Runtime {
             socks: sockets.iter().map(|s| (s.ifindex(), s.queue())).collect(),
         };
         let tx_ports: Vec<u32> = s.ifaces.iter().map(|i| i.ifindex).collect();
-        let published = Arc::new(Published {
-            snap: Mutex::new(s.snap),
-            generation: AtomicU64::new(1),
-            stop: AtomicBool::new(false),
-        });
+        let published = Arc::new(Published::new(s.snap));
         let wake = Arc::new(IoWake::new().map_err(|e| AfxdpError::io("eventfd", e))?);
         let io_stats = Arc::new(IoStats::default());
         let n = cfg.packet_threads;
@@ -225,15 +221,7 @@ impl Runtime {
     /// Makes `snap` what every packet thread uses, and returns once each has taken it (each
     /// packet is decided under one snapshot: the threads switch between batches).
     pub fn publish(&self, snap: Arc<CompiledSnapshot>) -> Result<(), AfxdpError> {
-        let g = {
-            let mut cur = self
-                .published
-                .snap
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            *cur = snap;
-            self.published.generation.fetch_add(1, Ordering::AcqRel) + 1
-        };
+        let g = self.published.publish(snap);
         for t in &self.threads {
             t.unpark();
         }

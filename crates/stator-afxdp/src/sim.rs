@@ -14,7 +14,6 @@
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -307,11 +306,7 @@ impl Rig {
         );
         let (rings, kernel) = socket(&umem, cfg.ring);
         let snap = snapshot();
-        let published = Arc::new(Published {
-            snap: Mutex::new(Arc::clone(&snap)),
-            generation: AtomicU64::new(1),
-            stop: AtomicBool::new(false),
-        });
+        let published = Arc::new(Published::new(Arc::clone(&snap)));
         let (mut to_workers, mut to_threads) = (Vec::new(), Vec::new());
         let (mut from_workers, mut from_threads) = (Vec::new(), Vec::new());
         let mut shared = Vec::new();

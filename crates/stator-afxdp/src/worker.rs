@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use stator_core::{Action, CompiledSnapshot, Forwarder, NextHops};
 
 use crate::fib::{FibStats, KernelFib};
@@ -145,16 +146,40 @@ impl WorkerShared {
 }
 
 /// What the packet threads share with the plane: the published snapshot and the stop flag.
+///
+/// Published the one way every plane and the proxy tier publish what their threads read: an
+/// `ArcSwap`, loaded without a lock. `generation` counts publications, so a thread notices a
+/// new snapshot with one atomic load per batch and acknowledges it (`WorkerShared::seen_gen`):
+/// [`Runtime::publish`](crate::runtime::Runtime::publish) returns once every thread has.
 #[derive(Debug)]
 pub(crate) struct Published {
-    pub snap: Mutex<Arc<CompiledSnapshot>>,
+    snap: ArcSwap<CompiledSnapshot>,
     pub generation: AtomicU64,
     pub stop: AtomicBool,
 }
 
 impl Published {
+    /// `snap` published as the first generation.
+    pub(crate) fn new(snap: Arc<CompiledSnapshot>) -> Self {
+        Self {
+            snap: ArcSwap::new(snap),
+            generation: AtomicU64::new(1),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// The snapshot published last.
     pub(crate) fn current(&self) -> Arc<CompiledSnapshot> {
-        Arc::clone(&self.snap.lock().unwrap_or_else(|p| p.into_inner()))
+        self.snap.load_full()
+    }
+
+    /// Makes `snap` the current snapshot; returns its publication's generation. The snapshot
+    /// is stored before the generation moves, so a thread that sees the new generation loads
+    /// this snapshot or a later one. One writer at a time (the plane's commit holds it
+    /// exclusively).
+    pub(crate) fn publish(&self, snap: Arc<CompiledSnapshot>) -> u64 {
+        self.snap.store(snap);
+        self.generation.fetch_add(1, Ordering::AcqRel) + 1
     }
 }
 

@@ -14,7 +14,7 @@
 //! ```text
 //!   writer (DataPlane)                packet threads               readers (PlaneReader)
 //!   commit: compile ──────────► CoreState ──► process(thread, …) ◄── CoreReader
-//!     ArcSwap-like RwLock<Arc<…>>   │ active: Arc<CompiledSnapshot>       counters: Σ shards
+//!     ArcSwap<Active>               │ active: Arc<CompiledSnapshot>       counters: Σ shards
 //!                                   │ shards: [Arc<Mutex<Forwarder>>]     conntrack: per table
 //!                                   └ clock:  Arc<dyn Clock>              clock_ns: same clock
 //! ```
@@ -60,7 +60,9 @@ pub use clock::{Clock, ManualClock, TokioClock};
 pub use reader::{CoreReader, Shard, Shards, lock_shard};
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
 use std::time::Instant;
 
 use stator_core::{
@@ -137,7 +139,7 @@ struct Active {
 #[derive(Debug)]
 pub struct CoreState {
     opts: CoreOptions,
-    active: RwLock<Active>,
+    active: ArcSwap<Active>,
     shards: Shards,
     clock: Arc<dyn Clock>,
     fault: Mutex<Option<String>>,
@@ -150,7 +152,7 @@ impl CoreState {
     pub fn new(opts: CoreOptions, clock: Arc<dyn Clock>) -> Arc<Self> {
         Arc::new(Self {
             opts,
-            active: RwLock::new(empty()),
+            active: ArcSwap::from_pointee(empty()),
             shards: Shards::new(opts.forwarders()),
             clock,
             fault: Mutex::new(None),
@@ -216,13 +218,15 @@ impl CoreState {
         self.checks.load(Ordering::SeqCst)
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Active> {
-        // An Active is two Arcs, replaced whole: a panicked writer cannot leave half of one.
-        self.active.read().unwrap_or_else(PoisonError::into_inner)
+    /// The active pair, replaced whole by a commit: a reader never sees the snapshot of one
+    /// commit with the compiled form of another. Published the one way every plane and the
+    /// proxy tier publish what their threads read: an `ArcSwap`, loaded without a lock.
+    fn read(&self) -> arc_swap::Guard<Arc<Active>> {
+        self.active.load()
     }
 
     fn swap(&self, a: Active) {
-        *self.active.write().unwrap_or_else(PoisonError::into_inner) = a;
+        self.active.store(Arc::new(a));
     }
 
     /// Forgets the snapshot, the tables and the counters (as removing the pins does).
