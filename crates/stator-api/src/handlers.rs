@@ -257,7 +257,7 @@ pub async fn config_validate(
                     Ok(())
                 }
             })
-            .and_then(|()| stator_control::host::tls_files(&config))
+            .and_then(|()| stator_control::host::tls_files(&*ctx.tls, &config))
             .err();
         if let Some(e) = problem {
             out["ok"] = json!(false);

@@ -79,6 +79,8 @@ pub struct Ctx {
     /// Whether a configuration must also suit the host (forwarding sysctls): true unless the
     /// data plane does not forward through the kernel.
     pub host_checks: bool,
+    /// The TLS stack of HTTPS checks, for a proposed configuration's `ca_file`s.
+    pub tls: Arc<dyn stator_health::Tls>,
     /// What the server did with connections.
     pub conn_stats: Arc<serve::ConnStats>,
     /// The proxy tier (listeners).

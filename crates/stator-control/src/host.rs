@@ -326,11 +326,11 @@ pub fn api_files_unchanged(running: &Config, new: &Config) -> Result<(), Control
     Ok(())
 }
 
-/// Every HTTPS check's `ca_file` can be read and holds usable certificates (checked at start
-/// and on reload, so that a bad file is refused with its field path instead of making every
-/// probe of the check fail).
-pub fn tls_files(config: &Config) -> Result<(), ControlError> {
-    stator_health::tls::check_ca_files(config)
+/// Every HTTPS check's `ca_file` can be read and holds usable certificates, as `tls` reads
+/// them (checked at start and on reload, so that a bad file is refused with its field path
+/// instead of making every probe of the check fail).
+pub fn tls_files(tls: &dyn stator_health::Tls, config: &Config) -> Result<(), ControlError> {
+    tls.check_ca_files(config)
         .map_err(|(field, reason)| ControlError::Host { field, reason })
 }
 

@@ -33,7 +33,8 @@
 //!   `stator_xdp::XdpPlane`, `stator_afxdp::AfxdpPlane` — and stator-plane's own `CorePlane` does for
 //!   stator-core alone (tests without root, in simulated time) and `NoPlane` for a node that
 //!   forwards nothing.
-//! - `stator-health` (its own crate): TCP connect, HTTP GET, HTTPS GET (rustls) and UDP
+//! - `stator-health` (its own crate): TCP connect, HTTP GET, HTTPS GET (TLS from the node,
+//!   through its `Tls` trait) and UDP
 //!   probes on a jittered
 //!   schedule, rise/fall state machines; also keeps the kernel's neighbour entries of
 //!   backends resolved (which the XDP forwarder needs and cannot do itself).
@@ -57,8 +58,8 @@
 //! - [`supervise`]: heartbeats, systemd notification and the watchdog of the node's loops.
 //!
 //! All of the above is started in order and stopped in order by `stator-node` (`stator run`),
-//! which also starts the API (`stator-api`). This crate does not depend on axum; rustls comes
-//! only through `stator-health`, whose `Runner` the reconciler owns.
+//! which also starts the API (`stator-api`) and hands the reconciler its TLS stack
+//! (`stator-tls`). This crate compiles neither axum nor rustls.
 //!
 //! ## Contract
 //! - **A bad config never replaces a running one.** A reload is validated, planned, built and

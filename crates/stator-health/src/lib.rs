@@ -2,7 +2,8 @@
 //!
 //! Layer: above the configuration (`stator-config`, whose `HealthPlan` says what to check);
 //! below the controller (`stator-control`), whose reconciler owns a [`Runner`] and reads its
-//! [`Transition`]s. TLS (rustls) for HTTPS probes lives here and nowhere else in the node.
+//! [`Transition`]s. HTTPS probes take their TLS from the node through the [`tls::Tls`] trait
+//! (`stator-tls`, rustls): neither this crate nor the controller compiles a TLS library.
 //!
 //! The checks to run come from `Config::health_plan()`, deduplicated across all pools by
 //! (address, port, method, parameters) as in the paper's §2.2: a backend listed in ten pools
@@ -40,6 +41,7 @@ pub mod tls;
 
 pub use machine::Machine;
 pub use runner::{Board, CheckStatus, NUDGE_INTERVAL, Runner, Transition};
+pub use tls::{Tls, TlsClient};
 
 /// How long a health check may be late (past its due time plus its own timeout) before the
 /// node's supervisor counts it as stuck.

@@ -3,7 +3,7 @@
 //! - **TCP**: the connection is established (then closed).
 //! - **HTTP**: an HTTP/1.1 `GET` (with `Host`, `Connection: close`) is answered with a status
 //!   line whose status is in the expected range. Only the status line is read.
-//! - **HTTPS**: the same over TLS ([`super::tls`]): the handshake — certificate and name
+//! - **HTTPS**: the same over TLS (the runner's [`Tls`](super::tls::Tls)): the handshake — certificate and name
 //!   verified unless `verify = false` — then the same request and status check.
 //! - **UDP**: one datagram is sent from a connected socket and a reply arrives (starting
 //!   with the expected bytes, if set). An ICMP port unreachable fails the probe at once.
@@ -30,7 +30,7 @@ pub async fn run(
     address: IpAddr,
     port: u16,
     probe: &Probe,
-    tls: Option<&TlsClient>,
+    tls: Option<&dyn TlsClient>,
     timeout: Duration,
 ) -> Result<(), String> {
     let target = SocketAddr::new(address, port);
@@ -45,7 +45,7 @@ pub async fn run_via(
     target: SocketAddr,
     connect: SocketAddr,
     probe: &Probe,
-    tls: Option<&TlsClient>,
+    tls: Option<&dyn TlsClient>,
     timeout: Duration,
 ) -> Result<(), String> {
     let attempt = async {
@@ -134,7 +134,7 @@ async fn https(
     target: SocketAddr,
     connect: SocketAddr,
     h: &HttpProbe,
-    tls: &TlsClient,
+    tls: &dyn TlsClient,
 ) -> Result<(), String> {
     let stream = TcpStream::connect(connect)
         .await

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::machine::Machine;
-use super::tls::TlsClient;
+use super::tls::Tls;
 use super::{CheckKey, ProbeRoutes, probe};
 
 /// New checks start spread over this long at most (or their interval, if shorter).
@@ -127,6 +127,7 @@ impl Board {
 pub struct Runner {
     events: mpsc::UnboundedSender<Transition>,
     routes: ProbeRoutes,
+    tls: Option<Arc<dyn Tls>>,
     checks: BTreeMap<CheckKey, Task>,
     board: Board,
     nudge_targets: Arc<Mutex<Vec<IpAddr>>>,
@@ -152,11 +153,19 @@ impl Runner {
         Self {
             events,
             routes,
+            tls: None,
             checks: BTreeMap::new(),
             board: Board::default(),
             nudge_targets: Arc::new(Mutex::new(Vec::new())),
             nudger: None,
         }
+    }
+
+    /// The runner, its HTTPS checks using `tls` (without one they fail).
+    #[must_use]
+    pub fn with_tls(mut self, tls: Arc<dyn Tls>) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// The state a check of `key` has, or would start with if the plan were applied now: its
@@ -249,6 +258,7 @@ impl Runner {
             self.events.clone(),
             delay,
             self.routes.clone(),
+            self.tls.clone(),
         ));
         Task { shared, handle }
     }
@@ -270,14 +280,15 @@ async fn check_loop(
     events: mpsc::UnboundedSender<Transition>,
     delay: Duration,
     routes: ProbeRoutes,
+    tls: Option<Arc<dyn Tls>>,
 ) {
     let url = key.url();
     let target = std::net::SocketAddr::new(key.address, key.port);
     let connect = routes.connect_to(target);
     // Built once per check: trust anchors read now (a changed ca_file is read when the
     // check is replaced, by a reload that changes it, or at the next start).
-    let tls = match &key.probe {
-        stator_config::Probe::Https(h) => Some(TlsClient::new(&h.tls)),
+    let tls = match (&key.probe, &tls) {
+        (stator_config::Probe::Https(h), Some(tls)) => Some(tls.client(&h.tls)),
         _ => None,
     };
     let mut next = Instant::now() + delay;
@@ -289,7 +300,7 @@ async fn check_loop(
             target,
             connect,
             &key.probe,
-            tls.as_ref(),
+            tls.as_deref(),
             key.timing.timeout,
         )
         .await;

@@ -123,7 +123,8 @@ impl Node {
         }
         let tokens = host::resolve_tokens(&config)?;
         let trace_keys = host::trace_keys(&config)?;
-        host::tls_files(&config)?;
+        let tls: Arc<dyn stator_health::Tls> = Arc::new(stator_tls::Rustls);
+        host::tls_files(&*tls, &config)?;
         let socket_path = opts
             .socket
             .clone()
@@ -220,6 +221,7 @@ impl Node {
                 trace_keys,
                 stopping: Arc::clone(&stopping),
                 probe_routes: opts.probe_routes,
+                tls: Arc::clone(&tls),
                 events: events.clone(),
                 host_checks: !opts.no_preflight,
                 listeners: proxy.clone(),
@@ -236,6 +238,7 @@ impl Node {
             tokens,
             scan: Arc::new(Mutex::new(())),
             host_checks: !opts.no_preflight,
+            tls,
             conn_stats: Arc::default(),
             events,
             commit: Arc::from(opts.commit.as_deref().unwrap_or("unknown")),

@@ -47,7 +47,7 @@ impl Reconciler {
         }
         let tokens = host::resolve_tokens(&config)?;
         let trace_keys = host::trace_keys(&config)?;
-        host::tls_files(&config)?;
+        host::tls_files(&*self.tls, &config)?;
         let plan = config.health_plan();
         let (ids, assignment) = self
             .ids

@@ -30,7 +30,7 @@ use crate::events::{Event, EventKind, EventLog};
 use crate::ids::{Assignment, Ids};
 use crate::plan::{Built, Drain, Health};
 use crate::view::{ForwarderView, LastError, Phase, Stats, View};
-use stator_health::{ProbeRoutes, Runner, Transition};
+use stator_health::{ProbeRoutes, Runner, Tls, Transition};
 use stator_plane::{DataPlane, PlaneReader};
 
 mod apply;
@@ -162,6 +162,9 @@ pub struct Parts {
     pub stopping: Arc<AtomicBool>,
     /// Where health probes connect (none but in tests: [`ProbeRoutes`]).
     pub probe_routes: ProbeRoutes,
+    /// The TLS stack of HTTPS checks (`stator_tls::Rustls` in the node), also used to check
+    /// their `ca_file`s on reload.
+    pub tls: Arc<dyn Tls>,
     /// Where events are recorded for the API.
     pub events: EventLog,
     /// Check the host (forwarding sysctls) on reloads too; off for a data plane that does not
@@ -190,6 +193,7 @@ pub struct Reconciler {
     plane: SharedPlane,
     reader: Arc<dyn PlaneReader>,
     runner: Runner,
+    tls: Arc<dyn Tls>,
     announcer: SharedAnnouncer,
     tokens: Arc<RwLock<crate::tokens::Tokens>>,
     trace_keys: stator_abi::TraceKeys,
@@ -266,7 +270,8 @@ impl Reconciler {
         };
         let generation = parts.active.as_ref().map_or(0, |s| s.generation);
         let plan = config.health_plan();
-        let mut runner = Runner::with_routes(transitions, parts.probe_routes);
+        let mut runner =
+            Runner::with_routes(transitions, parts.probe_routes).with_tls(Arc::clone(&parts.tls));
         runner.apply(&plan, unchecked_addresses(&config, &plan));
         let plane_kind = lock_plane(&parts.plane).kind();
         let text: Arc<str> = Arc::from(parts.text);
@@ -280,6 +285,7 @@ impl Reconciler {
             plane: parts.plane,
             reader: parts.reader,
             runner,
+            tls: parts.tls,
             announcer: parts.announcer,
             tokens: parts.tokens,
             trace_keys: parts.trace_keys,

@@ -15,9 +15,10 @@ use std::time::Duration;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use stator_config::{HttpProbe, HttpsProbe, Probe, StatusRange, TlsSpec};
+use stator_health::Tls as _;
 use stator_health::probe;
-use stator_health::tls::TlsClient;
 use stator_health::{Runner, Transition};
+use stator_tls::Rustls;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -148,12 +149,12 @@ async fn probe_once(server: &TlsServer, probe: &Probe) -> Result<(), String> {
     let Probe::Https(h) = probe else {
         unreachable!("an HTTPS probe")
     };
-    let client = TlsClient::new(&h.tls);
+    let client = Rustls.client(&h.tls);
     probe::run(
         server.addr.ip(),
         server.addr.port(),
         probe,
-        Some(&client),
+        Some(&*client),
         Duration::from_secs(5),
     )
     .await
@@ -299,7 +300,7 @@ fn configured_https_checks_go_up_and_down_with_reasons() {
             pool_toml("unknown-ca", 3, unverified.addr.port(), &format!("sni = \"{NAME}\"")),
         );
         let config = stator_config::from_toml_str("t.toml", &text).unwrap();
-        stator_health::tls::check_ca_files(&config).unwrap();
+        Rustls.check_ca_files(&config).unwrap();
         let mut plan = config.health_plan();
         assert_eq!(plan.checks.len(), 2);
         for check in &mut plan.checks {
@@ -310,7 +311,7 @@ fn configured_https_checks_go_up_and_down_with_reasons() {
             check.address = good.addr.ip();
         }
         let (tx, mut rx) = mpsc::unbounded_channel::<Transition>();
-        let mut runner = Runner::new(tx);
+        let mut runner = Runner::new(tx).with_tls(Arc::new(Rustls));
         runner.apply(&plan, vec![]);
         let mut states = Vec::new();
         while states.len() < 2 {
@@ -358,7 +359,7 @@ fn configured_https_checks_go_up_and_down_with_reasons() {
         ),
     );
     let config = stator_config::from_toml_str("t.toml", &text).unwrap();
-    let (field, reason) = stator_health::tls::check_ca_files(&config).unwrap_err();
+    let (field, reason) = Rustls.check_ca_files(&config).unwrap_err();
     assert_eq!(field, "pool[0].health.ca_file");
     assert!(reason.contains("nope.pem"), "{reason}");
     let _ = std::fs::remove_dir_all(&dir);
