@@ -60,6 +60,9 @@ pub use health::{
 };
 pub use json::toml_from_json;
 pub use raw::RawConfig;
+/// An address prefix (`10.0.0.0/8`), as prefix groups, cluster receivers and trusted proxies
+/// are written: stator-core's.
+pub use stator_core::Prefix;
 pub use types::{
     AccessLevel, AccessLog, AccessLogFormat, Afxdp, AfxdpBindMode, Api, Backend, BackendId, Bgp,
     Config, ConntrackMode, Dataplane, DataplaneMode, Encap, EncapDefaults, ForwardedMode,

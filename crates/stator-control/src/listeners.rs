@@ -22,9 +22,8 @@ use tokio::time::Instant;
 
 use stator_config::Config;
 use stator_proxy::{
-    AccessLog, AccessLogSpec, HttpSpec, IpPrefix, ListenerSpec, PersistenceSpec, Prepared, Proxy,
-    ProxyError, SourcePrefixes, SourceSteering, SteeringGroup, Timeouts, UdpSpec, UpstreamSpec,
-    UpstreamState,
+    AccessLog, AccessLogSpec, HttpSpec, ListenerSpec, PersistenceSpec, Prepared, Proxy, ProxyError,
+    SourcePrefixes, SourceSteering, SteeringGroup, Timeouts, UdpSpec, UpstreamSpec, UpstreamState,
 };
 use tokio::sync::watch;
 
@@ -299,15 +298,7 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
             http: HttpSpec {
                 forwarded_for: l.http.forwarded_for,
                 forwarded: l.http.forwarded,
-                trusted_proxies: l
-                    .http
-                    .trusted_proxies
-                    .iter()
-                    .map(|p| IpPrefix {
-                        addr: p.addr,
-                        len: p.len,
-                    })
-                    .collect(),
+                trusted_proxies: l.http.trusted_proxies.clone(),
                 max_header_size: l.http.max_header_size as usize,
                 keepalive_pool: l.http.keepalive_pool as usize,
                 keepalive_timeout: l.http.keepalive_timeout,

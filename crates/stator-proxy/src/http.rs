@@ -72,12 +72,7 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, stream: TcpStream, peer: SocketAd
     );
     // Whether the client is a proxy whose forwarding headers are believed: once per
     // connection.
-    let trusted = shared
-        .spec
-        .http
-        .trusted_proxies
-        .iter()
-        .any(|p| p.contains(peer.ip()));
+    let trusted = shared.spec.http.trusts(peer.ip());
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .keep_alive(true)

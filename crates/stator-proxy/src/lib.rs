@@ -81,7 +81,7 @@ pub use limits::{DescriptorBudget, Descriptors, SourcePrefixes};
 pub use passive::PassiveSpec;
 pub use proxy::{ListenerView, Prepared, Proxy, SourceSteering, SteeringGroup, UpstreamView};
 pub use spec::{
-    Algorithm, ForwardedMode, HttpSpec, IpPrefix, ListenerSpec, Methods, PersistenceSpec, Protocol,
+    Algorithm, ForwardedMode, HttpSpec, ListenerSpec, Methods, PersistenceSpec, Prefix, Protocol,
     Steering, Timeouts, UdpSpec, UpstreamSpec, UpstreamState,
 };
 pub use stats::{

@@ -94,34 +94,9 @@ impl Default for Timeouts {
 /// untrusted client wrote.
 pub use stator_config::ForwardedMode;
 
-/// An address prefix (`10.0.0.0/8`): which clients are trusted proxies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct IpPrefix {
-    /// The network address (host bits zero).
-    pub addr: IpAddr,
-    /// Its length in bits (at most 32 / 128).
-    pub len: u8,
-}
-
-impl IpPrefix {
-    /// Whether `ip` lies in the prefix; an IPv4-mapped IPv6 address (`::ffff:10.1.2.3`, what a
-    /// dual-stack socket reports) is matched as the IPv4 address it is.
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, ip.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(a)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
-                a.to_bits() & mask == net.to_bits() & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(a)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.len))
-                    .unwrap_or(0);
-                a.to_bits() & mask == net.to_bits() & mask
-            }
-            _ => false,
-        }
-    }
-}
+/// An address prefix (`10.0.0.0/8`): which clients are trusted proxies. The configuration's
+/// type; [`HttpSpec::trusts`] matches a peer against them.
+pub use stator_config::Prefix;
 
 /// HTTP options of a listener.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -131,7 +106,7 @@ pub struct HttpSpec {
     /// RFC 7239 `Forwarded` (`for=<client>;proto=http`).
     pub forwarded: ForwardedMode,
     /// Clients whose forwarding headers are believed (other proxies in front of this one).
-    pub trusted_proxies: Vec<IpPrefix>,
+    pub trusted_proxies: Vec<Prefix>,
     /// Largest request head, bytes.
     pub max_header_size: usize,
     /// Idle upstream connections kept per worker and upstream.
@@ -187,6 +162,15 @@ impl Methods {
             .enumerate()
             .filter(move |(i, _)| self.0 & (1 << i) != 0)
             .map(|(_, n)| *n)
+    }
+}
+
+impl HttpSpec {
+    /// Whether `peer` is a trusted proxy. An IPv4-mapped IPv6 address (`::ffff:10.1.2.3`,
+    /// what a dual-stack socket reports) is matched as the IPv4 address it is.
+    pub fn trusts(&self, peer: IpAddr) -> bool {
+        let peer = peer.to_canonical();
+        self.trusted_proxies.iter().any(|p| p.contains(peer))
     }
 }
 
@@ -332,5 +316,29 @@ impl ListenerSpec {
             || self.steering != other.steering
             || self.pin_workers != other.pin_workers
             || (self.protocol == Protocol::Udp && self.udp.gro != other.udp.gro)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trusted_proxies_match_ipv4_clients_seen_through_a_dual_stack_socket() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let spec = HttpSpec {
+            trusted_proxies: vec![
+                Prefix::new(ip("10.0.0.0"), 8).unwrap(),
+                Prefix::new(ip("2001:db8::"), 32).unwrap(),
+            ],
+            ..HttpSpec::default()
+        };
+        assert!(spec.trusts(ip("10.1.2.3")));
+        assert!(spec.trusts(ip("::ffff:10.1.2.3")), "IPv4-mapped");
+        assert!(spec.trusts(ip("2001:db8::7")));
+        assert!(!spec.trusts(ip("11.1.2.3")));
+        assert!(!spec.trusts(ip("::ffff:11.1.2.3")));
+        assert!(!spec.trusts(ip("2001:db9::7")));
+        assert!(!HttpSpec::default().trusts(ip("10.1.2.3")), "none by default");
     }
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::{proxy, spec};
 use stator_proxy::{
-    ClientErrorKind, ForwardedMode, IpPrefix, ListenerSpec, Protocol, Proxy, UpstreamSpec,
+    ClientErrorKind, ForwardedMode, ListenerSpec, Prefix, Protocol, Proxy, UpstreamSpec,
 };
 
 /// The bound on every wait.
@@ -761,10 +761,7 @@ fn forwarding_seen(set: impl FnOnce(&mut ListenerSpec)) -> (Vec<String>, Vec<Str
 
 #[test]
 fn forwarding_headers_a_client_wrote_reach_the_backend_only_from_a_trusted_proxy() {
-    let loopback = IpPrefix {
-        addr: "127.0.0.0".parse().unwrap(),
-        len: 8,
-    };
+    let loopback = Prefix::new("127.0.0.0".parse().unwrap(), 8).unwrap();
     // The defaults: X-Forwarded-For appended to a trusted proxy's only, Forwarded off. Here no
     // client is trusted: both lines of each are gone.
     let (xff, fwd) = forwarding_seen(|_| {});

@@ -56,10 +56,9 @@ pub(super) fn listeners(
                 addresses.insert((a, is_udp), i);
             }
         }
-        let protocol = match l.protocol {
-            Some(p) => Some(p),
-            None => ctx.missing(at.key("protocol"), "\"tcp\", \"http\" or \"udp\""),
-        };
+        let protocol = l
+            .protocol
+            .or_else(|| ctx.missing(at.key("protocol"), "\"tcp\", \"http\" or \"udp\""));
         let name = match (&l.name, protocol, address) {
             (Some(n), _, _) => ctx.name(at.key("name"), n),
             (None, Some(p), Some(a)) => Some(Listener::derived_name(p, a)),
