@@ -180,4 +180,62 @@ impl Counter {
     pub fn label(self) -> &'static str {
         COUNTER_NAMES[self as usize]
     }
+
+    /// Where the counter is exported in `/metrics`: its family and, in a family of several
+    /// counters, the label that tells it apart. The match is exhaustive, so a new counter
+    /// cannot be added without deciding where operators will find it. The label values are
+    /// the public names dashboards and alerts already use, not [`label`](Self::label).
+    pub fn exported(self) -> Exported {
+        let (family, label) = match self {
+            Self::ActPass => ("stator_packets_total", Some(("action", "pass"))),
+            Self::ActDrop => ("stator_packets_total", Some(("action", "drop"))),
+            Self::ActTx => ("stator_packets_total", Some(("action", "tx"))),
+            Self::ActRedirect => ("stator_packets_total", Some(("action", "redirect"))),
+            Self::ActAborted => ("stator_packets_total", Some(("action", "aborted"))),
+            Self::ActHold => ("stator_packets_total", Some(("action", "hold"))),
+            Self::CtHit => ("stator_conntrack_lookups_total", Some(("result", "hit"))),
+            Self::CtMiss => ("stator_conntrack_lookups_total", Some(("result", "miss"))),
+            Self::CtReselect => (
+                "stator_conntrack_lookups_total",
+                Some(("result", "reselect")),
+            ),
+            Self::CtExpired => (
+                "stator_conntrack_lookups_total",
+                Some(("result", "expired")),
+            ),
+            Self::CtInsert => ("stator_conntrack_inserts_total", None),
+            Self::CtGuard => ("stator_conntrack_guard_total", None),
+            Self::NonVip => ("stator_passed_packets_total", Some(("reason", "non_vip"))),
+            Self::NonIp => ("stator_passed_packets_total", Some(("reason", "non_ip"))),
+            Self::StalePass => ("stator_passed_packets_total", Some(("reason", "stale"))),
+            Self::IcmpEchoReply => ("stator_icmp_total", Some(("kind", "echo_reply"))),
+            Self::IcmpErrorFwd => ("stator_icmp_total", Some(("kind", "error_forwarded"))),
+            Self::SelfTest => ("stator_self_test_packets_total", None),
+            Self::FragRedirect => ("stator_fragments_total", Some(("event", "redirected"))),
+            Self::FragRecord => ("stator_fragments_total", Some(("event", "recorded"))),
+            Self::FragHit => ("stator_fragments_total", Some(("event", "followed"))),
+            Self::RedirectRx => ("stator_redirects_total", Some(("event", "received"))),
+            Self::Failover => ("stator_redirects_total", Some(("event", "failover"))),
+            Self::RedirectAgain => ("stator_redirects_total", Some(("event", "again"))),
+            Self::GroupMatch => ("stator_group_matches_total", None),
+            Self::TraceReport => ("stator_trace_reports_total", Some(("result", "reported"))),
+            Self::TraceLimited => ("stator_trace_reports_total", Some(("result", "limited"))),
+            Self::TraceLost => ("stator_trace_reports_total", Some(("result", "lost"))),
+            Self::TraceUnauth => (
+                "stator_trace_reports_total",
+                Some(("result", "unauthenticated")),
+            ),
+        };
+        Exported { family, label }
+    }
+}
+
+/// Where a [`Counter`] is exported in `/metrics` ([`Counter::exported`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exported {
+    /// The metric family, e.g. `stator_packets_total`.
+    pub family: &'static str,
+    /// The label (name, value) that tells the family's counters apart; `None` for a family of
+    /// one.
+    pub label: Option<(&'static str, &'static str)>,
 }

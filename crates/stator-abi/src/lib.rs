@@ -44,7 +44,7 @@ mod service;
 mod trace;
 
 pub use afxdp::{FibQueryRec, XskCfg};
-pub use codes::{Counter, DropReason, Encap, Family};
+pub use codes::{Counter, DropReason, Encap, Exported, Family};
 pub use decap::{DecapAddr, DecapCfg, DecapCounter};
 pub use flow::{Ct4Bucket, Ct4Entry, CtEntry, Flood, FlowKey, Nh};
 pub use frag::{FragEntry, FragKey, HoldHdr};

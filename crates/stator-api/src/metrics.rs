@@ -295,21 +295,7 @@ fn api_metrics(e: &mut Exposition, ctx: &Ctx) {
 
 fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), ControlError> {
     let c = ctx.reader.counters()?;
-    e.family(
-        "stator_packets_total",
-        Kind::Counter,
-        "Packets by the action taken (every packet ends in one).",
-    );
-    for (action, counter) in [
-        ("pass", Counter::ActPass),
-        ("drop", Counter::ActDrop),
-        ("tx", Counter::ActTx),
-        ("redirect", Counter::ActRedirect),
-        ("aborted", Counter::ActAborted),
-        ("hold", Counter::ActHold),
-    ] {
-        e.sample(&[("action", action)], c.get(counter) as f64);
-    }
+    counter_families(e, &c);
     e.family(
         "stator_drops_total",
         Kind::Counter,
@@ -318,59 +304,7 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
     for (reason, n) in &c.drops {
         e.sample(&[("reason", reason.label())], *n as f64);
     }
-    e.family(
-        "stator_conntrack_lookups_total",
-        Kind::Counter,
-        "Connection-table lookups, by result.",
-    );
-    for (result, counter) in [
-        ("hit", Counter::CtHit),
-        ("miss", Counter::CtMiss),
-        ("reselect", Counter::CtReselect),
-        ("expired", Counter::CtExpired),
-    ] {
-        e.sample(&[("result", result)], c.get(counter) as f64);
-    }
-    e.family(
-        "stator_conntrack_inserts_total",
-        Kind::Counter,
-        "Connection-table entries written after a Maglev decision.",
-    )
-    .sample(&[], c.get(Counter::CtInsert) as f64);
-    e.family(
-        "stator_conntrack_guard_total",
-        Kind::Counter,
-        "Inserts skipped by the SYN-flood guard.",
-    )
-    .sample(&[], c.get(Counter::CtGuard) as f64);
-    e.family(
-        "stator_passed_packets_total",
-        Kind::Counter,
-        "Packets handed to the kernel, by why.",
-    )
-    .sample(&[("reason", "non_vip")], c.get(Counter::NonVip) as f64)
-    .sample(&[("reason", "non_ip")], c.get(Counter::NonIp) as f64)
-    .sample(&[("reason", "stale")], c.get(Counter::StalePass) as f64);
-    e.family(
-        "stator_icmp_total",
-        Kind::Counter,
-        "ICMP handled in the data plane, by kind.",
-    )
-    .sample(
-        &[("kind", "echo_reply")],
-        c.get(Counter::IcmpEchoReply) as f64,
-    )
-    .sample(
-        &[("kind", "error_forwarded")],
-        c.get(Counter::IcmpErrorFwd) as f64,
-    );
-    e.family(
-        "stator_self_test_packets_total",
-        Kind::Counter,
-        "Self-test probes the program answered.",
-    )
-    .sample(&[], c.get(Counter::SelfTest) as f64);
-    fragments_redirects_metrics(e, ctx, &c);
+    tracer_holder_metrics(e, ctx);
 
     let Some(built) = &v.built else {
         return Ok(());
@@ -460,55 +394,77 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
     Ok(())
 }
 
-/// Fragments, redirects between nodes, prefix groups and the tracer (docs/forwarding.md §3.1,
-/// §9–§11), and the holder of early fragments.
-fn fragments_redirects_metrics(e: &mut Exposition, ctx: &Ctx, c: &stator_plane::PlaneCounters) {
-    e.family(
+/// The families of the data plane's global counters, with their help, in the order they are
+/// written. Where each counter goes is [`Counter::exported`], beside the counter.
+const COUNTER_FAMILIES: [(&str, &str); 11] = [
+    (
+        "stator_packets_total",
+        "Packets by the action taken (every packet ends in one).",
+    ),
+    (
+        "stator_conntrack_lookups_total",
+        "Connection-table lookups, by result.",
+    ),
+    (
+        "stator_conntrack_inserts_total",
+        "Connection-table entries written after a Maglev decision.",
+    ),
+    (
+        "stator_conntrack_guard_total",
+        "Inserts skipped by the SYN-flood guard.",
+    ),
+    (
+        "stator_passed_packets_total",
+        "Packets handed to the kernel, by why.",
+    ),
+    (
+        "stator_icmp_total",
+        "ICMP handled in the data plane, by kind.",
+    ),
+    (
+        "stator_self_test_packets_total",
+        "Self-test probes the program answered.",
+    ),
+    (
         "stator_fragments_total",
-        Kind::Counter,
         "Fragments: sent to their 3-tuple owner, first fragments recorded, others forwarded by \
          their record.",
-    );
-    for (event, counter) in [
-        ("redirected", Counter::FragRedirect),
-        ("recorded", Counter::FragRecord),
-        ("followed", Counter::FragHit),
-    ] {
-        e.sample(&[("event", event)], c.get(counter) as f64);
-    }
-    e.family(
+    ),
+    (
         "stator_redirects_total",
-        Kind::Counter,
         "Redirects between Stator nodes: received, sent to a failover address, and refused \
          because the packet had been redirected already.",
-    );
-    for (event, counter) in [
-        ("received", Counter::RedirectRx),
-        ("failover", Counter::Failover),
-        ("again", Counter::RedirectAgain),
-    ] {
-        e.sample(&[("event", event)], c.get(counter) as f64);
-    }
-    e.family(
+    ),
+    (
         "stator_group_matches_total",
-        Kind::Counter,
         "VIP matches by prefix group and suffix.",
-    )
-    .sample(&[], c.get(Counter::GroupMatch) as f64);
-    e.family(
+    ),
+    (
         "stator_trace_reports_total",
-        Kind::Counter,
         "Traced packets: reported, not reported (rate limit), lost (ring full), and marks \
          whose MAC no tracer key verifies (not traced: forwarded as ordinary traffic).",
-    );
-    for (result, counter) in [
-        ("reported", Counter::TraceReport),
-        ("limited", Counter::TraceLimited),
-        ("lost", Counter::TraceLost),
-        ("unauthenticated", Counter::TraceUnauth),
-    ] {
-        e.sample(&[("result", result)], c.get(counter) as f64);
+    ),
+];
+
+/// Every global counter, each in its family ([`Counter::exported`]).
+fn counter_families(e: &mut Exposition, c: &stator_plane::PlaneCounters) {
+    for (family, help) in COUNTER_FAMILIES {
+        e.family(family, Kind::Counter, help);
+        for counter in Counter::ALL {
+            let x = counter.exported();
+            if x.family == family {
+                let labels: &[(&str, &str)] = match &x.label {
+                    Some(l) => std::slice::from_ref(l),
+                    None => &[],
+                };
+                e.sample(labels, c.get(counter) as f64);
+            }
+        }
     }
+}
+
+/// The tracer's sends (docs/forwarding.md §11) and the holder of early fragments (§9).
+fn tracer_holder_metrics(e: &mut Exposition, ctx: &Ctx) {
     let t = &ctx.tracer;
     e.family(
         "stator_trace_sends_total",
@@ -717,6 +673,38 @@ pub async fn handler(State(ctx): State<Ctx>) -> Result<Response, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_counter_is_exported_once_in_a_family_with_help() {
+        let mut seen = std::collections::BTreeSet::new();
+        for counter in Counter::ALL {
+            let x = counter.exported();
+            assert!(
+                COUNTER_FAMILIES.iter().any(|(f, _)| *f == x.family),
+                "{counter:?}: family {} has no help here",
+                x.family
+            );
+            assert!(
+                seen.insert((x.family, x.label)),
+                "{counter:?} exported twice"
+            );
+            let same_family = Counter::ALL
+                .iter()
+                .filter(|c| c.exported().family == x.family)
+                .count();
+            assert_eq!(
+                x.label.is_none(),
+                same_family == 1,
+                "{counter:?}: a label exactly when its family has several counters"
+            );
+        }
+        for (family, _) in COUNTER_FAMILIES {
+            assert!(
+                Counter::ALL.iter().any(|c| c.exported().family == family),
+                "{family} holds no counter"
+            );
+        }
+    }
 
     #[test]
     fn checks_sharing_a_url_get_distinct_labels() {

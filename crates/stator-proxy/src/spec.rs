@@ -339,6 +339,9 @@ mod tests {
         assert!(!spec.trusts(ip("11.1.2.3")));
         assert!(!spec.trusts(ip("::ffff:11.1.2.3")));
         assert!(!spec.trusts(ip("2001:db9::7")));
-        assert!(!HttpSpec::default().trusts(ip("10.1.2.3")), "none by default");
+        assert!(
+            !HttpSpec::default().trusts(ip("10.1.2.3")),
+            "none by default"
+        );
     }
 }
