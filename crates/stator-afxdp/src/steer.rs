@@ -1,4 +1,6 @@
-//! The steering module's choice (§3.1): which packet thread gets a frame.
+//! Packet steering — the steering module's choice (Maglev §3.1): which packet thread gets a
+//! frame. (Not client steering, `stator-steer`'s choice of proxy worker: docs/steering.md
+//! names the three kinds of steering.)
 //!
 //! The flow hash of the 5-tuple (stator-hash's, the one the forwarder uses) picks the thread,
 //! so a connection's packets meet the same thread — and its connection table — in order. The

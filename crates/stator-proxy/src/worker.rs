@@ -44,7 +44,7 @@ pub(crate) struct WorkerCtx {
     /// The node's descriptors for the proxy tier (client and upstream connections, UDP
     /// session sockets).
     pub budget: Arc<DescriptorBudget>,
-    sched: RefCell<stator_sched::Worker>,
+    sched: RefCell<stator_sched::Picker>,
     sessions: RefCell<Option<(PersistenceSpec, Sessions)>>,
     pool: RefCell<HashMap<SocketAddr, VecDeque<(Sender, Instant)>>>,
     active: Cell<usize>,
@@ -296,7 +296,7 @@ async fn serve(setup: WorkerSetup, stop: watch::Receiver<bool>) {
     let ctx = Rc::new(WorkerCtx {
         id: setup.id,
         node: setup.node,
-        sched: RefCell::new(stator_sched::Worker::new(
+        sched: RefCell::new(stator_sched::Picker::new(
             Arc::clone(&shared.scheduler),
             setup.seed,
         )),

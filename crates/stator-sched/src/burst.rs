@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::{Algorithm, AllUsable, Peer, Request, SchedError, Scheduler, Worker};
+use crate::{Algorithm, AllUsable, Peer, Picker, Request, SchedError, Scheduler};
 
 /// The scenario: `backends` peers of weight 1, `workers` workers picking in turn; at the reload
 /// peer `changed` goes from `old_weight` to `new_weight`.
@@ -142,8 +142,8 @@ fn run(
     let new = Arc::new(Scheduler::new(algorithm, &pool(after))?);
     let workers = params.workers.max(1);
     let mut seeds = crate::Rng::new(params.seed);
-    let mut ws: Vec<Worker> = (0..workers)
-        .map(|_| Worker::new(Arc::clone(&old), seeds.next_u64()))
+    let mut ws: Vec<Picker> = (0..workers)
+        .map(|_| Picker::new(Arc::clone(&old), seeds.next_u64()))
         .collect();
     let req = Request::new(&AllUsable);
     for i in 0..params.warmup {

@@ -11,9 +11,9 @@
 //!   with their stable ids and weights and whatever is precomputed (VNSWRR's ring, P2C's alias
 //!   table, the source-hash Maglev table). It is `Send + Sync` and shared by all workers behind
 //!   the `Arc` the proxy swaps on reload (`ArcSwap<Scheduler>`); picks only read it.
-//! - cheap per-worker mutable state ([`Schedule::State`], [`WorkerState`]): a cursor, SWRR
+//! - cheap per-worker mutable state ([`Schedule::State`], [`PickerState`]): a cursor, SWRR
 //!   current weights, an RNG seeded by the caller. The worker owns it; nothing is shared or
-//!   locked. [`Worker`] bundles a worker's `Arc<Scheduler>` with its state and renews the state
+//!   locked. [`Picker`] bundles a worker's `Arc<Scheduler>` with its state and renews the state
 //!   when a reload swaps the scheduler.
 //!
 //! Per request the caller supplies a [`Request`]: a [`PeerView`] (which peers are usable now —
@@ -63,7 +63,7 @@ pub use peer::{
     WithConns,
 };
 pub use rng::Rng;
-pub use scheduler::{Algorithm, Scheduler, Worker, WorkerState};
+pub use scheduler::{Algorithm, Picker, PickerState, Scheduler};
 pub use source_hash::{CLIENT_KEY_SIPHASH_KEY, SourceHash, SourceHashState, client_key};
 pub use swrr::{Swrr, SwrrState, swrr_sequence};
 pub use vnswrr::{MAX_VIRTUAL_NODES, Vnswrr, VnswrrState, vnswrr_ring_len};

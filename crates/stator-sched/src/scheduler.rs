@@ -79,7 +79,7 @@ pub enum Scheduler {
 
 /// Any scheduler's per-worker state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorkerState {
+pub enum PickerState {
     /// See [`VnswrrState`].
     Vnswrr(VnswrrState),
     /// See [`SwrrState`].
@@ -120,7 +120,7 @@ impl Scheduler {
 }
 
 impl Schedule for Scheduler {
-    type State = WorkerState;
+    type State = PickerState;
 
     fn peers(&self) -> &[Peer] {
         match self {
@@ -132,29 +132,29 @@ impl Schedule for Scheduler {
         }
     }
 
-    fn new_state(&self, seed: u64) -> WorkerState {
+    fn new_state(&self, seed: u64) -> PickerState {
         match self {
-            Self::Vnswrr(s) => WorkerState::Vnswrr(s.new_state(seed)),
-            Self::Swrr(s) => WorkerState::Swrr(s.new_state(seed)),
-            Self::LeastConn(s) => WorkerState::LeastConn(s.new_state(seed)),
-            Self::P2c(s) => WorkerState::P2c(s.new_state(seed)),
-            Self::SourceHash(s) => WorkerState::SourceHash(s.new_state(seed)),
+            Self::Vnswrr(s) => PickerState::Vnswrr(s.new_state(seed)),
+            Self::Swrr(s) => PickerState::Swrr(s.new_state(seed)),
+            Self::LeastConn(s) => PickerState::LeastConn(s.new_state(seed)),
+            Self::P2c(s) => PickerState::P2c(s.new_state(seed)),
+            Self::SourceHash(s) => PickerState::SourceHash(s.new_state(seed)),
         }
     }
 
     /// Dispatches to the algorithm. A state made by another algorithm's scheduler is a bug in
-    /// the caller ([`Worker`] cannot make it); it gives [`NoUpstream`] rather than a panic.
+    /// the caller ([`Picker`] cannot make it); it gives [`NoUpstream`] rather than a panic.
     fn pick<V: PeerView + ?Sized>(
         &self,
-        state: &mut WorkerState,
+        state: &mut PickerState,
         req: &Request<'_, V>,
     ) -> Result<usize, NoUpstream> {
         match (self, state) {
-            (Self::Vnswrr(s), WorkerState::Vnswrr(st)) => s.pick(st, req),
-            (Self::Swrr(s), WorkerState::Swrr(st)) => s.pick(st, req),
-            (Self::LeastConn(s), WorkerState::LeastConn(st)) => s.pick(st, req),
-            (Self::P2c(s), WorkerState::P2c(st)) => s.pick(st, req),
-            (Self::SourceHash(s), WorkerState::SourceHash(st)) => s.pick(st, req),
+            (Self::Vnswrr(s), PickerState::Vnswrr(st)) => s.pick(st, req),
+            (Self::Swrr(s), PickerState::Swrr(st)) => s.pick(st, req),
+            (Self::LeastConn(s), PickerState::LeastConn(st)) => s.pick(st, req),
+            (Self::P2c(s), PickerState::P2c(st)) => s.pick(st, req),
+            (Self::SourceHash(s), PickerState::SourceHash(st)) => s.pick(st, req),
             _ => {
                 debug_assert!(false, "scheduler and worker state of different algorithms");
                 Err(NoUpstream)
@@ -163,30 +163,31 @@ impl Schedule for Scheduler {
     }
 }
 
-/// One worker's scheduler and state: what a proxy worker keeps per pool.
+/// One worker's picker: the pool's shared scheduler and this worker's own state (cursor,
+/// weights, randomness) — what a proxy worker thread keeps per pool.
 ///
 /// ```
 /// use std::sync::Arc;
-/// use stator_sched::{Algorithm, AllUsable, Peer, Request, Scheduler, Worker};
+/// use stator_sched::{Algorithm, AllUsable, Peer, Request, Scheduler, Picker};
 ///
 /// let peers = [Peer::new(1, "a", 5), Peer::new(2, "b", 1), Peer::new(3, "c", 1)];
 /// let current = Arc::new(Scheduler::new(Algorithm::Vnswrr, &peers).unwrap());
-/// let mut worker = Worker::new(current.clone(), 7);
+/// let mut picker = Picker::new(current.clone(), 7);
 /// // per request: adopt a reloaded scheduler if there is one (the proxy loads it from its
 /// // ArcSwap), then pick.
-/// worker.sync(&current);
-/// let index = worker.pick(&Request::new(&AllUsable)).unwrap();
+/// picker.sync(&current);
+/// let index = picker.pick(&Request::new(&AllUsable)).unwrap();
 /// assert!(index < 3);
 /// ```
 #[derive(Debug)]
-pub struct Worker {
+pub struct Picker {
     scheduler: Arc<Scheduler>,
-    state: WorkerState,
+    state: PickerState,
     seeds: Rng,
 }
 
-impl Worker {
-    /// A worker using `scheduler`, its randomness drawn from `seed` (give each worker its own).
+impl Picker {
+    /// A picker using `scheduler`, its randomness drawn from `seed` (give each worker's its own).
     pub fn new(scheduler: Arc<Scheduler>, seed: u64) -> Self {
         let mut seeds = Rng::new(seed);
         let state = scheduler.new_state(seeds.next_u64());
@@ -229,7 +230,7 @@ impl Worker {
     }
 
     /// This worker's state (e.g. VNSWRR's start and built count, for status pages).
-    pub fn state(&self) -> &WorkerState {
+    pub fn state(&self) -> &PickerState {
         &self.state
     }
 }

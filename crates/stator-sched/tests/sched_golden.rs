@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use stator_sched::{
-    Algorithm, AllUsable, LeastConn, NoUpstream, P2c, Peer, PeerSet, Request, Schedule, Scheduler,
-    SourceHash, Swrr, Tried, Vnswrr, WithConns, Worker, WorkerState, client_key, swrr_sequence,
+    Algorithm, AllUsable, LeastConn, NoUpstream, P2c, Peer, PeerSet, Picker, PickerState, Request,
+    Schedule, Scheduler, SourceHash, Swrr, Tried, Vnswrr, WithConns, client_key, swrr_sequence,
     vnswrr_ring_len,
 };
 
@@ -366,18 +366,18 @@ fn source_hash_is_sticky_and_moves_only_the_down_peers_clients() {
     assert_eq!(other.table(), sh.table());
 }
 
-/// The Worker renews its state only when the scheduler changes, with a new random start.
+/// The Picker renews its state only when the scheduler changes, with a new random start.
 #[test]
 fn worker_adopts_a_reloaded_scheduler() {
     let a = Arc::new(Scheduler::new(Algorithm::Vnswrr, &pool(&[1; 50])).unwrap());
-    let mut w = Worker::new(Arc::clone(&a), 9);
+    let mut w = Picker::new(Arc::clone(&a), 9);
     assert!(!w.sync(&a));
     for _ in 0..10 {
         w.pick(&Request::new(&AllUsable)).unwrap();
     }
     let b = Arc::new(Scheduler::new(Algorithm::Swrr, &pool(&[1; 50])).unwrap());
     assert!(w.sync(&b));
-    assert!(matches!(w.state(), WorkerState::Swrr(_)));
+    assert!(matches!(w.state(), PickerState::Swrr(_)));
     assert_eq!(w.scheduler().algorithm(), Algorithm::Swrr);
     assert_eq!(w.peer(0).map(|p| p.id), Some(100));
     for name in ["vnswrr", "swrr", "least_conn", "p2c", "source_hash"] {

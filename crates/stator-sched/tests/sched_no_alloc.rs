@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use stator_sched::{
-    Algorithm, AllUsable, AtomicPeerSet, Peer, PeerSet, Request, Scheduler, Tried, WithConns,
-    Worker, client_key,
+    Algorithm, AllUsable, AtomicPeerSet, Peer, PeerSet, Picker, Request, Scheduler, Tried,
+    WithConns, client_key,
 };
 
 struct Counting;
@@ -88,7 +88,7 @@ fn picks_do_not_allocate() {
 
     for algorithm in Algorithm::ALL {
         let sched = Arc::new(Scheduler::new(algorithm, &peers).unwrap());
-        let mut worker = Worker::new(Arc::clone(&sched), 1);
+        let mut worker = Picker::new(Arc::clone(&sched), 1);
         let with_conns = WithConns {
             usable: &some_down,
             active: &active,

@@ -1,4 +1,4 @@
-//! # stator-steer — client → worker affinity decided in the kernel
+//! # stator-steer — client steering: client → worker affinity decided in the kernel
 //!
 //! **Layer.** An I/O adapter of the proxy tier, beside `stator-proxy`, which calls it for
 //! `steering = "source"`. A proxy listener runs N workers, each with its own `SO_REUSEPORT`

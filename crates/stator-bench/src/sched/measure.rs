@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use stator_sched::{
-    Algorithm, AtomicPeerSet, Peer, Request, Rng, Scheduler, WithConns, Worker, vnswrr_ring_len,
+    Algorithm, AtomicPeerSet, Peer, Picker, Request, Rng, Scheduler, WithConns, vnswrr_ring_len,
 };
 
 use crate::BenchError;
@@ -84,7 +84,7 @@ pub fn is_linear(algorithm: Algorithm) -> bool {
 }
 
 /// Measures one case: build the scheduler, warm up, time `repetitions` × picks through a
-/// [`Worker`] (what a proxy worker calls), with an atomic usable set and connection counts as
+/// [`Picker`] (what a proxy worker calls), with an atomic usable set and connection counts as
 /// the proxy keeps them and a different client key for every pick.
 pub fn measure(plan: &Plan, algorithm: Algorithm, backends: usize) -> Result<Measured, BenchError> {
     let w = weights(backends, plan.seed);
@@ -101,7 +101,7 @@ pub fn measure(plan: &Plan, algorithm: Algorithm, backends: usize) -> Result<Mea
     })?;
     let build = started.elapsed();
     let sched = Arc::new(sched);
-    let mut worker = Worker::new(sched, plan.seed);
+    let mut worker = Picker::new(sched, plan.seed);
 
     let usable = AtomicPeerSet::new(backends, true);
     let mut rng = Rng::new(plan.seed);

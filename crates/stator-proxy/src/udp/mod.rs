@@ -169,8 +169,8 @@ impl Drop for Session {
     }
 }
 
-/// A UDP worker's state.
-struct Worker {
+/// One UDP worker thread's listener: its socket, sessions, outbox and limits.
+struct UdpWorker {
     ctx: Rc<WorkerCtx>,
     listen: UdpSocket,
     state: UdpSocketState,
@@ -188,7 +188,7 @@ struct Worker {
     overflow_seen: Cell<u32>,
 }
 
-impl std::fmt::Debug for Worker {
+impl std::fmt::Debug for UdpWorker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UdpWorker")
             .field("local", &self.local)
@@ -218,7 +218,7 @@ pub(crate) async fn serve(
     let timeout = ctx.shared().spec.timeouts.idle;
     let mut table = SessionTable::new(spec.max_sessions, timeout);
     table.set_unreplied_timeout(spec.unreplied_timeout);
-    let w = Rc::new(Worker {
+    let w = Rc::new(UdpWorker {
         table: RefCell::new(table),
         bucket: RefCell::new(TokenBucket::new(spec.session_rate, spec.session_burst)),
         outbox: RefCell::new(Outbox::new(OUTBOX_MSGS, OUTBOX_BYTES)),
@@ -248,7 +248,7 @@ pub(crate) async fn serve(
 }
 
 /// Reads client datagrams and sends them upstream, for ever.
-async fn client_loop(w: &Rc<Worker>) -> io::Result<()> {
+async fn client_loop(w: &Rc<UdpWorker>) -> io::Result<()> {
     let mut bufs = vec![0u8; SLOT * BATCH_SIZE];
     let mut meta = [RecvMeta::default(); BATCH_SIZE];
     loop {
@@ -282,7 +282,7 @@ async fn client_loop(w: &Rc<Worker>) -> io::Result<()> {
 
 /// One receive buffer from `client`: one datagram, or several of `stride` bytes (GRO).
 fn from_client(
-    w: &Rc<Worker>,
+    w: &Rc<UdpWorker>,
     client: SocketAddr,
     dst_ip: Option<IpAddr>,
     data: &[u8],
@@ -318,7 +318,7 @@ fn from_client(
 /// datagram is sent with it until one is (a failed send is counted, and the next datagram,
 /// of this buffer or a later one, tries again), then the rest without it.
 fn forward(
-    w: &Rc<Worker>,
+    w: &Rc<UdpWorker>,
     shared: &ListenerShared,
     client: SocketAddr,
     dst_ip: Option<IpAddr>,
@@ -378,7 +378,7 @@ fn forward(
 /// Sends `data` (datagrams of `stride` bytes) on a session's socket: one GSO send when there
 /// are several and the listener allows it, else one send each. Whether all of it left.
 fn send_upstream(
-    w: &Worker,
+    w: &UdpWorker,
     sock: &UdpSocket,
     state: &UdpSocketState,
     upstream: SocketAddr,
@@ -420,7 +420,7 @@ type SessionRef = (
 /// whose upstream is now down or gone is closed and opened again). `None`: the datagram is
 /// dropped (counted).
 fn session_for(
-    w: &Rc<Worker>,
+    w: &Rc<UdpWorker>,
     shared: &ListenerShared,
     client: SocketAddr,
     now: Instant,
@@ -557,7 +557,7 @@ fn session_for(
 /// (conntrack's early drop): a flood that is never answered churns among itself, and
 /// answered sessions stay.
 fn admit(
-    w: &Worker,
+    w: &UdpWorker,
     shared: &ListenerShared,
     client: SocketAddr,
     now: Instant,
@@ -630,7 +630,7 @@ fn connect(upstream: SocketAddr, gro: bool) -> io::Result<(UdpSocket, UdpSocketS
 /// Reads one session's upstream socket and queues the replies for its client; ends the session
 /// when every expected reply has arrived (`udp.responses`).
 async fn session_task(
-    w: Rc<Worker>,
+    w: Rc<UdpWorker>,
     client: SocketAddr,
     id: u64,
     sock: Rc<SessionSocket>,
@@ -719,7 +719,7 @@ async fn session_task(
 
 /// Sends or queues `data` (replies of `stride` bytes) to `client`: several replies in one GSO
 /// send, one through the outbox. Returns the replies handled and whether any was queued.
-fn to_client(w: &Worker, client: SocketAddr, data: &[u8], stride: usize) -> (u64, bool) {
+fn to_client(w: &UdpWorker, client: SocketAddr, data: &[u8], stride: usize) -> (u64, bool) {
     let stats = &w.ctx.stats;
     let count = data.len().div_ceil(stride.max(1)).max(1) as u64;
     add(&stats.udp.upstream_datagrams_in, count);
@@ -752,7 +752,7 @@ fn to_client(w: &Worker, client: SocketAddr, data: &[u8], stride: usize) -> (u64
 }
 
 /// Sends the queued replies, once the tasks that were ready have queued theirs.
-async fn flusher(w: Rc<Worker>) {
+async fn flusher(w: Rc<UdpWorker>) {
     loop {
         w.flush.notified().await;
         // let the other ready session tasks queue theirs first
@@ -770,7 +770,7 @@ async fn flusher(w: Rc<Worker>) {
 
 /// Ends idle sessions, a few times per timeout, and counts what the kernel dropped at the
 /// listening socket since the last look.
-async fn sweeper(w: Rc<Worker>) {
+async fn sweeper(w: Rc<UdpWorker>) {
     loop {
         let timeout = w.table.borrow().unreplied_timeout();
         let every = (timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
@@ -786,7 +786,7 @@ async fn sweeper(w: Rc<Worker>) {
 }
 
 /// Adds the listening socket's new kernel drops to the listener's count.
-fn count_overflow(w: &Worker) {
+fn count_overflow(w: &UdpWorker) {
     if let Ok(total) = outbox::socket_drops(w.listen.as_fd()) {
         let new = total.wrapping_sub(w.overflow_seen.get());
         w.overflow_seen.set(total);
