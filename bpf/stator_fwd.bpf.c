@@ -4,6 +4,8 @@
  *
  * This file only strings the stages together; each concern lives in its header:
  *   parse.h     Ethernet / IPv4 / IPv6 (+ extension headers) / TCP / UDP      §1–§3
+ *   classify.h  dispatch, VIP of TCP/UDP, ICMP kinds, fragments' admission,   §2–§3, §6,
+ *               redirect header (shared with stator_xsk)                      §9, §10.2
  *   vip.h       active generation, the VIP-address table, VIP match          §2–§3
  *   conntrack.h connection table, timeouts, SYN-flood guard                  §4
  *   maglev.h    flow hash, Maglev table                                      §4
@@ -23,6 +25,7 @@
 #include "stats.h"
 #include "vip.h"
 #include "parse.h"
+#include "classify.h"
 #include "maglev.h"
 #include "conntrack.h"
 #include "encap.h"
@@ -37,15 +40,13 @@
 /* §3–§5 for TCP and UDP: VIP match, selection, the trace mark, encapsulation. */
 static __always_inline int stator_forward(struct xdp_md *ctx, struct stator_pkt *pkt)
 {
-	const struct stator_vip *vip;
-	int rc, mode = STATOR_SEL_FLOW;
+	const struct stator_vip *vip = NULL;
+	int rc = stator_ports_vip(ctx, pkt, &vip), mode = STATOR_SEL_FLOW;
 
-	rc = stator_parse_ports(ctx, pkt);
 	if (rc != STATOR_CONTINUE)
 		return rc;
-	vip = stator_vip_match(pkt, pkt->flow.dst, 1, pkt->flow.dport, pkt->flow.proto);
-	if (!vip)
-		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
+	if (!vip) /* never: stator_ports_vip found it */
+		return stator_drop(STATOR_DROP_BAD_CONFIG);
 	if (stator_stale(pkt))
 		return STATOR_PASS(pkt, STATOR_CNT_STALE_PASS);
 	/* SYN without ACK: a new connection attempt (retransmissions included) */
@@ -58,16 +59,9 @@ static __always_inline int stator_forward(struct xdp_md *ctx, struct stator_pkt 
  * stator_inner with pkt->l3 at its inner packet; any other GRE is the kernel's. */
 static __always_inline int stator_redirect_rx(struct xdp_md *ctx, struct stator_pkt *pkt)
 {
-	__be16 *g, proto;
+	__be16 proto = stator_gre_redirect(ctx, pkt);
 
-	if (pkt->l4 + 4 > pkt->ip_end)
-		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
-	g = stator_ptr(ctx, pkt->l4, 4);
-	if (!g)
-		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
-	proto = g[1];
-	if (g[0] != bpf_htons(STATOR_GRE_REDIRECT) ||
-	    (proto != bpf_htons(ETH_P_IP) && proto != bpf_htons(ETH_P_IPV6)))
+	if (!proto)
 		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
 	if (pkt->redirected)
 		return stator_drop(STATOR_DROP_REDIRECT);
@@ -87,20 +81,15 @@ static __always_inline int stator_ip(struct xdp_md *ctx, struct stator_pkt *pkt,
 	if (pkt->is_frag)
 		return stator_tail(ctx, pkt, STATOR_TAIL_FRAG, et);
 
-	switch (pkt->flow.proto) {
-	case IPPROTO_TCP:
-	case IPPROTO_UDP:
+	switch (stator_l4_class(pkt)) {
+	case STATOR_L4_PORTS:
 		return stator_forward(ctx, pkt);
-	case IPPROTO_ICMP:
-		if (pkt->family == STATOR_FAMILY_V4)
-			return stator_icmp(ctx, pkt);
-		break;
-	case STATOR_IPPROTO_ICMPV6:
-		if (pkt->family == STATOR_FAMILY_V6)
-			return stator_icmp(ctx, pkt);
-		break;
-	case IPPROTO_GRE:
+	case STATOR_L4_ICMP:
+		return stator_icmp(ctx, pkt);
+	case STATOR_L4_GRE:
 		return stator_redirect_rx(ctx, pkt);
+	case STATOR_L4_OTHER:
+		break;
 	}
 	return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
 }

@@ -4,11 +4,11 @@
  *
  *   stator_xsk   VIP traffic → the AF_XDP socket of the packet's RX queue (stator_xsks); the
  *                rest passed to the kernel. "VIP traffic" is decided by the forwarder's own
- *                stages — parse.h and vip.h, the same code stator_fwd runs — so this program
- *                passes exactly what the XDP forwarder passes (and counts it the same way:
- *                non_ip, non_vip, act_pass) and hands up everything the forwarder would decide.
- *                Its malformed-header drops are the forwarder's too (counted here, in the same
- *                maps). Self-test probes are answered as by the forwarder (probe.h).
+ *                stages — parse.h, vip.h and classify.h, the code stator_fwd runs — so this
+ *                program passes exactly what the XDP forwarder passes (and counts it the same
+ *                way: non_ip, non_vip, act_pass) and hands up everything the forwarder would
+ *                decide. Its malformed-header drops are the forwarder's too (counted here, in
+ *                the same maps). Self-test probes are answered as by the forwarder (probe.h).
  *   stator_fibq  never attached: run by BPF_PROG_TEST_RUN over a struct stator_fib_query, it
  *                asks bpf_fib_lookup what the forwarder asks (encap.h) and writes the answer
  *                back, so the user-space forwarder's next hops are the kernel's.
@@ -21,79 +21,28 @@
 #include "stats.h"
 #include "vip.h"
 #include "parse.h"
+#include "classify.h"
 #include "probe.h"
 #include "xsk.h"
 #include "license.h"
 
-/* §6's split of ICMP to a VIP address, as icmp.h decides it: echo (answered in user space when
+/* §6's split of ICMP to a VIP address, by classify.h's kinds: echo (answered in user space when
  * the node answers pings, else passed), errors and the rest (user space routes or drops them),
  * neighbour discovery (passed). */
 static __always_inline int stator_xsk_icmp(struct xdp_md *ctx, struct stator_pkt *pkt)
 {
-	__u8 *icmp;
+	enum stator_icmp_class kind = STATOR_ICMP_C_OTHER;
+	int rc = stator_icmp_class(ctx, pkt, &kind);
 
-	if (pkt->l4 + 8 > pkt->ip_end)
-		return stator_drop(STATOR_DROP_MALFORMED_L4);
-	icmp = stator_ptr(ctx, pkt->l4, 8);
-	if (!icmp)
-		return stator_drop(STATOR_DROP_MALFORMED_L4);
-	if ((pkt->family == STATOR_FAMILY_V4 && icmp[0] == 8) ||
-	    (pkt->family == STATOR_FAMILY_V6 && icmp[0] == 128)) {
-		if (!pkt->cfg || !(pkt->cfg->flags & STATOR_NODE_F_ICMP_ECHO))
-			return stator_pass(STATOR_CNT_NON_VIP);
-	} else if (pkt->family == STATOR_FAMILY_V6 && icmp[0] >= 133 && icmp[0] <= 137) {
-		return stator_pass(STATOR_CNT_NON_VIP);
-	}
-	return stator_xsk_redirect(ctx, pkt);
-}
-
-/* §9 steps 1–2 of frag.h's stator_frag_decide, which stator-core runs again in user space: a
- * fragment for an address that does not opt in is dropped `fragment`, one of another protocol
- * passed, the rest (owner, record, hold) decided up there. A first fragment for a VIP address
- * on a port it does not serve is handed up too (only the owner's VIP match would pass it; the
- * owner is user space's question): user space recycles it, counted `user_pass`. */
-static __always_inline int stator_xsk_frag(struct xdp_md *ctx, struct stator_pkt *pkt)
-{
-	const struct stator_node_cfg *cfg = pkt->cfg;
-	int rc;
-
-	if (!cfg)
-		return stator_drop(STATOR_DROP_BAD_CONFIG);
-	if (!(pkt->vaddr && (pkt->vaddr->flags & STATOR_VADDR_F_FRAGS))) {
-		const struct stator_class *c = NULL;
-
-		if (cfg->flags & STATOR_NODE_F_GROUPS)
-			c = stator_dst_class(pkt);
-		if (!c || !(c->flags & STATOR_CLASS_F_FRAGS))
-			return stator_drop(STATOR_DROP_FRAGMENT);
-	}
-	if (pkt->frag_first) {
-		if (pkt->flow.proto != IPPROTO_TCP && pkt->flow.proto != IPPROTO_UDP)
-			return stator_pass(STATOR_CNT_NON_VIP);
-		rc = stator_parse_ports(ctx, pkt);
+	if (rc != STATOR_CONTINUE)
+		return rc;
+	if (kind == STATOR_ICMP_C_ECHO) {
+		rc = stator_icmp_echo_on(pkt);
 		if (rc != STATOR_CONTINUE)
 			return rc;
-	} else if (pkt->frag_proto != IPPROTO_TCP && pkt->frag_proto != IPPROTO_UDP) {
+	} else if (kind == STATOR_ICMP_C_ND) {
 		return stator_pass(STATOR_CNT_NON_VIP);
 	}
-	return stator_xsk_redirect(ctx, pkt);
-}
-
-/* §10.2: GRE to an address of ours. A Stator redirect (01 00 + an IP protocol type) is handed
- * up — stator-core decapsulates it and decides its inner packet once; any other GRE is the
- * kernel's, as in stator_fwd's stator_redirect_rx. */
-static __always_inline int stator_xsk_gre(struct xdp_md *ctx, struct stator_pkt *pkt)
-{
-	__be16 *g;
-
-	if (pkt->l4 + 4 > pkt->ip_end)
-		return stator_pass(STATOR_CNT_NON_VIP);
-	g = stator_ptr(ctx, pkt->l4, 4);
-	if (!g)
-		return stator_pass(STATOR_CNT_NON_VIP);
-	if (g[0] != bpf_htons(STATOR_GRE_REDIRECT) ||
-	    (g[1] != bpf_htons(ETH_P_IP) && g[1] != bpf_htons(ETH_P_IPV6)))
-		return stator_pass(STATOR_CNT_NON_VIP);
 	return stator_xsk_redirect(ctx, pkt);
 }
 
@@ -101,6 +50,7 @@ SEC("xdp")
 int stator_xsk(struct xdp_md *ctx)
 {
 	struct stator_pkt pkt = {};
+	const struct stator_vip *vip = NULL;
 	__be16 ethertype;
 	int rc;
 
@@ -110,10 +60,7 @@ int stator_xsk(struct xdp_md *ctx)
 		rc = stator_read_ctl(&pkt);
 		if (rc != STATOR_CONTINUE)
 			return rc;
-		if (ethertype == bpf_htons(ETH_P_IP))
-			rc = stator_parse_ipv4(ctx, &pkt);
-		else
-			rc = stator_parse_ipv6(ctx, &pkt);
+		rc = stator_parse_ip(ctx, &pkt, ethertype);
 		if (rc != STATOR_CONTINUE)
 			return rc;
 	} else if (ethertype == bpf_htons(STATOR_PROBE_ETHERTYPE) && pkt.l3 == STATOR_ETH_LEN) {
@@ -121,28 +68,33 @@ int stator_xsk(struct xdp_md *ctx)
 	} else {
 		return stator_pass(STATOR_CNT_NON_IP);
 	}
-	if (pkt.is_frag)
-		return stator_xsk_frag(ctx, &pkt);
-
-	switch (pkt.flow.proto) {
-	case IPPROTO_TCP:
-	case IPPROTO_UDP:
-		rc = stator_parse_ports(ctx, &pkt);
+	/* §9 steps 1–2 (frag.h's stator_frag_decide runs the same); the owner, the record and the
+	 * hold are decided in user space. A first fragment for a VIP address on a port it does not
+	 * serve is handed up too (only the owner's VIP match would pass it; the owner is user
+	 * space's question): user space recycles it, counted `user_pass`. */
+	if (pkt.is_frag) {
+		rc = stator_frag_admit(ctx, &pkt);
 		if (rc != STATOR_CONTINUE)
 			return rc;
-		if (!stator_vip_match(&pkt, pkt.flow.dst, 1, pkt.flow.dport, pkt.flow.proto))
+		return stator_xsk_redirect(ctx, &pkt);
+	}
+
+	switch (stator_l4_class(&pkt)) {
+	case STATOR_L4_PORTS:
+		rc = stator_ports_vip(ctx, &pkt, &vip);
+		if (rc != STATOR_CONTINUE)
+			return rc;
+		return stator_xsk_redirect(ctx, &pkt);
+	case STATOR_L4_ICMP:
+		return stator_xsk_icmp(ctx, &pkt);
+	case STATOR_L4_GRE:
+		/* §10.2: a Stator redirect is handed up — stator-core decapsulates it and decides
+		 * its inner packet once; any other GRE is the kernel's */
+		if (!stator_gre_redirect(ctx, &pkt))
 			return stator_pass(STATOR_CNT_NON_VIP);
 		return stator_xsk_redirect(ctx, &pkt);
-	case IPPROTO_ICMP:
-		if (pkt.family == STATOR_FAMILY_V4)
-			return stator_xsk_icmp(ctx, &pkt);
+	case STATOR_L4_OTHER:
 		break;
-	case STATOR_IPPROTO_ICMPV6:
-		if (pkt.family == STATOR_FAMILY_V6)
-			return stator_xsk_icmp(ctx, &pkt);
-		break;
-	case IPPROTO_GRE:
-		return stator_xsk_gre(ctx, &pkt);
 	}
 	return stator_pass(STATOR_CNT_NON_VIP);
 }

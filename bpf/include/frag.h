@@ -13,6 +13,7 @@
 #ifndef STATOR_FRAG_H
 #define STATOR_FRAG_H
 
+#include "classify.h"
 #include "decide.h"
 #include "tail.h"
 
@@ -73,27 +74,12 @@ static __always_inline int stator_frag_decide(struct xdp_md *ctx, struct stator_
 	__u64 now;
 	int rc;
 
-	if (!cfg) /* never: read with the generation */
+	/* 1. opt-in; 2. a first fragment's L4 header, the others' protocol (classify.h) */
+	rc = stator_frag_admit(ctx, pkt);
+	if (rc != STATOR_CONTINUE)
+		return rc;
+	if (!cfg) /* never: stator_frag_admit checked it */
 		return stator_drop(STATOR_DROP_BAD_CONFIG);
-	/* 1. opt-in: the destination's slot, or its class */
-	if (!(pkt->vaddr && (pkt->vaddr->flags & STATOR_VADDR_F_FRAGS))) {
-		const struct stator_class *c = NULL;
-
-		if (cfg->flags & STATOR_NODE_F_GROUPS)
-			c = stator_dst_class(pkt);
-		if (!c || !(c->flags & STATOR_CLASS_F_FRAGS))
-			return stator_drop(STATOR_DROP_FRAGMENT);
-	}
-	/* 2. a first fragment's L4 header (and mark); the others' protocol */
-	if (pkt->frag_first) {
-		if (pkt->flow.proto != IPPROTO_TCP && pkt->flow.proto != IPPROTO_UDP)
-			return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
-		rc = stator_parse_ports(ctx, pkt);
-		if (rc != STATOR_CONTINUE)
-			return rc;
-	} else if (pkt->frag_proto != IPPROTO_TCP && pkt->frag_proto != IPPROTO_UDP) {
-		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
-	}
 	if (stator_stale(pkt))
 		return STATOR_PASS(pkt, STATOR_CNT_STALE_PASS);
 	stator_frag_key_of(pkt, &key);
@@ -164,15 +150,14 @@ static __always_inline int stator_frag_decide(struct xdp_md *ctx, struct stator_
 static __always_inline int stator_frag_first(struct xdp_md *ctx, struct stator_pkt *pkt)
 {
 	struct stator_frag_key key = {};
-	const struct stator_vip *vip;
-	int rc = stator_parse_ports(ctx, pkt);
+	const struct stator_vip *vip = NULL;
+	int rc = stator_ports_vip(ctx, pkt, &vip);
 
-	if (rc != STATOR_CONTINUE) /* never: parsed by stator_fragment a moment ago */
+	if (rc != STATOR_CONTINUE) /* no VIP (the ports were parsed by stator_fragment) */
 		return rc;
+	if (!vip) /* never */
+		return stator_drop(STATOR_DROP_BAD_CONFIG);
 	stator_frag_key_of(pkt, &key);
-	vip = stator_vip_match(pkt, pkt->flow.dst, 1, pkt->flow.dport, pkt->flow.proto);
-	if (!vip)
-		return STATOR_PASS(pkt, STATOR_CNT_NON_VIP);
 	if (!(vip->flags & STATOR_VIP_F_FRAGMENTS)) {
 		__u32 mark = stator_trace_mark_at(ctx, pkt);
 

@@ -13,17 +13,9 @@
 #ifndef STATOR_ICMP_H
 #define STATOR_ICMP_H
 
+#include "classify.h"
 #include "decide.h"
 
-#define STATOR_ICMP_ECHO_REPLY 0
-#define STATOR_ICMP_DEST_UNREACH 3
-#define STATOR_ICMP_FRAG_NEEDED 4
-#define STATOR_ICMP_ECHO 8
-#define STATOR_ICMPV6_PKT_TOOBIG 2
-#define STATOR_ICMPV6_ECHO_REQUEST 128
-#define STATOR_ICMPV6_ECHO_REPLY 129
-#define STATOR_ICMPV6_ND_FIRST 133
-#define STATOR_ICMPV6_ND_LAST 137
 #define STATOR_ECHO_TTL 64
 
 /* Swaps `n` bytes at a and b (n is a constant, at most 16: fixed-offset loads and stores). */
@@ -39,15 +31,12 @@ static __always_inline void stator_swap(__u8 *a, __u8 *b, const int n)
 /* Echo request → echo reply, sent back where it came from (XDP_TX). */
 static __always_inline int stator_icmp_echo(struct xdp_md *ctx, const struct stator_pkt *pkt)
 {
-	const struct stator_node_cfg *cfg = pkt->cfg;
 	__u8 *eth, *ip, *icmp;
 	__u16 old_word, csum;
+	int rc = stator_icmp_echo_on(pkt);
 
-	if (!cfg)
-		return stator_drop(STATOR_DROP_BAD_CONFIG);
-	if (!(cfg->flags & STATOR_NODE_F_ICMP_ECHO))
-		return stator_pass(STATOR_CNT_NON_VIP);
-
+	if (rc != STATOR_CONTINUE)
+		return rc;
 	eth = stator_ptr(ctx, 0, STATOR_ETH_LEN);
 	icmp = stator_ptr(ctx, pkt->l4, 8);
 	if (!eth || !icmp) /* unreachable: checked by the parser */
@@ -163,33 +152,22 @@ static __always_inline int stator_icmp_error(struct xdp_md *ctx, struct stator_p
 	return stator_decide(ctx, pkt, vip, STATOR_SEL_ICMP_ERR, NULL, 1);
 }
 
-/* §6: ICMP (IPv4) or ICMPv6 (IPv6) to a VIP address. */
+/* §6: ICMP (IPv4) or ICMPv6 (IPv6) to a VIP address, by its kind (classify.h). */
 static __always_inline int stator_icmp(struct xdp_md *ctx, struct stator_pkt *pkt)
 {
-	__u8 *icmp;
+	enum stator_icmp_class kind = STATOR_ICMP_C_OTHER;
+	int rc = stator_icmp_class(ctx, pkt, &kind);
 
-	if (pkt->l4 + 8 > pkt->ip_end)
-		return stator_drop(STATOR_DROP_MALFORMED_L4);
-	icmp = stator_ptr(ctx, pkt->l4, 8);
-	if (!icmp)
-		return stator_drop(STATOR_DROP_MALFORMED_L4);
-	if (pkt->family == STATOR_FAMILY_V4) {
-		if (icmp[0] == STATOR_ICMP_DEST_UNREACH && icmp[1] == STATOR_ICMP_FRAG_NEEDED)
-			return stator_icmp_error(ctx, pkt);
-		if (pkt->redirected) /* only errors are served inside a redirect (§6) */
-			return stator_drop(STATOR_DROP_REDIRECT);
-		if (icmp[0] == STATOR_ICMP_ECHO)
-			return stator_icmp_echo(ctx, pkt);
-	} else {
-		if (icmp[0] == STATOR_ICMPV6_PKT_TOOBIG)
-			return stator_icmp_error(ctx, pkt);
-		if (pkt->redirected)
-			return stator_drop(STATOR_DROP_REDIRECT);
-		if (icmp[0] == STATOR_ICMPV6_ECHO_REQUEST)
-			return stator_icmp_echo(ctx, pkt);
-		if (icmp[0] >= STATOR_ICMPV6_ND_FIRST && icmp[0] <= STATOR_ICMPV6_ND_LAST)
-			return stator_pass(STATOR_CNT_NON_VIP);
-	}
+	if (rc != STATOR_CONTINUE)
+		return rc;
+	if (kind == STATOR_ICMP_C_ERROR)
+		return stator_icmp_error(ctx, pkt);
+	if (pkt->redirected) /* only errors are served inside a redirect (§6) */
+		return stator_drop(STATOR_DROP_REDIRECT);
+	if (kind == STATOR_ICMP_C_ECHO)
+		return stator_icmp_echo(ctx, pkt);
+	if (kind == STATOR_ICMP_C_ND)
+		return stator_pass(STATOR_CNT_NON_VIP);
 	return stator_drop(STATOR_DROP_ICMP);
 }
 

@@ -172,6 +172,15 @@ static __always_inline int stator_parse_ipv6(const struct xdp_md *ctx, struct st
 	return stator_ipv6_walk(ctx, pkt, ip[6]);
 }
 
+/* The IP header at pkt->l3 of ethertype `et` (§2): IPv4 or IPv6, the ethertype says which. */
+static __always_inline int stator_parse_ip(const struct xdp_md *ctx, struct stator_pkt *pkt,
+					   __be16 et)
+{
+	if (et == bpf_htons(ETH_P_IP))
+		return stator_parse_ipv4(ctx, pkt);
+	return stator_parse_ipv6(ctx, pkt);
+}
+
 /* §3: the TCP (20 bytes) or UDP (8 bytes) header within ip_end; ports and TCP flags. */
 static __always_inline int stator_parse_ports(const struct xdp_md *ctx, struct stator_pkt *pkt)
 {

@@ -11,15 +11,6 @@
 
 #include "parse.h"
 
-/* The IP header at pkt->l3 of ethertype `et` (§2). */
-static __always_inline int stator_parse_ip(struct xdp_md *ctx, struct stator_pkt *pkt, __be16 et)
-{
-	if (et == bpf_htons(ETH_P_IP))
-		return stator_parse_ipv4(ctx, pkt);
-	return stator_parse_ipv6(ctx, pkt);
-}
-
-
 /* Hands the packet at pkt->l3 (ethertype `et`) to the tail-called program `which`; if the call
  * fails (the loader did not fill stator_progs), DROP bad_config. */
 static __always_inline int stator_tail(struct xdp_md *ctx, struct stator_pkt *pkt, __u32 which,

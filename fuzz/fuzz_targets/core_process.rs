@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut fwd = Forwarder::new(world.config);
-    let mut holder = HoldQueue::new(world.hold);
+    let mut holder: HoldQueue = HoldQueue::new(world.hold);
     let mut now: u64 = 1_000_000_000_000;
     let mut which = 0;
     while let Some(record) = frames::read(&mut r, &world.seal_key) {
@@ -66,19 +66,26 @@ fuzz_target!(|data: &[u8]| {
                 let v = oracle::process(&mut fwd, &world, which, now, &f);
                 if v.action == Action::Hold {
                     let key = fwd.held().expect("a held frame names its datagram");
-                    holder.push(now, key, f.ingress, &f.bytes);
+                    // a frame that does not fit is dropped, counted `full`
+                    let _ = holder.push(now, key, f.ingress, f.bytes.clone());
                 }
             }
         }
         // the holder's turn
         let timeout = world.plain[which].node.frag_timeout_ns;
         let frags = fwd.frag_table();
-        let ready = holder.release(now, |k| frags.is_fresh(k, now, timeout));
+        let (mut ready, mut expired) = (Vec::new(), Vec::new());
+        holder.release(
+            now,
+            |k| frags.is_fresh(k, now, timeout),
+            &mut ready,
+            &mut expired,
+        );
         for h in ready {
             let again = Frame {
                 bytes: h.frame,
                 cpu: 0,
-                ingress: h.ingress_ifindex,
+                ingress: h.ingress,
                 headroom: 256,
                 dt: 0,
                 plain: None,

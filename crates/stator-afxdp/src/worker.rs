@@ -403,7 +403,7 @@ impl<F: PacketFib> Worker<F> {
         self.publish_hold();
         let mut passed = 0;
         for h in released {
-            passed += self.decide(fwd, snap, now, h.frame, h.sock);
+            passed += self.decide(fwd, snap, now, h.frame, h.ingress);
         }
         self.publish_hold();
         passed

@@ -30,7 +30,7 @@ type Map<K, V> = HashMap<K, V, FixedState>;
 
 /// A VIP as the forwarder uses it (`struct stator_vip` plus its slots).
 #[derive(Debug, Clone)]
-pub(crate) struct CVip {
+pub(crate) struct CompiledVip {
     pub id: u32,
     pub no_ct: bool,
     /// `STATOR_VIP_F_FRAGMENTS`.
@@ -42,7 +42,7 @@ pub(crate) struct CVip {
 
 /// A class as `stator_classes` holds it for one family (docs/forwarding.md §3.1).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CClass {
+pub(crate) struct CompiledClass {
     pub id: u16,
     /// `STATOR_CLASS_F_*`.
     pub flags: u32,
@@ -52,7 +52,7 @@ pub(crate) struct CClass {
 
 /// A fragment peer (`struct stator_peer`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct CPeer {
+pub(crate) struct CompiledPeer {
     pub addr: Addr,
     pub is_self: bool,
 }
@@ -103,7 +103,7 @@ impl Addr {
 
 /// A real as the forwarder uses it (`struct stator_real`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct CReal {
+pub(crate) struct CompiledReal {
     pub addr: Addr,
     pub vip_id: u32,
     /// `STATOR_REAL_F_*`, never 0 for a present real.
@@ -113,7 +113,7 @@ pub(crate) struct CReal {
 
 /// Node parameters in wire form (`struct stator_node_cfg`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct CNode {
+pub(crate) struct CompiledNode {
     /// `None` when unset or 0.0.0.0.
     pub src_v4: Option<[u8; 4]>,
     /// `None` when unset or `::`.
@@ -135,21 +135,21 @@ pub(crate) struct CNode {
 pub struct CompiledSnapshot {
     generation: u64,
     params: NodeParams,
-    pub(crate) node: CNode,
+    pub(crate) node: CompiledNode,
     vaddrs_v4: Map<u32, u32>,
     vaddrs_v6: Map<u128, u32>,
     /// `(addr << 24) | (port << 8) | proto`.
     vips_v4: Map<u64, u32>,
     /// `((port << 8) | proto, addr)`.
     vips_v6: Map<(u32, u128), u32>,
-    vips: Vec<CVip>,
-    reals: Vec<Option<CReal>>,
+    vips: Vec<CompiledVip>,
+    reals: Vec<Option<CompiledReal>>,
     /// Prefix groups per length, longest first: (len, network → class), per family.
-    classes_v4: Vec<(u8, Map<u32, CClass>)>,
-    classes_v6: Vec<(u8, Map<u128, CClass>)>,
+    classes_v4: Vec<(u8, Map<u32, CompiledClass>)>,
+    classes_v6: Vec<(u8, Map<u128, CompiledClass>)>,
     /// `stator_sfx`: suffix entries → VIP index.
     sfx: Map<SfxKey, u32>,
-    pub(crate) peers: Vec<CPeer>,
+    pub(crate) peers: Vec<CompiledPeer>,
     pub(crate) peer_table: Arc<[u32]>,
 }
 
@@ -164,7 +164,7 @@ impl CompiledSnapshot {
 
     fn compile(snap: &Snapshot) -> Self {
         let n = snap.node;
-        let node = CNode {
+        let node = CompiledNode {
             src_v4: n.src_v4.filter(|a| !a.is_unspecified()).map(|a| a.octets()),
             src_v6: n.src_v6.filter(|a| !a.is_unspecified()).map(|a| a.octets()),
             icmp_echo: n.icmp_echo,
@@ -195,7 +195,7 @@ impl CompiledSnapshot {
         };
         c.compile_groups(snap);
         for (i, addr) in snap.peers.addrs.iter().enumerate() {
-            c.peers.push(CPeer {
+            c.peers.push(CompiledPeer {
                 addr: Addr::of(*addr),
                 is_self: snap.peers.self_index == Some(i),
             });
@@ -210,7 +210,7 @@ impl CompiledSnapshot {
         for (key, vip) in &snap.vips {
             // Fits: there are fewer VIPs than memory.
             let index = c.vips.len() as u32;
-            c.vips.push(CVip {
+            c.vips.push(CompiledVip {
                 id: vip.id.0,
                 no_ct: vip.flags.no_conntrack,
                 fragments: vip.flags.fragments,
@@ -271,7 +271,7 @@ impl CompiledSnapshot {
                 RealState::Draining => STATOR_REAL_F_DRAINING,
             };
             if let Some(slot) = c.reals.get_mut(id.0 as usize) {
-                *slot = Some(CReal {
+                *slot = Some(CompiledReal {
                     addr,
                     vip_id: real.vip.0,
                     // The flag constants are single low bits.
@@ -304,7 +304,7 @@ impl CompiledSnapshot {
             let (family, a) = key_form(prefix.addr);
             let (mut lens, flags) = per.get(&(class.0, family)).cloned().unwrap_or_default();
             lens.sort_unstable_by(|a, b| b.cmp(a));
-            let cc = CClass {
+            let cc = CompiledClass {
                 id: class.0,
                 flags,
                 lens,
@@ -326,7 +326,7 @@ impl CompiledSnapshot {
 
     /// The class of a key-form address: the longest prefix group containing it.
     #[inline]
-    pub(crate) fn class_of(&self, family: Family, addr: u128) -> Option<&CClass> {
+    pub(crate) fn class_of(&self, family: Family, addr: u128) -> Option<&CompiledClass> {
         match family {
             Family::V4 => {
                 let a = crate::flow::v4_of(addr);
@@ -352,7 +352,7 @@ impl CompiledSnapshot {
         suffix: u128,
         port: u16,
         proto: u8,
-    ) -> Option<&CVip> {
+    ) -> Option<&CompiledVip> {
         let &i = self.sfx.get(&(class, bits, family, suffix, port, proto))?;
         self.vips.get(i as usize)
     }
@@ -403,14 +403,14 @@ impl CompiledSnapshot {
     }
 
     #[inline]
-    pub(crate) fn vip_v4(&self, addr: u32, port: u16, proto: u8) -> Option<&CVip> {
+    pub(crate) fn vip_v4(&self, addr: u32, port: u16, proto: u8) -> Option<&CompiledVip> {
         let k = (u64::from(addr) << 24) | (u64::from(port) << 8) | u64::from(proto);
         let &i = self.vips_v4.get(&k)?;
         self.vips.get(i as usize)
     }
 
     #[inline]
-    pub(crate) fn vip_v6(&self, addr: u128, port: u16, proto: u8) -> Option<&CVip> {
+    pub(crate) fn vip_v6(&self, addr: u128, port: u16, proto: u8) -> Option<&CompiledVip> {
         let k = ((u32::from(port) << 8) | u32::from(proto), addr);
         let &i = self.vips_v6.get(&k)?;
         self.vips.get(i as usize)
@@ -418,7 +418,7 @@ impl CompiledSnapshot {
 
     /// `stator_reals[gen * MAX_REALS + id]` with `flags != 0`.
     #[inline]
-    pub(crate) fn real(&self, id: u32) -> Option<&CReal> {
+    pub(crate) fn real(&self, id: u32) -> Option<&CompiledReal> {
         self.reals.get(id as usize)?.as_ref()
     }
 }
@@ -433,10 +433,10 @@ fn key_form(addr: IpAddr) -> (Family, u128) {
 
 /// Adds a prefix to the per-length maps, keeping them longest first.
 fn insert_len<K: std::hash::Hash + Eq>(
-    v: &mut Vec<(u8, Map<K, CClass>)>,
+    v: &mut Vec<(u8, Map<K, CompiledClass>)>,
     len: u8,
     k: K,
-    c: CClass,
+    c: CompiledClass,
 ) {
     let i = match v.binary_search_by(|(l, _)| len.cmp(l)) {
         Ok(i) => i,

@@ -13,7 +13,7 @@
 
 use stator_abi::{DropReason, Encap, Family};
 
-use crate::compiled::{Addr, CNode, CReal};
+use crate::compiled::{Addr, CompiledNode, CompiledReal};
 use crate::fib::{FibError, FibQuery, NextHop, NextHops};
 use crate::packet::PacketBuf;
 use crate::parse::{ETH_LEN, ETH_P_IP, ETH_P_IPV6, Ip};
@@ -29,8 +29,8 @@ const IPPROTO_UDP: u8 = 17;
 #[allow(clippy::too_many_arguments)] // §5's inputs
 #[inline]
 pub(crate) fn encapsulate<B: PacketBuf + ?Sized, N: NextHops + ?Sized>(
-    node: &CNode,
-    real: &CReal,
+    node: &CompiledNode,
+    real: &CompiledReal,
     ip: &Ip,
     hash: u32,
     ingress_ifindex: u32,

@@ -16,7 +16,7 @@ use crate::guard::FloodGuard;
 use crate::icmp::{IcmpKind, classify, quoted_flow};
 use crate::packet::PacketBuf;
 use crate::parse::{IPPROTO_GRE, L4, Stop, parse_eth, parse_l3, parse_l4};
-use crate::pipeline::{Cx, End, Side, redirect_inner, run};
+use crate::pipeline::{Disposition, ProcessEnv, RingWrites, redirect_inner, run};
 use crate::select::{Ask, match_vip, plan};
 use crate::snapshot::{RealId, VipId};
 use crate::tracer::ReportWindow;
@@ -74,7 +74,7 @@ pub struct Forwarder {
     window: ReportWindow,
     /// The controller's heartbeat (`stator_beat[0]`, §3.2); off until set.
     beat: Beat,
-    side: Side,
+    ring_writes: RingWrites,
 }
 
 impl Forwarder {
@@ -94,7 +94,7 @@ impl Forwarder {
             frags: FragTable::new(cfg.frag_capacity),
             window: ReportWindow::default(),
             beat: Beat::default(),
-            side: Side::default(),
+            ring_writes: RingWrites::default(),
         }
     }
 
@@ -122,14 +122,14 @@ impl Forwarder {
     /// The report the last [`process`](Self::process) wrote, if it traced a packet: what the
     /// XDP program writes to `stator_trace`. Taking it leaves `None`.
     pub fn take_trace(&mut self) -> Option<TraceEvent> {
-        self.side.trace.take()
+        self.ring_writes.trace.take()
     }
 
     /// The datagram of the fragment the last [`process`](Self::process) held
     /// ([`Action::Hold`]): the data plane keeps the frame (a [`HoldQueue`](crate::HoldQueue))
     /// until [`FragTable::is_fresh`] says its record exists, then processes it again.
     pub fn held(&self) -> Option<FragKey> {
-        self.side.hold
+        self.ring_writes.hold
     }
 
     /// The number of CPU indexes.
@@ -207,8 +207,8 @@ impl Forwarder {
     {
         let c = self.cpu_index(cpu);
         let t = self.table_index(cpu);
-        self.side = Side::default();
-        let mut cx = Cx {
+        self.ring_writes = RingWrites::default();
+        let mut env = ProcessEnv {
             snap,
             now: now_ns,
             ingress: ingress_ifindex,
@@ -218,32 +218,32 @@ impl Forwarder {
             frags: &mut self.frags,
             window: &mut self.window,
             beat: self.beat,
-            side: &mut self.side,
+            ring_writes: &mut self.ring_writes,
             len: frame.data().len(),
         };
         let mut v = Verdict::new(Action::Pass);
-        let end = run(&mut cx, frame, &mut v);
-        let counters = &mut cx.st.counters;
-        v.action = match end {
-            End::Stop(Stop::NonIp) => {
+        let disposition = run(&mut env, frame, &mut v);
+        let counters = &mut env.st.counters;
+        v.action = match disposition {
+            Disposition::Stop(Stop::NonIp) => {
                 counters.inc(Counter::NonIp);
                 Action::Pass
             }
-            End::Stop(Stop::NonVip) => {
+            Disposition::Stop(Stop::NonVip) => {
                 counters.inc(Counter::NonVip);
                 Action::Pass
             }
-            End::Stop(Stop::Stale) => {
+            Disposition::Stop(Stop::Stale) => {
                 counters.inc(Counter::StalePass);
                 Action::Pass
             }
-            End::Stop(Stop::Drop(r)) => {
+            Disposition::Stop(Stop::Drop(r)) => {
                 counters.inc_drop(r);
                 Action::Drop(r)
             }
-            End::Tx => Action::Tx,
-            End::Redirect(ifindex) => Action::Redirect { ifindex },
-            End::Hold => Action::Hold,
+            Disposition::Tx => Action::Tx,
+            Disposition::Redirect(ifindex) => Action::Redirect { ifindex },
+            Disposition::Hold => Action::Hold,
         };
         counters.inc(v.action.counter());
         v

@@ -16,7 +16,7 @@ use crate::fib::NextHops;
 use crate::flow::Tuple;
 use crate::packet::PacketBuf;
 use crate::parse::{Frag, Ip, L4, Stop, parse_l4};
-use crate::pipeline::{Cx, End, PktCx, forward, redirect, select_and_forward};
+use crate::pipeline::{Disposition, PacketMeta, ProcessEnv, forward, redirect, select_and_forward};
 use crate::select::match_vip;
 use crate::snapshot::{RealId, VipId};
 use crate::tracer::Decision;
@@ -115,18 +115,18 @@ fn frag_key(ip: &Ip, f: Frag) -> FragKey {
 /// §9 for one fragment.
 #[cold]
 pub(crate) fn fragment<N, B>(
-    cx: &mut Cx<'_, N>,
+    env: &mut ProcessEnv<'_, N>,
     frame: &mut B,
     v: &mut Verdict,
     ip: &Ip,
     f: Frag,
-    mut pcx: PktCx,
-) -> End
+    mut meta: PacketMeta,
+) -> Disposition
 where
     N: NextHops + ?Sized,
     B: PacketBuf + ?Sized,
 {
-    let snap = cx.snap;
+    let snap = env.snap;
     // 1. opt-in: the address, or its class.
     let by_addr = ip.vaddr.unwrap_or(0) & STATOR_VADDR_F_FRAGS != 0;
     let by_class = || {
@@ -146,7 +146,7 @@ where
         }
         match parse_l4(data, ip) {
             Ok(L4::Ports { sport, dport, syn }) => {
-                pcx.mark = cx.traced(data, ip);
+                meta.mark = env.traced(data, ip);
                 Some((sport, dport, syn))
             }
             Ok(L4::Icmp { .. }) => return Stop::NonVip.into(),
@@ -158,7 +158,7 @@ where
         }
         None
     };
-    if cx.stale() {
+    if env.stale() {
         return Stop::Stale.into();
     }
     let key = frag_key(ip, f);
@@ -178,8 +178,8 @@ where
             return DropReason::BadConfig.into();
         };
         if !peer.is_self {
-            if !pcx.redirected {
-                if let (Some(mark), Some((sport, dport, _))) = (&pcx.mark, ports) {
+            if !meta.redirected {
+                if let (Some(mark), Some((sport, dport, _))) = (&meta.mark, ports) {
                     let flow = Tuple {
                         sport,
                         dport,
@@ -191,11 +191,11 @@ where
                         fragment: true,
                         ..Decision::new(TraceKind::FragRedirect)
                     };
-                    cx.report(mark, false, flow.key(), &d);
+                    env.report(mark, false, flow.key(), &d);
                 }
-                return redirect(cx, frame, ip, peer.addr, h3, Counter::FragRedirect);
+                return redirect(env, frame, ip, peer.addr, h3, Counter::FragRedirect);
             }
-            cx.st.counters.inc(Counter::RedirectAgain);
+            env.st.counters.inc(Counter::RedirectAgain);
         }
     }
     // 4. the first fragment: decided as unfragmented, and recorded.
@@ -204,7 +204,7 @@ where
             return Stop::NonVip.into();
         };
         if m.group {
-            cx.st.counters.inc(Counter::GroupMatch);
+            env.st.counters.inc(Counter::GroupMatch);
         }
         let tuple = Tuple {
             sport,
@@ -213,30 +213,30 @@ where
             ..three
         };
         if !m.vip.fragments {
-            cx.record(
+            env.record(
                 key,
                 STATOR_NO_REAL,
                 m.vip.id,
                 DropReason::Fragment as u32,
                 0,
             );
-            if let Some(mark) = &pcx.mark {
+            if let Some(mark) = &meta.mark {
                 let d = Decision {
                     vip_id: Some(m.vip.id),
                     reason: DropReason::Fragment as u8,
                     fragment: true,
                     ..Decision::new(TraceKind::Drop)
                 };
-                cx.report(mark, pcx.redirected, tuple.key(), &d);
+                env.report(mark, meta.redirected, tuple.key(), &d);
             }
             return DropReason::Fragment.into();
         }
-        pcx.first_frag = Some(key);
-        return select_and_forward(cx, frame, v, ip, m.vip, &tuple, syn, false, pcx);
+        meta.first_frag = Some(key);
+        return select_and_forward(env, frame, v, ip, m.vip, &tuple, syn, false, meta);
     }
     // 5. the others: the record, or the holder.
-    match cx.frags.get(&key) {
-        Some(r) if fresh(&r, cx.now, snap.node.frag_timeout_ns) => {
+    match env.frags.get(&key) {
+        Some(r) if fresh(&r, env.now, snap.node.frag_timeout_ns) => {
             if r.reason != 0 {
                 return DropReason::from_code(r.reason)
                     .unwrap_or(DropReason::BadConfig)
@@ -248,16 +248,16 @@ where
                         != 0
                         && real.vip_id == r.vip_id =>
                 {
-                    cx.st.counters.count_vip(r.vip_id, cx.len);
-                    cx.st.counters.inc(Counter::FragHit);
+                    env.st.counters.count_vip(r.vip_id, env.len);
+                    env.st.counters.inc(Counter::FragHit);
                     v.vip = Some(VipId(r.vip_id));
                     v.real = Some(RealId(r.real_id));
-                    forward(cx, frame, ip, r.real_id, real, r.hash)
+                    forward(env, frame, ip, r.real_id, real, r.hash)
                 }
                 _ => DropReason::NoBackend.into(),
             }
         }
-        _ if cx.len > STATOR_HOLD_FRAME_MAX as usize => DropReason::FragHold.into(),
-        _ => cx.hold(key),
+        _ if env.len > STATOR_HOLD_FRAME_MAX as usize => DropReason::FragHold.into(),
+        _ => env.hold(key),
     }
 }

@@ -131,7 +131,7 @@ pub use flow::Flow;
 pub use forwarder::{Forwarder, ForwarderConfig, table_hash};
 pub use frag::FragTable;
 pub use guard::FloodGuard;
-pub use hold::{Held, HoldLimits, HoldQueue, HoldStats};
+pub use hold::{Held, HoldFrame, HoldLimits, HoldQueue, HoldStats};
 pub use packet::{NoHeadroom, PacketBuf, SlicePacketBuf, VecPacketBuf, XDP_HEADROOM};
 pub use snapshot::{
     ClassId, NodeParams, Peers, Prefix, Proto, Real, RealId, RealState, Snapshot, Vip, VipFlags,

@@ -1,13 +1,15 @@
 //! One frame's path through the forwarder (docs/forwarding.md §§1–6, §9's dispatch and §10's
-//! failover and redirects): the per-packet context [`Cx`] and the steps
-//! [`Forwarder::process`](crate::Forwarder::process) drives, from the parse to the transmit.
+//! failover and redirects): the steps [`Forwarder::process`](crate::Forwarder::process) drives,
+//! from the parse to the transmit. Each step takes the call's [`ProcessEnv`] (its inputs and
+//! the per-CPU state it may change), what is known of the packet so far ([`PacketMeta`]), and
+//! returns a [`Disposition`], which `process` turns into an action and counts.
 
 use stator_abi::{
     Beat, Counter, CtEntry, DropReason, Encap, FlowKey, FragEntry, FragKey, STATOR_GRE_REDIRECT,
     STATOR_NO_REAL, STATOR_NO_VIP, STATOR_REAL_F_USABLE, TraceEvent, TraceKind,
 };
 
-use crate::compiled::{Addr, CReal, CVip, CompiledSnapshot};
+use crate::compiled::{Addr, CompiledReal, CompiledSnapshot, CompiledVip};
 use crate::conntrack::ConnTable;
 use crate::encap::encapsulate;
 use crate::fib::NextHops;
@@ -24,17 +26,18 @@ use crate::snapshot::{RealId, VipId};
 use crate::tracer::{Decision, ReportWindow, Traced, event, mark_of};
 use crate::verdict::{Insert, Selection, Verdict};
 
-/// What the last [`Forwarder::process`](crate::Forwarder::process) produced besides its verdict: what the XDP program
-/// writes to its ring buffers.
+/// What the last [`Forwarder::process`](crate::Forwarder::process) produced besides its
+/// verdict: what the XDP program writes to its ring buffers (`stator_trace`, `stator_hold`).
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Side {
+pub(crate) struct RingWrites {
     pub(crate) trace: Option<TraceEvent>,
     pub(crate) hold: Option<FragKey>,
 }
 
-/// How processing ended, before it is turned into an action and counted.
+/// What becomes of the packet — how processing ended, before `process` turns it into an
+/// action and counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum End {
+pub(crate) enum Disposition {
     Stop(Stop),
     Tx,
     Redirect(u32),
@@ -42,20 +45,21 @@ pub(crate) enum End {
     Hold,
 }
 
-impl From<Stop> for End {
+impl From<Stop> for Disposition {
     fn from(s: Stop) -> Self {
-        End::Stop(s)
+        Disposition::Stop(s)
     }
 }
 
-impl From<DropReason> for End {
+impl From<DropReason> for Disposition {
     fn from(r: DropReason) -> Self {
-        End::Stop(Stop::Drop(r))
+        Disposition::Stop(Stop::Drop(r))
     }
 }
 
-/// One packet's inputs and the state it may change.
-pub(crate) struct Cx<'a, N: ?Sized> {
+/// The environment of one [`Forwarder::process`](crate::Forwarder::process) call: its inputs
+/// besides the frame, and the per-CPU state it may change.
+pub(crate) struct ProcessEnv<'a, N: ?Sized> {
     pub(crate) snap: &'a CompiledSnapshot,
     pub(crate) now: u64,
     pub(crate) ingress: u32,
@@ -66,12 +70,12 @@ pub(crate) struct Cx<'a, N: ?Sized> {
     pub(crate) window: &'a mut ReportWindow,
     /// The controller's heartbeat (§3.2).
     pub(crate) beat: Beat,
-    pub(crate) side: &'a mut Side,
+    pub(crate) ring_writes: &'a mut RingWrites,
     /// The frame's length as received.
     pub(crate) len: usize,
 }
 
-impl<N: ?Sized> Cx<'_, N> {
+impl<N: ?Sized> ProcessEnv<'_, N> {
     /// §3.2: the controller's heartbeat is stale — VIP traffic is passed.
     #[inline]
     pub(crate) fn stale(&self) -> bool {
@@ -119,21 +123,21 @@ impl<N: ?Sized> Cx<'_, N> {
             self.st.counters.inc(Counter::TraceUnauth);
             return;
         }
-        self.side.trace = Some(event(mark, redirected, flow, self.now, d));
+        self.ring_writes.trace = Some(event(mark, redirected, flow, self.now, d));
         self.st.counters.inc(Counter::TraceReport);
     }
 
     /// §9 step 5: hand the frame to the holder.
-    pub(crate) fn hold(&mut self, key: FragKey) -> End {
-        self.side.hold = Some(key);
-        End::Hold
+    pub(crate) fn hold(&mut self, key: FragKey) -> Disposition {
+        self.ring_writes.hold = Some(key);
+        Disposition::Hold
     }
 }
 
 /// What is known about the packet besides its headers: whether it is the inner packet of a
 /// redirect (§10.2), its trace mark (§11.1), and, for a first fragment, its datagram (§9).
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct PktCx {
+pub(crate) struct PacketMeta {
     pub redirected: bool,
     pub mark: Option<Traced>,
     pub first_frag: Option<FragKey>,
@@ -142,9 +146,9 @@ pub(crate) struct PktCx {
 /// A stop the inner packet of a redirect may not end in: a PASS would hand the kernel a GRE
 /// packet it cannot use (§10.2).
 #[inline]
-fn inner_stop(end: End, redirected: bool) -> End {
-    match end {
-        End::Stop(Stop::NonIp | Stop::NonVip | Stop::Stale) if redirected => {
+fn inner_stop(disposition: Disposition, redirected: bool) -> Disposition {
+    match disposition {
+        Disposition::Stop(Stop::NonIp | Stop::NonVip | Stop::Stale) if redirected => {
             DropReason::Redirect.into()
         }
         e => e,
@@ -153,7 +157,7 @@ fn inner_stop(end: End, redirected: bool) -> End {
 
 /// §§1–3, the dispatch to §4–§6 and §9, and §10.2's second pass over a redirect's inner packet.
 #[inline]
-pub(crate) fn run<N, B>(cx: &mut Cx<'_, N>, frame: &mut B, v: &mut Verdict) -> End
+pub(crate) fn run<N, B>(env: &mut ProcessEnv<'_, N>, frame: &mut B, v: &mut Verdict) -> Disposition
 where
     N: NextHops + ?Sized,
     B: PacketBuf + ?Sized,
@@ -162,31 +166,31 @@ where
         Ok(x) => x,
         Err(s) => return s.into(),
     };
-    let mut pcx = PktCx::default();
+    let mut meta = PacketMeta::default();
     loop {
-        let ip = match parse_l3(frame.data(), l3, ethertype, cx.snap) {
+        let ip = match parse_l3(frame.data(), l3, ethertype, env.snap) {
             Ok(ip) => ip,
-            Err(s) => return inner_stop(s.into(), pcx.redirected),
+            Err(s) => return inner_stop(s.into(), meta.redirected),
         };
         if let Some(f) = ip.frag {
-            let end = crate::frag::fragment(cx, frame, v, &ip, f, pcx);
-            return inner_stop(end, pcx.redirected);
+            let disposition = crate::frag::fragment(env, frame, v, &ip, f, meta);
+            return inner_stop(disposition, meta.redirected);
         }
         if ip.proto == IPPROTO_GRE {
             match redirect_inner(frame.data(), &ip) {
-                None => return inner_stop(Stop::NonVip.into(), pcx.redirected),
-                Some(_) if pcx.redirected => return DropReason::Redirect.into(),
+                None => return inner_stop(Stop::NonVip.into(), meta.redirected),
+                Some(_) if meta.redirected => return DropReason::Redirect.into(),
                 Some((et, inner)) => {
-                    cx.st.counters.inc(Counter::RedirectRx);
+                    env.st.counters.inc(Counter::RedirectRx);
                     ethertype = et;
                     l3 = inner;
-                    pcx.redirected = true;
+                    meta.redirected = true;
                     continue;
                 }
             }
         }
-        let end = l4_decision(cx, frame, v, &ip, pcx);
-        return inner_stop(end, pcx.redirected);
+        let disposition = l4_decision(env, frame, v, &ip, meta);
+        return inner_stop(disposition, meta.redirected);
     }
 }
 
@@ -204,12 +208,12 @@ pub(crate) fn redirect_inner(data: &[u8], ip: &Ip) -> Option<(u16, usize)> {
 /// §3 and §6 for an unfragmented packet: TCP/UDP to selection, ICMP to its rules.
 #[inline]
 fn l4_decision<N, B>(
-    cx: &mut Cx<'_, N>,
+    env: &mut ProcessEnv<'_, N>,
     frame: &mut B,
     v: &mut Verdict,
     ip: &Ip,
-    mut pcx: PktCx,
-) -> End
+    mut meta: PacketMeta,
+) -> Disposition
 where
     N: NextHops + ?Sized,
     B: PacketBuf + ?Sized,
@@ -218,18 +222,18 @@ where
     match parse_l4(data, ip) {
         Err(s) => s.into(),
         Ok(L4::Ports { sport, dport, syn }) => {
-            let Some(m) = match_vip(cx.snap, ip.vaddr, ip.family, ip.dst, dport, ip.proto) else {
+            let Some(m) = match_vip(env.snap, ip.vaddr, ip.family, ip.dst, dport, ip.proto) else {
                 return Stop::NonVip.into();
             };
             if m.group {
-                cx.st.counters.inc(Counter::GroupMatch);
+                env.st.counters.inc(Counter::GroupMatch);
             }
-            if cx.stale() {
+            if env.stale() {
                 return Stop::Stale.into();
             }
-            pcx.mark = cx.traced(data, ip);
+            meta.mark = env.traced(data, ip);
             let tuple = ip.tuple(sport, dport);
-            select_and_forward(cx, frame, v, ip, m.vip, &tuple, syn, false, pcx)
+            select_and_forward(env, frame, v, ip, m.vip, &tuple, syn, false, meta)
         }
         Ok(L4::Icmp { ty, code }) => match classify(ip.family, ty, code) {
             IcmpKind::TooBig => {
@@ -238,21 +242,21 @@ where
                     Err(r) => return r.into(),
                 };
                 // The reversed quoted flow's destination is the VIP (inner.src, inner.sport).
-                let Some(m) = match_vip(cx.snap, ip.vaddr, ip.family, q.dst, q.dport, q.proto)
+                let Some(m) = match_vip(env.snap, ip.vaddr, ip.family, q.dst, q.dport, q.proto)
                 else {
                     return DropReason::Icmp.into();
                 };
                 if m.group {
-                    cx.st.counters.inc(Counter::GroupMatch);
+                    env.st.counters.inc(Counter::GroupMatch);
                 }
-                select_and_forward(cx, frame, v, ip, m.vip, &q, false, true, pcx)
+                select_and_forward(env, frame, v, ip, m.vip, &q, false, true, meta)
             }
             // Only errors are served inside a redirect (§6).
-            _ if pcx.redirected => DropReason::Redirect.into(),
-            IcmpKind::Echo if cx.snap.node.icmp_echo => {
+            _ if meta.redirected => DropReason::Redirect.into(),
+            IcmpKind::Echo if env.snap.node.icmp_echo => {
                 echo_reply(frame.data_mut(), ip);
-                cx.st.counters.inc(Counter::IcmpEchoReply);
-                End::Tx
+                env.st.counters.inc(Counter::IcmpEchoReply);
+                Disposition::Tx
             }
             IcmpKind::Echo | IcmpKind::NeighbourDiscovery => Stop::NonVip.into(),
             IcmpKind::Other => DropReason::Icmp.into(),
@@ -261,7 +265,12 @@ where
 }
 
 /// The selection cause's trace code, the slot, and the chosen real of a plan, for a report.
-fn forward_decision(vip: &CVip, sel: &Selection, real: Option<u32>, fragment: bool) -> Decision {
+fn forward_decision(
+    vip: &CompiledVip,
+    sel: &Selection,
+    real: Option<u32>,
+    fragment: bool,
+) -> Decision {
     Decision {
         cause: Some(sel.cause),
         slot: sel.slot,
@@ -277,47 +286,47 @@ fn forward_decision(vip: &CVip, sel: &Selection, real: Option<u32>, fragment: bo
 #[allow(clippy::too_many_arguments)] // the steps' inputs; grouping them would only rename them
 #[inline]
 pub(crate) fn select_and_forward<N, B>(
-    cx: &mut Cx<'_, N>,
+    env: &mut ProcessEnv<'_, N>,
     frame: &mut B,
     v: &mut Verdict,
     ip: &Ip,
-    vip: &CVip,
+    vip: &CompiledVip,
     tuple: &Tuple,
     syn: bool,
     icmp_error: bool,
-    pcx: PktCx,
-) -> End
+    meta: PacketMeta,
+) -> Disposition
 where
     N: NextHops + ?Sized,
     B: PacketBuf + ?Sized,
 {
-    cx.st.counters.count_vip(vip.id, cx.len);
+    env.st.counters.count_vip(vip.id, env.len);
     let hash = tuple.flow_hash();
     v.vip = Some(VipId(vip.id));
     v.flow = Some(tuple.key());
     v.hash = Some(hash);
     let words = tuple.words();
     // NO_CT never touches the table, so it need not hash for it either.
-    let ct_hash = if vip.no_ct { 0 } else { cx.table.hash(&words) };
+    let ct_hash = if vip.no_ct { 0 } else { env.table.hash(&words) };
     let p = plan(
-        cx.snap,
+        env.snap,
         vip,
-        cx.table,
+        env.table,
         &Ask {
             words,
             proto: tuple.proto,
             ct_hash,
             hash,
-            now: cx.now,
+            now: env.now,
             syn,
             icmp_error,
         },
     );
     if let Some(c) = p.cause.counter() {
-        cx.st.counters.inc(c);
+        env.st.counters.inc(c);
     }
     if let Some((i, _)) = p.found {
-        cx.table.touch(i, p.refresh.then_some(cx.now));
+        env.table.touch(i, p.refresh.then_some(env.now));
     }
     let mut selection = Selection {
         cause: p.cause,
@@ -328,37 +337,37 @@ where
         Ok(r) => r,
         Err(reason) => {
             v.selection = Some(selection);
-            return no_backend(cx, frame, ip, vip, tuple, hash, reason, pcx);
+            return no_backend(env, frame, ip, vip, tuple, hash, reason, meta);
         }
     };
     v.real = Some(RealId(real_id));
     if p.insert {
-        if cx.st.guard.admit(cx.now, cx.snap.node.flood_new_per_sec) {
+        if env.st.guard.admit(env.now, env.snap.node.flood_new_per_sec) {
             let entry = CtEntry {
                 real_id,
                 hash,
-                last_seen_ns: cx.now,
+                last_seen_ns: env.now,
             };
-            cx.table.insert_hashed(words, ct_hash, entry);
-            cx.st.counters.inc(Counter::CtInsert);
+            env.table.insert_hashed(words, ct_hash, entry);
+            env.st.counters.inc(Counter::CtInsert);
             selection.insert = Insert::Inserted;
         } else {
-            cx.st.counters.inc(Counter::CtGuard);
+            env.st.counters.inc(Counter::CtGuard);
             selection.insert = Insert::GuardHeld;
         }
     }
     v.selection = Some(selection);
     if icmp_error {
-        cx.st.counters.inc(Counter::IcmpErrorFwd);
+        env.st.counters.inc(Counter::IcmpErrorFwd);
     }
-    if let Some(key) = pcx.first_frag {
-        cx.record(key, real_id, vip.id, 0, hash);
+    if let Some(key) = meta.first_frag {
+        env.record(key, real_id, vip.id, 0, hash);
     }
-    if let Some(mark) = &pcx.mark {
-        let d = forward_decision(vip, &selection, Some(real_id), pcx.first_frag.is_some());
-        cx.report(mark, pcx.redirected, tuple.key(), &d);
+    if let Some(mark) = &meta.mark {
+        let d = forward_decision(vip, &selection, Some(real_id), meta.first_frag.is_some());
+        env.report(mark, meta.redirected, tuple.key(), &d);
     }
-    forward(cx, frame, ip, real_id, real, hash)
+    forward(env, frame, ip, real_id, real, hash)
 }
 
 /// §4 "No backend" (and `bad_config`): failover once, else the drop; a first fragment records
@@ -366,26 +375,26 @@ where
 #[allow(clippy::too_many_arguments)]
 #[cold]
 fn no_backend<N, B>(
-    cx: &mut Cx<'_, N>,
+    env: &mut ProcessEnv<'_, N>,
     frame: &mut B,
     ip: &Ip,
-    vip: &CVip,
+    vip: &CompiledVip,
     tuple: &Tuple,
     hash: u32,
     reason: DropReason,
-    pcx: PktCx,
-) -> End
+    meta: PacketMeta,
+) -> Disposition
 where
     N: NextHops + ?Sized,
     B: PacketBuf + ?Sized,
 {
-    if let Some(key) = pcx.first_frag {
-        cx.record(key, STATOR_NO_REAL, vip.id, reason as u32, 0);
+    if let Some(key) = meta.first_frag {
+        env.record(key, STATOR_NO_REAL, vip.id, reason as u32, 0);
     }
     let failover = match vip.failover {
-        Some(target) if reason == DropReason::NoBackend && pcx.first_frag.is_none() => {
-            if pcx.redirected {
-                cx.st.counters.inc(Counter::RedirectAgain);
+        Some(target) if reason == DropReason::NoBackend && meta.first_frag.is_none() => {
+            if meta.redirected {
+                env.st.counters.inc(Counter::RedirectAgain);
                 None
             } else {
                 Some(target)
@@ -393,7 +402,7 @@ where
         }
         _ => None,
     };
-    if let Some(mark) = &pcx.mark {
+    if let Some(mark) = &meta.mark {
         let d = match failover {
             Some(target) => Decision {
                 vip_id: Some(vip.id),
@@ -403,14 +412,14 @@ where
             None => Decision {
                 vip_id: Some(vip.id),
                 reason: reason as u8,
-                fragment: pcx.first_frag.is_some(),
+                fragment: meta.first_frag.is_some(),
                 ..Decision::new(TraceKind::Drop)
             },
         };
-        cx.report(mark, pcx.redirected, tuple.key(), &d);
+        env.report(mark, meta.redirected, tuple.key(), &d);
     }
     match failover {
-        Some(target) => redirect(cx, frame, ip, target, hash, Counter::Failover),
+        Some(target) => redirect(env, frame, ip, target, hash, Counter::Failover),
         None => reason.into(),
     }
 }
@@ -418,41 +427,41 @@ where
 /// §5: encapsulate, count the real, and choose TX, REDIRECT or the `tx_port` drop.
 #[inline]
 pub(crate) fn forward<N, B>(
-    cx: &mut Cx<'_, N>,
+    env: &mut ProcessEnv<'_, N>,
     frame: &mut B,
     ip: &Ip,
     real_id: u32,
-    real: &CReal,
+    real: &CompiledReal,
     hash: u32,
-) -> End
+) -> Disposition
 where
     N: NextHops + ?Sized,
     B: PacketBuf + ?Sized,
 {
     let egress = match encapsulate(
-        &cx.snap.node,
+        &env.snap.node,
         real,
         ip,
         hash,
-        cx.ingress,
-        cx.fib,
+        env.ingress,
+        env.fib,
         frame,
         false,
     ) {
         Ok(egress) => egress,
         Err(r) => return r.into(),
     };
-    cx.st.counters.count_real(real_id, cx.len);
-    transmit(cx, egress)
+    env.st.counters.count_real(real_id, env.len);
+    transmit(env, egress)
 }
 
 /// Step 7 of §5.
 #[inline]
-fn transmit<N: NextHops + ?Sized>(cx: &Cx<'_, N>, egress: u32) -> End {
-    if egress == cx.ingress {
-        End::Tx
-    } else if cx.fib.is_tx_port(egress) {
-        End::Redirect(egress)
+fn transmit<N: NextHops + ?Sized>(env: &ProcessEnv<'_, N>, egress: u32) -> Disposition {
+    if egress == env.ingress {
+        Disposition::Tx
+    } else if env.fib.is_tx_port(egress) {
+        Disposition::Redirect(egress)
     } else {
         DropReason::TxPort.into()
     }
@@ -462,36 +471,36 @@ fn transmit<N: NextHops + ?Sized>(cx: &Cx<'_, N>, egress: u32) -> End {
 /// encapsulated.
 #[cold]
 pub(crate) fn redirect<N, B>(
-    cx: &mut Cx<'_, N>,
+    env: &mut ProcessEnv<'_, N>,
     frame: &mut B,
     ip: &Ip,
     target: Addr,
     hash: u32,
     counter: Counter,
-) -> End
+) -> Disposition
 where
     N: NextHops + ?Sized,
     B: PacketBuf + ?Sized,
 {
-    let to = CReal {
+    let to = CompiledReal {
         addr: target,
         vip_id: STATOR_NO_VIP,
         flags: STATOR_REAL_F_USABLE as u16,
         encap: Encap::Gre,
     };
     let egress = match encapsulate(
-        &cx.snap.node,
+        &env.snap.node,
         &to,
         ip,
         hash,
-        cx.ingress,
-        cx.fib,
+        env.ingress,
+        env.fib,
         frame,
         true,
     ) {
         Ok(egress) => egress,
         Err(r) => return r.into(),
     };
-    cx.st.counters.inc(counter);
-    transmit(cx, egress)
+    env.st.counters.inc(counter);
+    transmit(env, egress)
 }

@@ -11,7 +11,9 @@ use stator_abi::{
     STATOR_VADDR_F_UDP_PORTS,
 };
 
-use crate::compiled::{CReal, CVip, CompiledSnapshot, IPPROTO_TCP, IPPROTO_UDP, suffix_key};
+use crate::compiled::{
+    CompiledReal, CompiledSnapshot, CompiledVip, IPPROTO_TCP, IPPROTO_UDP, suffix_key,
+};
 use crate::conntrack::ConnTable;
 use crate::flow::v4_of;
 use crate::verdict::Cause;
@@ -20,7 +22,7 @@ use crate::verdict::Cause;
 /// prefix group and suffix.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Matched<'s> {
-    pub vip: &'s CVip,
+    pub vip: &'s CompiledVip,
     pub wildcard: bool,
     pub group: bool,
 }
@@ -103,9 +105,9 @@ fn match_group(
 #[inline]
 pub(crate) fn maglev<'s>(
     snap: &'s CompiledSnapshot,
-    vip: &CVip,
+    vip: &CompiledVip,
     hash: u32,
-) -> (Option<u32>, Result<(u32, &'s CReal), DropReason>) {
+) -> (Option<u32>, Result<(u32, &'s CompiledReal), DropReason>) {
     let m = vip.table.len();
     if m == 0 {
         return (None, Err(DropReason::NoBackend));
@@ -137,7 +139,7 @@ pub(crate) struct Plan<'s> {
     /// The Maglev slot, when Maglev decided and the table was not empty.
     pub slot: Option<u32>,
     /// The real, or why there is none.
-    pub real: Result<(u32, &'s CReal), DropReason>,
+    pub real: Result<(u32, &'s CompiledReal), DropReason>,
     /// After the Maglev decision, an insert is due (subject to the flood guard).
     pub insert: bool,
 }
@@ -164,7 +166,7 @@ pub(crate) struct Ask {
 #[inline]
 pub(crate) fn plan<'s>(
     snap: &'s CompiledSnapshot,
-    vip: &CVip,
+    vip: &CompiledVip,
     table: &ConnTable,
     ask: &Ask,
 ) -> Plan<'s> {

@@ -101,27 +101,35 @@ fn run(
     stop: &AtomicBool,
     stats: &Mutex<HolderStats>,
 ) {
-    let mut queue = HoldQueue::new(limits);
+    let mut queue: HoldQueue = HoldQueue::new(limits);
+    let (mut released, mut expired) = (Vec::new(), Vec::new());
     let mut rerun_errors = 0;
     while !stop.load(Ordering::Relaxed) {
         while let Some((h, frame)) = ring.next_frame() {
-            queue.push(h.now_ns, h.key, h.ingress_ifindex, &frame);
+            // a frame that does not fit is dropped here, counted `full` by the queue
+            let _ = queue.push(h.now_ns, h.key, h.ingress_ifindex, frame);
         }
         if !queue.is_empty() {
             let now = maps.clock_ns();
             let timeout = maps.node_cfg(maps.active_generation()).frag_timeout_ns;
-            let released = queue.release(now, |k| {
-                maps.frag_lookup(k)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|e| now >= e.created_ns && now - e.created_ns <= timeout)
-            });
+            queue.release(
+                now,
+                |k| {
+                    maps.frag_lookup(k)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|e| now >= e.created_ns && now - e.created_ns <= timeout)
+                },
+                &mut released,
+                &mut expired,
+            );
+            expired.clear(); // dropped: counted `expired` by the queue
             // count the releases before running them again: a reader that adds up the
             // program's decisions and subtracts the releases never sees a re-run decision
             // without its release (the AF_XDP differential test's barrier relies on it)
             publish(stats, &queue, rerun_errors, &ring);
-            for h in released {
-                if run_xdp_live(&program, &h.frame, 1, 1, h.ingress_ifindex).is_err() {
+            for h in released.drain(..) {
+                if run_xdp_live(&program, &h.frame, 1, 1, h.ingress).is_err() {
                     rerun_errors += 1;
                 }
             }
