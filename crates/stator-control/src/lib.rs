@@ -53,8 +53,6 @@
 //! - [`descriptors`]: the descriptor limit raised at start, and the proxy tier's budget — the
 //!   limit less what health checks, the API, BIRD and the process keep — sized from the
 //!   configuration at start and on each reload.
-//! - [`planes`]: the data plane `dataplane.mode` names, loaded, and the configuration
-//!   translated into each plane's options.
 //! - [`supervise`]: heartbeats, systemd notification and the watchdog of the node's loops.
 //!
 //! All of the above is started in order and stopped in order by `stator-node` (`stator run`),
@@ -92,7 +90,6 @@ pub mod ids;
 pub mod listeners;
 pub mod logging;
 pub mod plan;
-pub mod planes;
 pub mod reconciler;
 pub mod reports;
 pub mod supervise;

@@ -23,6 +23,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use stator_plane::PlaneBeat;
+
 /// How often a looping task beats ([`Heartbeat::beat`]) when it has nothing else to do.
 pub const BEAT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -312,7 +314,7 @@ impl Supervision {
 /// forwarder passes VIP traffic to the kernel (`stale_pass`).
 #[derive(Debug)]
 pub struct BeatRefresher {
-    writer: Arc<stator_xdp::BeatWriter>,
+    writer: Arc<dyn PlaneBeat>,
     stop: Arc<AtomicBool>,
     handle: JoinHandle<()>,
 }
@@ -323,18 +325,17 @@ impl BeatRefresher {
     /// # Errors
     /// The thread cannot be started.
     pub fn start(
-        writer: stator_xdp::BeatWriter,
+        writer: Arc<dyn PlaneBeat>,
         stale_after: Duration,
         vitals: Vec<Vital>,
     ) -> std::io::Result<Self> {
-        let writer = Arc::new(writer);
         writer.refresh(stale_after);
         tracing::info!(stale_after = ?stale_after, "data-plane heartbeat on: the forwarder passes VIP traffic if the controller stops refreshing it");
         let stop = Arc::new(AtomicBool::new(false));
         let (w, s) = (Arc::clone(&writer), Arc::clone(&stop));
         let handle = std::thread::Builder::new()
             .name("stator-dp-beat".into())
-            .spawn(move || refresh(&w, stale_after, &vitals, &s))?;
+            .spawn(move || refresh(&*w, stale_after, &vitals, &s))?;
         Ok(Self {
             writer,
             stop,
@@ -358,7 +359,7 @@ impl BeatRefresher {
     }
 }
 
-fn refresh(w: &stator_xdp::BeatWriter, stale_after: Duration, vitals: &[Vital], stop: &AtomicBool) {
+fn refresh(w: &dyn PlaneBeat, stale_after: Duration, vitals: &[Vital], stop: &AtomicBool) {
     let mut silent_since: Option<Instant> = None;
     while !stop.load(Ordering::SeqCst) {
         std::thread::park_timeout(BEAT_INTERVAL);

@@ -31,6 +31,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod planes;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -161,7 +163,7 @@ impl Node {
             }
             None => {
                 let config = Arc::clone(&config);
-                tokio::task::spawn_blocking(move || stator_control::planes::load(&config))
+                tokio::task::spawn_blocking(move || planes::load(&config))
                     .await
                     .map_err(|e| {
                         ControlError::io(
@@ -607,7 +609,7 @@ impl Node {
             supervise::LOOP_ALLOWANCE,
         )];
         vitals.extend(self.vitals());
-        match supervise::BeatRefresher::start(writer, stale_after, vitals) {
+        match supervise::BeatRefresher::start(Arc::new(writer), stale_after, vitals) {
             Ok(r) => Some(r),
             Err(e) => {
                 tracing::error!(error = %e, "cannot start the data-plane heartbeat: dataplane.stale_after has no effect");

@@ -61,6 +61,18 @@ impl CommitInfo {
     }
 }
 
+/// The controller's side of a data plane's heartbeat (`dataplane.stale_after`,
+/// docs/forwarding.md §3.2): refreshed while the controller keeps its promises; a forwarder
+/// whose beat is older than its bound passes VIP traffic to the kernel. The XDP plane's is
+/// `stator_xdp::BeatWriter` (the pinned `stator_beat` map).
+pub trait PlaneBeat: Send + Sync + std::fmt::Debug {
+    /// Refreshes the beat now: the forwarder trusts its tables for `stale_after` from now.
+    fn refresh(&self, stale_after: Duration);
+    /// Turns the check off: the tables are trusted however old (a clean stop that keeps
+    /// forwarding, `on_exit = "keep"`).
+    fn off(&self);
+}
+
 /// One interface the data plane is attached to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AttachInfo {

@@ -187,6 +187,16 @@ impl BeatWriter {
     }
 }
 
+impl stator_plane::PlaneBeat for BeatWriter {
+    fn refresh(&self, stale_after: std::time::Duration) {
+        BeatWriter::refresh(self, stale_after);
+    }
+
+    fn off(&self) {
+        BeatWriter::off(self);
+    }
+}
+
 fn typed<T>(
     name: &'static str,
     map: Map,

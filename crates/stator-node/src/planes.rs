@@ -1,8 +1,9 @@
 //! The data plane `dataplane.mode` names — XDP ([`XdpPlane`]), AF_XDP ([`AfxdpPlane`]) or none
 //! ([`NoPlane`]) — loaded but not attached, and the configuration's `[dataplane]` and
 //! `[fragments]` translated into each plane's own options. The planes implement
-//! [`DataPlane`] in their own crates; what a configuration means stays here, with the
-//! configuration.
+//! [`DataPlane`] in their own crates; what a configuration means for them is decided here, where
+//! the node is put together, so that the controller builds no data plane (no aya, no BPF
+//! objects) and runs whichever it is handed.
 
 use stator_afxdp::{AfxdpConfig, AfxdpPlane, BindMode, RingSizes, UmemConfig};
 use stator_config::{
@@ -13,7 +14,7 @@ use stator_plane::DataPlane;
 use stator_plane::noplane::NoPlane;
 use stator_xdp::{AttachMode, ConntrackMode, XdpOptions, XdpPlane};
 
-use crate::error::ControlError;
+use stator_control::ControlError;
 
 /// The data plane `dataplane.mode` names, loaded (not attached).
 ///
