@@ -8,6 +8,7 @@
 
 mod bgp;
 mod cluster;
+mod listener_options;
 mod listeners;
 mod pools;
 mod sections;
