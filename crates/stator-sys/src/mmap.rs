@@ -150,10 +150,8 @@ mod tests {
         let m = Mmap::shared(f.as_fd(), 0, page_size()).unwrap();
         drop(f);
         // SAFETY: the mapping is `len` bytes long and outlives the read; no one writes it.
-        assert_eq!(
-            unsafe { m.as_ptr().add(page_size() - 1).read_volatile() },
-            5
-        );
+        let last = unsafe { m.as_ptr().add(page_size() - 1).read_volatile() };
+        assert_eq!(last, 5);
         assert!(Mmap::shared(std::io::stdin().as_fd(), u64::MAX, 1).is_err());
     }
 }
