@@ -36,12 +36,13 @@
 //!
 //! **What it must never do.** Make a forwarding decision of its own (that is `stator-core`);
 //! touch a chunk it holds no [`Frame`] for; block a packet thread on the I/O thread or the
-//! reverse; log per packet. `unsafe` lives only in four modules, each block with its
-//! `// SAFETY:`: `sys` (every system call), `ring` (the shared
-//! indices and slots), `umem` (the pool's bytes) and `spsc` (the queues' slots) — and, compiled
-//! for unit tests only, `sim` (the heap rings that stand in for the kernel's). Safe code cannot
-//! break the UMEM's invariants: see [`umem`].
+//! reverse; log per packet. `unsafe` is denied everywhere but in four modules, each block with
+//! its `// SAFETY:`: `sys` (the AF_XDP socket's system calls; memory maps are stator-sys's),
+//! `ring` (the shared indices and slots), `umem` (the pool's bytes) and `spsc` (the queues'
+//! slots) — and, compiled for unit tests only, `sim` (the heap rings that stand in for the
+//! kernel's). Safe code cannot break the UMEM's invariants: see [`umem`].
 #![deny(missing_debug_implementations)]
+#![deny(unsafe_code)]
 
 pub mod config;
 pub mod dataplane;
@@ -50,15 +51,20 @@ pub mod fib;
 pub mod forwarder;
 mod hold;
 mod io;
+#[allow(unsafe_code)]
 pub mod ring;
 pub mod runtime;
 #[cfg(test)]
+#[allow(unsafe_code)]
 mod sim;
 pub mod socket;
+#[allow(unsafe_code)]
 pub mod spsc;
 pub mod steer;
+#[allow(unsafe_code)]
 mod sys;
 pub mod trace;
+#[allow(unsafe_code)]
 pub mod umem;
 mod worker;
 

@@ -229,7 +229,7 @@ impl XskSocket {
         };
         let map = |o: &libc::xdp_ring_offset, pgoff: u64, n: u32, elem: usize, ring: &str| {
             let len = o.desc as usize + n as usize * elem;
-            Mmap::ring(b, pgoff, len)
+            Mmap::shared(b, pgoff, len)
                 .map_err(|e| AfxdpError::io(what(&format!("mapping the {ring} ring")), e))
         };
         let fill_map = map(

@@ -1,12 +1,14 @@
 //! The kernel interfaces the AF_XDP plane needs, as small safe functions over `libc`: the
-//! `AF_XDP` socket and its options, memory maps (the UMEM and the rings), `sendto`/`recvfrom`
-//! wake-ups, `ppoll`, an eventfd. Every system call of the crate is here (pinning and clocks
-//! are stator-sys's); the crate's other `unsafe` is the rings' and the UMEM's memory (see `lib.rs`).
+//! `AF_XDP` socket and its options, `sendto`/`recvfrom` wake-ups, `ppoll`, an eventfd, the
+//! RX queue count. Every system call of the crate is here (memory maps, pinning and clocks are
+//! stator-sys's); the crate's other `unsafe` is the rings' and the UMEM's memory (see `lib.rs`).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::ptr::NonNull;
 use std::time::Duration;
+
+pub(crate) use stator_sys::mmap::{Mmap, page_size};
+pub(crate) use stator_sys::users::is_root;
 
 /// `-1` as an error, else the value.
 fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
@@ -83,82 +85,6 @@ pub(crate) fn bind_xsk(
         )
     };
     cvt(rc).map(drop)
-}
-
-/// A memory mapping, unmapped on drop.
-#[derive(Debug)]
-pub(crate) struct Mmap {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain memory; who may touch which bytes is decided by the types built
-// on it (the UMEM's frame ownership, the rings' single owners), not by the thread that mapped it.
-unsafe impl Send for Mmap {}
-// SAFETY: as above; `Mmap` itself only hands out its address.
-unsafe impl Sync for Mmap {}
-
-impl Mmap {
-    /// `len` bytes of zeroed anonymous memory, populated up front (the UMEM).
-    pub(crate) fn anonymous(len: usize) -> io::Result<Self> {
-        // SAFETY: an anonymous private mapping with no address hint; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        Self::from_result(p, len)
-    }
-
-    /// A ring of socket `fd` at page offset `offset` (`XDP_PGOFF_*`), `len` bytes, shared
-    /// with the kernel.
-    pub(crate) fn ring(fd: BorrowedFd<'_>, offset: u64, len: usize) -> io::Result<Self> {
-        // SAFETY: a shared mapping of the socket's ring, as af_xdp.rst describes; the kernel
-        // validates the offset and length; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                offset as libc::off_t,
-            )
-        };
-        Self::from_result(p, len)
-    }
-
-    fn from_result(p: *mut libc::c_void, len: usize) -> io::Result<Self> {
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave NULL"))?;
-        Ok(Self { ptr, len })
-    }
-
-    /// The first byte.
-    pub(crate) fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
-    /// The length in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        // SAFETY: the region was mapped by this value with this length and is unmapped once.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
-    }
 }
 
 /// `sendto(fd, NULL, 0, MSG_DONTWAIT)`: asks the kernel to transmit what the TX ring holds.
@@ -260,13 +186,6 @@ impl EventFd {
     }
 }
 
-/// The page size.
-pub(crate) fn page_size() -> usize {
-    // SAFETY: sysconf has no memory arguments.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(n).unwrap_or(4096).max(4096)
-}
-
 /// `SIOCETHTOOL` (linux/sockios.h).
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 /// `ETHTOOL_GCHANNELS` (linux/ethtool.h).
@@ -330,10 +249,4 @@ pub(crate) fn set_timer_slack_ns(ns: u64) {
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
     }
-}
-
-/// True when the process runs as root.
-pub(crate) fn is_root() -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }

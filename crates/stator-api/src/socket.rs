@@ -150,7 +150,15 @@ pub fn bind(path: &Path, group: &SocketGroup) -> Result<ApiSocket, ControlError>
         .unwrap_or_default();
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+    // pid, counter and time: another process with our pid (in another pid namespace, sharing
+    // the directory) does not pick the same name
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = dir.join(format!(
+        ".{name}.{}.{n}.{nanos:08x}.tmp",
+        std::process::id()
+    ));
     let _ = std::fs::remove_file(&tmp);
     let failed = |what: &str, e: io::Error| {
         let _ = std::fs::remove_file(&tmp);

@@ -180,8 +180,9 @@ pub(crate) fn which(tool: &str) -> Option<PathBuf> {
 }
 
 pub(crate) fn tempdir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("stator-bench-proxy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(io("creating a temporary directory"))?;
+    // a name of this run's own: two runs in one process (the smoke tests) must not share it
+    let dir = stator_testkit::scratch::unique_path("stator-bench-proxy", "");
+    std::fs::create_dir(&dir).map_err(io("creating a temporary directory"))?;
     let mut f = std::fs::File::create(dir.join("README")).map_err(io("writing README"))?;
     writeln!(
         f,

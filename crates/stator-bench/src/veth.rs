@@ -186,8 +186,8 @@ pub(crate) struct Lab {
 
 impl Lab {
     pub(crate) fn new() -> Result<Self> {
-        let prefix = format!("sbv{}-", std::process::id());
-        netns::cleanup(&prefix)?;
+        // a prefix of this lab's own: labs in one process (the smoke tests) run side by side
+        let prefix = format!("{}-", stator_testkit::scratch::unique_name("sbv"));
         let bpffs = BpfFs::mount(&std::env::temp_dir().join(format!("{prefix}bpffs")))?;
         let lab = Self {
             gen_ns: Netns::create(&format!("{prefix}g"))?,

@@ -344,7 +344,7 @@ struct BenchLab {
 
 impl BenchLab {
     fn new() -> Result<Self> {
-        let ns = Netns::create(&format!("stator-bench-{}", std::process::id()))?;
+        let ns = Netns::create(&stator_testkit::scratch::unique_name("stator-bench"))?;
         netns::veth(&ns, "bin", &ns, "binp")?;
         ns.sysctl("net.ipv4.conf.all.forwarding", "1")?;
         ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
@@ -438,9 +438,10 @@ fn measure(args: &BenchXdpArgs, plan: Plan, ifindex: u32) -> Result<(Vec<Row>, V
     pin_to_cpu(0);
     // a private bpffs under the temp directory, unmounted on return: the host's /sys/fs/bpf is
     // never mounted or used
-    let bpffs = BpfFs::mount(
-        &std::env::temp_dir().join(format!("stator-bench-xdp-{}", std::process::id())),
-    )?;
+    let bpffs = BpfFs::mount(&stator_testkit::scratch::unique_path(
+        "stator-bench-xdp",
+        "",
+    ))?;
     let pin = bpffs.path().join("fwd");
     // A fresh forwarder (empty connection table) per class: LRU maps evict before they are
     // full, and a cyclic walk over more flows than fit would miss on every packet. The table

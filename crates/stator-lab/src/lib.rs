@@ -26,7 +26,8 @@
 //!
 //! Contract: every object this crate creates carries the caller's prefix in its name; nothing
 //! outside that prefix is ever touched. Operations fail with the command line and its stderr.
-#![deny(unsafe_code)]
+//! No `unsafe`: the system calls it makes beyond `std` (`setns`, `kill`) are stator-sys's.
+#![forbid(unsafe_code)]
 
 pub mod bird;
 pub mod deploy;

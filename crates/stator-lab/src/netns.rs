@@ -2,7 +2,7 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -221,8 +221,11 @@ impl Netns {
     /// (`addr add 10.0.0.2/16 dev eth0`), run by one process — dozens of addresses cost one
     /// fork, not one each. The batch file lives in the temporary directory for the call only.
     pub fn ip_batch(&self, commands: &str) -> Result<()> {
+        // two threads may batch into one namespace at once: the counter keeps their files apart
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!(
-            "stator-ip-batch-{}-{}",
+            "stator-ip-batch-{}-{n}-{}",
             std::process::id(),
             self.name
         ));
@@ -351,12 +354,9 @@ impl Netns {
         let handle = std::thread::Builder::new()
             .name(format!("netns-{name}"))
             .spawn(move || {
-                // SAFETY: setns on this thread only (CLONE_NEWNET affects the calling thread);
-                // `file` is an open /run/netns handle that outlives the call.
-                #[allow(unsafe_code)]
-                let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                if rc != 0 {
-                    let _ = tx.send(Err(std::io::Error::last_os_error()));
+                // this thread only: the rest of the process stays where it is
+                if let Err(e) = stator_sys::ns::enter_net(file.as_fd()) {
+                    let _ = tx.send(Err(e));
                     panic!("setns failed");
                 }
                 let _ = tx.send(Ok(()));
@@ -383,12 +383,9 @@ impl Netns {
     pub fn kill_all(&self) {
         if let Ok(out) = run(Command::new("ip").args(["netns", "pids", &self.name])) {
             for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                if let Ok(pid) = pid.parse::<i32>() {
-                    // SAFETY: kill(2) with a pid read from `ip netns pids`; no memory involved.
-                    #[allow(unsafe_code)]
-                    unsafe {
-                        libc::kill(pid, libc::SIGKILL);
-                    }
+                if let Ok(pid) = pid.parse::<u32>() {
+                    // best effort: the process may have exited since `ip` listed it
+                    let _ = stator_sys::process::send_signal(pid, libc::SIGKILL);
                 }
             }
         }
@@ -483,11 +480,8 @@ impl ChildGuard {
     /// Sends a signal (e.g. `libc::SIGTERM`).
     pub fn signal(&self, sig: i32) {
         if let Some(c) = &self.child {
-            // SAFETY: kill(2) on our own child's pid; no memory involved.
-            #[allow(unsafe_code)]
-            unsafe {
-                libc::kill(c.id() as i32, sig);
-            }
+            // our own child, not yet reaped (so its pid is not reused); an exited one is no error
+            let _ = stator_sys::process::send_signal(c.id(), sig);
         }
     }
 

@@ -9,21 +9,28 @@
 //!   nanoseconds: monotonic, coarse monotonic (the XDP program's), a thread's and the process's CPU time;
 //! - [`cpu`]: pinning the calling thread to a CPU, and the CPUs it may run on;
 //! - [`mmsg`]: `recvmmsg` into buffers set up once, `sendmmsg` of slices;
-//! - [`process`]: a session of the process's own (`setsid`);
+//! - [`mmap`]: memory mappings owned by a value (anonymous, or a kernel object's memory:
+//!   AF_XDP rings, `BPF_F_MMAPABLE` arrays), unmapped on drop; the page size;
+//! - [`ns`]: a thread moved into another network namespace (`setns`);
+//! - [`process`]: a session of the process's own (`setsid`), a signal to one process;
 //! - [`socket`]: `AF_PACKET` raw sockets, and socket options `std` has no call for (set any,
 //!   read the drop count);
 //! - [`creds`]: who is at the other end of a Unix socket — user, primary group and, with
 //!   `SO_PEERGROUPS`, every supplementary group, as the kernel recorded them at `connect`
 //!   (no race with the peer exiting or changing identity later);
-//! - [`limits`]: the process's descriptor limit (`RLIMIT_NOFILE`) raised to its hard limit,
-//!   and the descriptors open now;
+//! - [`limits`]: the process's descriptor limit (`RLIMIT_NOFILE`), set or raised to its hard
+//!   limit, and the descriptors open now;
 //! - [`users`]: a group name to its id (the local group database), the effective ids;
 //! - [`files`]: a file replaced atomically through a temporary file created exclusively in
 //!   the target's directory (`O_EXCL | O_NOFOLLOW`, chosen mode and group): a user who can
 //!   write to that directory cannot make the node write through a symbolic link.
 //!
-//! Contract: every `unsafe` block is here, each with its `SAFETY` comment; functions return
-//! `io::Error`s from the kernel unchanged. It never logs, never allocates on a hot path and
+//! Contract: every function is safe to call, its `unsafe` blocks inside, each with its
+//! `SAFETY` comment; functions return `io::Error`s from the kernel unchanged. Every other
+//! crate forbids `unsafe_code`, except where it reaches into memory it shares with the kernel
+//! or speaks a kernel interface of its own (stator-afxdp's rings, UMEM and AF_XDP socket;
+//! stator-xdp's BPF arrays and the BPF and netlink calls aya lacks), which deny it outside the
+//! modules their crate docs name. It never logs, never allocates on a hot path and
 //! knows nothing of Stator's configuration.
 
 pub mod bpf_build;
@@ -32,7 +39,9 @@ pub mod cpu;
 pub mod creds;
 pub mod files;
 pub mod limits;
+pub mod mmap;
 pub mod mmsg;
+pub mod ns;
 pub mod process;
 pub mod socket;
 pub mod users;

@@ -32,15 +32,28 @@ pub fn nofile() -> NofileLimit {
 pub fn raise_nofile() -> io::Result<NofileLimit> {
     let now = nofile();
     if now.soft != now.hard {
-        setrlimit(
-            Resource::Nofile,
-            Rlimit {
-                current: now.hard,
-                maximum: now.hard,
-            },
-        )?;
+        set_nofile(NofileLimit {
+            soft: now.hard,
+            hard: now.hard,
+        })?;
     }
     Ok(nofile())
+}
+
+/// Sets the descriptor limit to `limit` (`setrlimit(RLIMIT_NOFILE)`; `None` is unlimited).
+///
+/// # Errors
+/// The kernel's: `EPERM` when raising the hard limit without `CAP_SYS_RESOURCE`, `EINVAL`
+/// for a soft limit above the hard one or beyond `fs.nr_open`.
+pub fn set_nofile(limit: NofileLimit) -> io::Result<()> {
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: limit.soft,
+            maximum: limit.hard,
+        },
+    )
+    .map_err(io::Error::from)
 }
 
 /// How many descriptors the process has open (entries of `/proc/self/fd`, less the one the
@@ -68,5 +81,11 @@ mod tests {
         let during = open_fds().unwrap();
         drop(f);
         assert!(during >= 4, "{during} descriptors open");
+        let e = set_nofile(NofileLimit {
+            soft: Some(2),
+            hard: Some(1),
+        })
+        .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
     }
 }

@@ -1,8 +1,7 @@
-//! The kernel interfaces aya does not wrap, each as small as it can be: memory-mapped BPF
-//! arrays, `membarrier(2)`, bpf_link information and `BPF_LINK_DETACH`, an `RTM_GETLINK` query for
-//! the XDP attach mode, and interface names. Every `unsafe` block of the crate outside
-//! `testrun.rs` is here.
-#![allow(unsafe_code)]
+//! The kernel interfaces aya does not wrap, each as small as it can be: BPF arrays seen as
+//! memory (mapped by stator-sys's `Mmap`), `membarrier(2)`, bpf_link information and
+//! `BPF_LINK_DETACH`, an `RTM_GETLINK` query for the XDP attach mode, and interface names.
+//! Every `unsafe` block of the crate outside `testrun.rs` is here.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -10,8 +9,11 @@ use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use stator_sys::mmap::Mmap;
+pub(crate) use stator_sys::mmap::page_size;
+pub(crate) use stator_sys::users::is_root;
 
 use stator_abi::{
     AddrRec, Beat, BenchFrame, Class, Ct4Bucket, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey,
@@ -67,50 +69,6 @@ pub(crate) struct Rec<T>(pub T);
 // SAFETY: `Rec<T>` is transparent over a `Record`, which is plain data (see `Record`).
 unsafe impl<T: Record> aya::Pod for Rec<T> {}
 
-/// A shared memory mapping of a `BPF_F_MMAPABLE` array map.
-#[derive(Debug)]
-struct Mmap {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain shared memory; all access goes through raw pointers with
-// volatile or atomic operations, never through Rust references.
-unsafe impl Send for Mmap {}
-// SAFETY: as above.
-unsafe impl Sync for Mmap {}
-
-impl Mmap {
-    fn map(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
-        // SAFETY: a fresh shared mapping of a BPF array map fd; the kernel checks `len` against
-        // the map's size; the result is checked for MAP_FAILED.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-        Ok(Self { ptr, len })
-    }
-}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly the mapping created in `map`; nothing refers to it after.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
-    }
-}
-
 /// A `BPF_F_MMAPABLE` array map seen as memory: element `i` lives at `i * round_up(size, 8)`
 /// (the kernel's array element stride).
 #[derive(Debug)]
@@ -127,7 +85,7 @@ impl<T: Record> MmapArray<T> {
         let stride = size_of::<T>().next_multiple_of(8);
         let len = (entries as usize * stride).next_multiple_of(page_size());
         Ok(Self {
-            map: Mmap::map(fd, len)?,
+            map: Mmap::shared(fd, 0, len)?,
             entries,
             stride,
             _t: PhantomData,
@@ -143,7 +101,7 @@ impl<T: Record> MmapArray<T> {
         // SAFETY: i < entries, so the offset lies inside the mapping, which is page aligned;
         // the stride is a multiple of 8 ≥ size_of::<T>() so every element is aligned for T
         // (alignment of the ABI records is at most 8).
-        unsafe { self.map.ptr.as_ptr().add(i as usize * self.stride).cast() }
+        unsafe { self.map.as_ptr().add(i as usize * self.stride).cast() }
     }
 
     /// Reads element `i` (panics when out of range: indices are computed, never received).
@@ -286,24 +244,11 @@ pub(crate) fn mount_bpffs(at: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// The system page size.
-pub(crate) fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
-}
-
-/// True when the effective user is root.
 /// The number of possible CPUs (what per-CPU maps and `stator_ct4` are sized by).
 pub(crate) fn possible_cpus() -> crate::error::Result<u32> {
     aya::util::nr_cpus()
         .map(|n| n as u32)
         .map_err(|(_, e)| crate::error::XdpError::io("counting possible CPUs", e))
-}
-
-pub(crate) fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// Index of a network interface in the calling thread's namespace, if it exists.

@@ -1,5 +1,4 @@
 //! `BPF_PROG_TEST_RUN` for XDP programs (a thin wrapper of our own, older than aya's).
-#![allow(unsafe_code)]
 
 use std::os::fd::{AsFd, AsRawFd};
 

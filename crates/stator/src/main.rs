@@ -1,4 +1,7 @@
-//! The `stator` binary: one entry point, clap subcommands.
+//! The `stator` binary: one entry point, clap subcommands. No `unsafe`: the system calls it
+//! needs beyond `std` are stator-sys's.
+#![forbid(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 
 mod attach_out;

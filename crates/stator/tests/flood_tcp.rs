@@ -35,20 +35,15 @@ const FROM_MANY: u32 = 10_000;
 /// Raises this process's own descriptor limit: to `to` where it may (root with
 /// `CAP_SYS_RESOURCE`), else the soft limit to the hard one. Returns the limit now.
 fn raise_own_limit(to: u64) -> u64 {
-    let set = |cur: u64, max: u64| {
-        let l = libc::rlimit {
-            rlim_cur: cur,
-            rlim_max: max,
-        };
-        // SAFETY: setrlimit reads the struct we pass, nothing else.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) == 0 }
+    use stator_sys::limits::{NofileLimit, nofile, raise_nofile, set_nofile};
+    let wanted = NofileLimit {
+        soft: Some(to),
+        hard: Some(to),
     };
-    if !set(to, to) {
-        let now = stator_sys::limits::nofile();
-        let hard = now.hard.unwrap_or(to);
-        assert!(set(hard, hard), "{}", std::io::Error::last_os_error());
+    if set_nofile(wanted).is_err() {
+        raise_nofile().expect("raising the descriptor limit to the hard one");
     }
-    stator_sys::limits::nofile().soft.unwrap_or(to)
+    nofile().soft.unwrap_or(to)
 }
 
 /// What the helper process is asked to do: `<listener port>:<connections>`.

@@ -1,7 +1,7 @@
 //! The AF_XDP tests' lab: a generator namespace, the load balancer's namespace and a sink
 //! namespace joined by veth pairs, with the LB's ingress veth given several queues, a bpffs of
 //! its own for the pins, and raw `AF_PACKET` sockets to send arbitrary frames and capture what
-//! comes out. Everything is named after the test process's id and removed on drop.
+//! comes out. Everything carries a name of the lab's own and is removed on drop.
 //!
 //! ```text
 //!  gen ns                 LB ns                                    sink ns
@@ -11,7 +11,6 @@
 #![allow(dead_code)] // each test file uses a part
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -50,8 +49,11 @@ impl Lab {
     /// A lab whose LB ingress veth has `queues` RX and TX queues.
     pub fn new(tag: &str, queues: u32) -> Self {
         require_root();
-        let prefix = format!("sax{}{tag}-", std::process::id());
-        netns::cleanup(&prefix).expect("clean old namespaces");
+        // a prefix of this lab's own: the tests of a binary run side by side
+        let prefix = format!(
+            "{}-",
+            stator_testkit::scratch::unique_name(&format!("sax{tag}"))
+        );
         let gen_ns = Netns::create(&format!("{prefix}g")).expect("gen ns");
         let lb = Netns::create(&format!("{prefix}l")).expect("lb ns");
         let sink = Netns::create(&format!("{prefix}s")).expect("sink ns");
@@ -252,111 +254,73 @@ pub fn snapshot(generation: u64, backends: &[Ipv4Addr]) -> ValidSnapshot {
         .expect("a valid snapshot")
 }
 
-/// A raw `AF_PACKET` socket on one interface (of the calling thread's namespace).
+/// A raw `AF_PACKET` socket on one interface (of the calling thread's namespace) that captures
+/// what arrives there, not what leaves (`PACKET_IGNORE_OUTGOING`).
 pub struct RawSock {
-    fd: OwnedFd,
+    sock: socket2::Socket,
     ifindex: u32,
 }
 
 impl RawSock {
     pub fn open(ifname: &str) -> Self {
+        use stator_sys::socket::{packet_socket, set_opt};
+        use std::os::fd::AsFd as _;
         let ifindex = stator_xdp::ifindex(ifname).expect("interface");
-        // SAFETY: socket() has no memory arguments; the result is checked and owned.
-        let fd = unsafe {
-            let fd = libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                i32::from((libc::ETH_P_ALL as u16).to_be()),
-            );
-            assert!(
-                fd >= 0,
-                "AF_PACKET socket: {}",
-                std::io::Error::last_os_error()
-            );
-            OwnedFd::from_raw_fd(fd)
-        };
-        // SAFETY: a zeroed sockaddr_ll is valid; bind reads `size_of` bytes of it.
-        unsafe {
-            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-            sll.sll_family = libc::AF_PACKET as u16;
-            sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-            sll.sll_ifindex = ifindex as i32;
-            let rc = libc::bind(
-                fd.as_raw_fd(),
-                (&sll as *const libc::sockaddr_ll).cast(),
-                size_of::<libc::sockaddr_ll>() as u32,
-            );
-            assert_eq!(rc, 0, "bind AF_PACKET: {}", std::io::Error::last_os_error());
-            // room for bursts: the default receive buffer holds about 256 small frames
-            let size: libc::c_int = 64 << 20;
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                (&size as *const libc::c_int).cast(),
-                size_of::<libc::c_int>() as u32,
-            );
+        let fd = packet_socket(ifindex).expect("AF_PACKET socket");
+        set_opt(
+            fd.as_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_IGNORE_OUTGOING,
+            &1i32,
+        )
+        .expect("PACKET_IGNORE_OUTGOING");
+        // room for bursts: the default receive buffer holds about 256 small frames (best
+        // effort, as before)
+        let _ = set_opt(
+            fd.as_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &(64i32 << 20),
+        );
+        Self {
+            sock: socket2::Socket::from(fd),
+            ifindex,
         }
-        Self { fd, ifindex }
     }
 
     pub fn send(&self, frame: &[u8]) {
-        // SAFETY: writes `frame` (a live slice) to the bound socket.
-        let rc = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        assert_eq!(
-            rc as usize,
-            frame.len(),
-            "send: {}",
-            std::io::Error::last_os_error()
-        );
+        let sent = self.sock.send(frame).expect("send");
+        assert_eq!(sent, frame.len(), "send: short write");
     }
 
     /// Sends `frame`; false when the kernel refuses it (shorter than an Ethernet header,
     /// longer than the MTU).
     pub fn try_send(&self, frame: &[u8]) -> bool {
-        // SAFETY: writes `frame` (a live slice) to the bound socket.
-        let rc = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        rc >= 0 && rc as usize == frame.len()
+        self.sock.send(frame).is_ok_and(|n| n == frame.len())
     }
 
-    /// The next frame received within `timeout` (outgoing copies excluded).
+    /// The next frame received within `timeout` (outgoing copies excluded by the socket).
     pub fn recv(&self, timeout: Duration) -> Option<Vec<u8>> {
+        use std::io::Read as _;
         let deadline = Instant::now() + timeout;
         let mut buf = vec![0u8; 10_000];
         loop {
             let left = deadline.checked_duration_since(Instant::now())?;
-            let mut pfd = libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one live pollfd.
-            let rc = unsafe { libc::poll(&mut pfd, 1, left.as_millis().max(1) as i32) };
-            if rc <= 0 {
-                return None;
+            self.sock
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .expect("SO_RCVTIMEO");
+            match (&self.sock).read(&mut buf) {
+                Ok(n) => return Some(buf[..n].to_vec()),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return None;
+                }
+                Err(_) => continue,
             }
-            // SAFETY: a zeroed sockaddr_ll is valid; recvfrom writes at most buf.len() bytes
-            // into `buf` and the address into `sll`.
-            let (n, sll) = unsafe {
-                let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-                let mut len = size_of::<libc::sockaddr_ll>() as u32;
-                let n = libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                    (&mut sll as *mut libc::sockaddr_ll).cast(),
-                    &mut len,
-                );
-                (n, sll)
-            };
-            if n < 0 {
-                continue;
-            }
-            if sll.sll_pkttype == libc::PACKET_OUTGOING {
-                continue;
-            }
-            return Some(buf[..n as usize].to_vec());
         }
     }
 

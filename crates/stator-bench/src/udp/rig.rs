@@ -63,8 +63,8 @@ impl Rig {
         let gens = gen_cpus.len().max(1);
         let queues = gens.to_string();
         let queues = queues.as_str();
-        let prefix = format!("sbu{}-", std::process::id());
-        netns::cleanup(&prefix)?;
+        // a prefix of this rig's own: rigs in one process (the smoke tests) run side by side
+        let prefix = format!("{}-", stator_testkit::scratch::unique_name("sbu"));
         let sender = Netns::create(&format!("{prefix}s"))?;
         let receiver = Netns::create(&format!("{prefix}r"))?;
         let mut rig_ns = NsGuard(Some(prefix.clone()));

@@ -310,7 +310,6 @@ impl OneAtATime {
     const PATH: &str = "/run/stator-lab/deploy.lock";
 
     fn acquire() -> Result<Self> {
-        use std::os::fd::AsRawFd as _;
         let path = Path::new(Self::PATH);
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(file_err(dir))?;
@@ -321,16 +320,16 @@ impl OneAtATime {
             .write(true)
             .open(path)
             .map_err(file_err(path))?;
-        #[allow(unsafe_code)]
-        let lock = |how| {
-            // SAFETY: flock takes a file descriptor we own (open for the call) and an integer.
-            unsafe { libc::flock(file.as_raw_fd(), how) }
-        };
-        if lock(libc::LOCK_EX | libc::LOCK_NB) != 0 {
-            eprintln!("stator-lab: another deployment is running; waiting for it to finish");
-            if lock(libc::LOCK_EX) != 0 {
-                return Err(file_err(path)(std::io::Error::last_os_error()));
+        // std's file locks are flock(2) locks on Linux: held by the open file, released when
+        // it closes (also when the process dies), shared with every other process that locks
+        // the same path this way
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                eprintln!("stator-lab: another deployment is running; waiting for it to finish");
+                file.lock().map_err(file_err(path))?;
             }
+            Err(std::fs::TryLockError::Error(e)) => return Err(file_err(path)(e)),
         }
         Ok(Self(file))
     }

@@ -155,17 +155,14 @@ pub fn down(prefix: &str, dir: &Path) -> Result<DownReport> {
             }
             let Some(pid) = std::fs::read_to_string(&path)
                 .ok()
-                .and_then(|t| t.trim().parse::<i32>().ok())
+                .and_then(|t| t.trim().parse::<u32>().ok())
             else {
                 continue;
             };
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             if String::from_utf8_lossy(&cmdline).contains(&needle) {
-                // SAFETY: kill(2) on a pid whose command line names this lab; no memory.
-                #[allow(unsafe_code)]
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
+                // a process whose command line names this lab; gone meanwhile is no error
+                let _ = stator_sys::process::send_signal(pid, libc::SIGKILL);
                 report.processes += 1;
             }
         }

@@ -105,10 +105,8 @@ impl Node {
 
     /// SIGTERM, and the exit awaited (bounded).
     pub fn stop(&mut self) {
-        // SAFETY: a plain signal to our own child.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
+        // our own child, not reaped yet; one that has exited already is no error
+        let _ = stator_sys::process::send_signal(self.child.id(), libc::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
