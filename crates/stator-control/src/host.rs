@@ -30,7 +30,7 @@ use crate::error::ControlError;
 
 /// Fails unless the process runs as root.
 pub fn require_root(what: &str) -> Result<(), ControlError> {
-    if stator_xdp::is_root() {
+    if stator_sys::users::is_root() {
         Ok(())
     } else {
         Err(ControlError::NotRoot {
@@ -42,7 +42,7 @@ pub fn require_root(what: &str) -> Result<(), ControlError> {
 /// Fails when a configured interface does not exist in this network namespace.
 pub fn interfaces_exist(config: &Config) -> Result<(), ControlError> {
     for (i, iface) in config.dataplane.interfaces.iter().enumerate() {
-        if stator_xdp::ifindex(iface).is_none() {
+        if stator_sys::iface::index(iface).is_none() {
             return Err(ControlError::Host {
                 field: format!("dataplane.interfaces[{i}]"),
                 reason: format!(

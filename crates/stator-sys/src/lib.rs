@@ -38,6 +38,7 @@ pub mod clock;
 pub mod cpu;
 pub mod creds;
 pub mod files;
+pub mod iface;
 pub mod limits;
 pub mod mmap;
 pub mod mmsg;

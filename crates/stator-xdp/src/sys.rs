@@ -3,7 +3,7 @@
 //! `BPF_LINK_DETACH`, an `RTM_GETLINK` query for the XDP attach mode, and interface names.
 //! Every `unsafe` block of the crate outside `testrun.rs` is here.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -251,26 +251,7 @@ pub(crate) fn possible_cpus() -> crate::error::Result<u32> {
         .map_err(|(_, e)| crate::error::XdpError::io("counting possible CPUs", e))
 }
 
-/// Index of a network interface in the calling thread's namespace, if it exists.
-pub(crate) fn if_nametoindex(name: &str) -> Option<u32> {
-    let c = CString::new(name).ok()?;
-    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    (idx != 0).then_some(idx)
-}
-
-/// Name of a network interface by index, if it exists.
-pub(crate) fn if_indextoname(index: u32) -> Option<String> {
-    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
-    // SAFETY: `buf` has IF_NAMESIZE bytes as if_indextoname requires.
-    let p = unsafe { libc::if_indextoname(index, buf.as_mut_ptr()) };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: on success the buffer holds a NUL-terminated name.
-    let name = unsafe { CStr::from_ptr(buf.as_ptr()) };
-    Some(name.to_string_lossy().into_owned())
-}
+pub(crate) use stator_sys::iface::{index as if_nametoindex, name as if_indextoname};
 
 const BPF_OBJ_GET: libc::c_long = 7;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
