@@ -680,6 +680,9 @@ idle = "5m"
     assert!(web.http.trusted_proxies.is_empty());
     assert_eq!(web.timeouts.client_read.as_secs(), 60);
     assert_eq!(web.timeouts.upstream_write.as_secs(), 60);
+    // a listener without [listener.timeouts] gets the type's Default, which the proxy tier
+    // uses as is (stator_proxy::Timeouts)
+    assert_eq!(web.timeouts, stator_config::ListenerTimeouts::default());
     // Sorted by stable name; a member's own port wins over backend_port; weights kept.
     let ups: Vec<(String, u16, u32)> = web
         .upstreams

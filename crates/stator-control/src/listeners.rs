@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use stator_config::Config;
 use stator_proxy::{
     AccessLog, AccessLogSpec, HttpSpec, ListenerSpec, PersistenceSpec, Prepared, Proxy, ProxyError,
-    SourcePrefixes, SourceSteering, SteeringGroup, Timeouts, UdpSpec, UpstreamSpec, UpstreamState,
+    SourcePrefixes, SourceSteering, SteeringGroup, UdpSpec, UpstreamSpec, UpstreamState,
 };
 use tokio::sync::watch;
 
@@ -285,16 +285,7 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
                 v4: l.source_prefix_v4,
                 v6: l.source_prefix_v6,
             },
-            timeouts: Timeouts {
-                connect: l.timeouts.connect,
-                header_read: l.timeouts.header_read,
-                idle: l.timeouts.idle,
-                response: l.timeouts.response,
-                client_read: l.timeouts.client_read,
-                client_write: l.timeouts.client_write,
-                upstream_read: l.timeouts.upstream_read,
-                upstream_write: l.timeouts.upstream_write,
-            },
+            timeouts: l.timeouts,
             http: HttpSpec {
                 forwarded_for: l.http.forwarded_for,
                 forwarded: l.http.forwarded,

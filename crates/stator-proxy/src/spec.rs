@@ -47,46 +47,11 @@ pub struct PersistenceSpec {
     pub max_entries: usize,
 }
 
-/// Timeouts of a listener. The four stall timeouts (`client_read` … `upstream_write`) are
-/// inactivity timers, as nginx's: each bounds the time since the last progress of one wait,
-/// not the length of a whole exchange.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Timeouts {
-    /// Connecting to an upstream.
-    pub connect: Duration,
-    /// Receiving a request head (HTTP); then 408.
-    pub header_read: Duration,
-    /// No bytes either way (TCP) / between requests (HTTP); then close.
-    pub idle: Duration,
-    /// Waiting for an upstream's response head (HTTP); then 504.
-    pub response: Duration,
-    /// A request body that stops arriving while the upstream waits for it (HTTP): 408 when
-    /// no response head was sent yet, else the connection is cut.
-    pub client_read: Duration,
-    /// A write to the client that makes no progress — the client stopped reading (HTTP, TCP):
-    /// the connection is closed.
-    pub client_write: Duration,
-    /// A response body that stops arriving from the upstream (HTTP): the response is cut.
-    pub upstream_read: Duration,
-    /// A write to the upstream that makes no progress — the upstream stopped reading (HTTP,
-    /// TCP): 504 when no response head was sent yet, else the connection is cut.
-    pub upstream_write: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Self {
-            connect: Duration::from_secs(5),
-            header_read: Duration::from_secs(10),
-            idle: Duration::from_secs(60),
-            response: Duration::from_secs(60),
-            client_read: Duration::from_secs(60),
-            client_write: Duration::from_secs(60),
-            upstream_read: Duration::from_secs(60),
-            upstream_write: Duration::from_secs(60),
-        }
-    }
-}
+/// Timeouts of a listener: the configuration's type (`[listener.timeouts]`), defaults
+/// included. The four stall timeouts (`client_read` … `upstream_write`) are inactivity timers,
+/// as nginx's: each bounds the time since the last progress of one wait, not the length of a
+/// whole exchange.
+pub use stator_config::ListenerTimeouts as Timeouts;
 
 /// What a listener does with a forwarding header (`X-Forwarded-For`, `Forwarded`): the
 /// configuration's type. Forwarding lines the client sent are kept only when the client is a

@@ -90,7 +90,7 @@ pub struct Persistence {
     pub max_entries: u32,
 }
 
-/// `[listener.timeouts]`.
+/// `[listener.timeouts]`. The proxy tier runs with this type as is (`stator_proxy::Timeouts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ListenerTimeouts {
     /// Connecting to an upstream.
@@ -113,6 +113,23 @@ pub struct ListenerTimeouts {
     /// A write to the upstream that makes no progress this long (HTTP, TCP); then 504 (HTTP,
     /// before a response head) and close.
     pub upstream_write: Duration,
+}
+
+impl Default for ListenerTimeouts {
+    /// What a listener without `[listener.timeouts]` gets.
+    fn default() -> Self {
+        use crate::defaults as d;
+        Self {
+            connect: d::CONNECT_TIMEOUT,
+            header_read: d::HEADER_READ_TIMEOUT,
+            idle: d::IDLE_TIMEOUT,
+            response: d::RESPONSE_TIMEOUT,
+            client_read: d::CLIENT_READ_TIMEOUT,
+            client_write: d::CLIENT_WRITE_TIMEOUT,
+            upstream_read: d::UPSTREAM_READ_TIMEOUT,
+            upstream_write: d::UPSTREAM_WRITE_TIMEOUT,
+        }
+    }
 }
 
 /// What a listener does with a forwarding header (`http.forwarded_for`, `http.forwarded`).
