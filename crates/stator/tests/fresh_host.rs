@@ -133,8 +133,8 @@ fn bench_veth_runs_where_no_bpffs_is() {
             .unwrap_or_else(|| panic!("no `{key}` line in {stdout}"))
             .to_string()
     };
-    // The benchmark's namespaces and pins carry its pid.
-    let prefix = format!("sbv{}-", line("pid: "));
+    // The benchmark's namespaces and pins carry its pid (`sbv-<pid>-<n>-<nanos>-…`).
+    let prefix = format!("sbv-{}-", line("pid: "));
     let left = line("left: ");
     assert!(
         left.split_whitespace().all(|p| !p.starts_with(&prefix)),
