@@ -16,11 +16,7 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
         libc::CPU_SET(cpu, &mut set);
         libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set)
     };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::zero_or_errno(rc)
 }
 
 /// The CPUs in the calling thread's affinity mask, in increasing order.

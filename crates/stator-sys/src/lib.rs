@@ -46,3 +46,12 @@ pub mod ns;
 pub mod process;
 pub mod socket;
 pub mod users;
+
+/// A system call's `0 on success, -1 and errno on failure`, as an `io::Result`.
+pub(crate) fn zero_or_errno(rc: libc::c_int) -> std::io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}

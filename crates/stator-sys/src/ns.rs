@@ -15,11 +15,7 @@ pub fn enter_net(ns: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: setns takes a descriptor (borrowed, open for the call) and an integer, and
     // touches no memory of ours.
     let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::zero_or_errno(rc)
 }
 
 #[cfg(test)]

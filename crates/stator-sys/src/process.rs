@@ -24,11 +24,7 @@ pub fn send_signal(pid: u32, signal: i32) -> io::Result<()> {
     // SAFETY: kill takes two integers and touches no memory of ours; `pid` is positive, so it
     // names one process.
     let rc = unsafe { libc::kill(pid, signal) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::zero_or_errno(rc)
 }
 
 #[cfg(test)]
