@@ -60,6 +60,7 @@
 
 pub mod access;
 mod error;
+pub mod h1;
 pub mod http;
 mod io;
 pub mod limits;

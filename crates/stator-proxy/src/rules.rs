@@ -35,11 +35,12 @@ use std::net::IpAddr;
 use crate::spec::ForwardedMode;
 
 /// The version on the request line (HTTP/0.9 has no head: the engine refuses it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Version {
     /// HTTP/1.0.
     Http10,
     /// HTTP/1.1.
+    #[default]
     Http11,
 }
 
@@ -296,32 +297,54 @@ pub fn forwarding<'v>(
     client: IpAddr,
     lines: impl IntoIterator<Item = &'v [u8]>,
 ) -> Rewrite {
+    let mut value = Vec::new();
+    match forwarding_into(which, mode, trusted, client, lines, &mut value) {
+        Some(true) => Rewrite::Set(value),
+        Some(false) => Rewrite::Remove,
+        None => Rewrite::Keep,
+    }
+}
+
+/// [`forwarding`] without an allocation: `None` to keep the lines, `Some(false)` to remove
+/// them, `Some(true)` to replace them by one line whose value it appended to `value` (a
+/// connection's buffer, reused).
+pub fn forwarding_into<'v>(
+    which: Forwarding,
+    mode: ForwardedMode,
+    trusted: bool,
+    client: IpAddr,
+    lines: impl IntoIterator<Item = &'v [u8]>,
+    value: &mut Vec<u8>,
+) -> Option<bool> {
+    use std::io::Write as _;
     let mut lines = lines.into_iter().peekable();
     let any = lines.peek().is_some();
-    let element = || {
-        let client = client.to_canonical();
-        match (which, client) {
-            (Forwarding::XForwardedFor, c) => c.to_string(),
-            (Forwarding::Forwarded, IpAddr::V4(a)) => format!("for={a};proto=http"),
-            (Forwarding::Forwarded, IpAddr::V6(a)) => format!("for=\"[{a}]\";proto=http"),
-        }
+    let element = |out: &mut Vec<u8>| {
+        // writing to a Vec cannot fail
+        let _ = match (which, client.to_canonical()) {
+            (Forwarding::XForwardedFor, c) => write!(out, "{c}"),
+            (Forwarding::Forwarded, IpAddr::V4(a)) => write!(out, "for={a};proto=http"),
+            (Forwarding::Forwarded, IpAddr::V6(a)) => write!(out, "for=\"[{a}]\";proto=http"),
+        };
     };
     match mode {
-        ForwardedMode::Off if trusted || !any => Rewrite::Keep,
-        ForwardedMode::Off => Rewrite::Remove,
+        ForwardedMode::Off if trusted || !any => None,
+        ForwardedMode::Off => Some(false),
         ForwardedMode::Append if trusted && any => {
-            let mut out = Vec::new();
             for line in lines {
                 let line = trim_ows(line);
                 if !line.is_empty() {
-                    out.extend_from_slice(line);
-                    out.extend_from_slice(b", ");
+                    value.extend_from_slice(line);
+                    value.extend_from_slice(b", ");
                 }
             }
-            out.extend_from_slice(element().as_bytes());
-            Rewrite::Set(out)
+            element(value);
+            Some(true)
         }
-        ForwardedMode::Append | ForwardedMode::Replace => Rewrite::Set(element().into_bytes()),
+        ForwardedMode::Append | ForwardedMode::Replace => {
+            element(value);
+            Some(true)
+        }
     }
 }
 
