@@ -27,7 +27,6 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -306,46 +305,6 @@ impl WorkerCtx {
             listener: &shared.spec.name,
             worker: self.id,
             ..r
-        });
-    }
-}
-
-/// What the access log says of one HTTP request, gathered while it is served.
-#[derive(Debug)]
-pub(crate) struct HttpLog {
-    pub ctx: Rc<WorkerCtx>,
-    pub client: SocketAddr,
-    pub method: String,
-    pub target: String,
-    /// 0 until a response head went out.
-    pub status: Cell<u16>,
-    pub upstream: Cell<Option<SocketAddr>>,
-    /// The request body's bytes (counted by the body as it streams).
-    pub bytes_in: Rc<Cell<u64>>,
-    pub bytes_out: Cell<u64>,
-    /// The response body ended early.
-    pub cut: Cell<bool>,
-}
-
-impl HttpLog {
-    /// Its line, `took` after the request began.
-    pub fn write(&self, took: Duration) {
-        let status = self.status.get();
-        self.ctx.log(Record {
-            upstream: self.upstream.get(),
-            status: (status != 0).then_some(status),
-            outcome: if status == 0 {
-                "no_response"
-            } else if self.cut.get() {
-                "cut"
-            } else {
-                "ok"
-            },
-            request: Some((&self.method, &self.target)),
-            bytes_in: self.bytes_in.get(),
-            bytes_out: self.bytes_out.get(),
-            duration: took,
-            ..Record::new(Kind::Http, self.client)
         });
     }
 }

@@ -1,358 +1,281 @@
-//! The HTTP/1.1 reverse proxy, on hyper's connection-level API.
+//! The HTTP/1.1 reverse proxy: an engine of its own, driving [`crate::h1`] over the sockets.
 //!
-//! Client side: `hyper::server::conn::http1` over a [`ClientIo`] (head and idle timers, byte
-//! counts); keep-alive; malformed heads get hyper's automatic `400` (`431` when too large) and
-//! the connection closes. Upstream side: `hyper::client::conn::http1` connections, kept per
-//! worker and upstream for reuse (`http.keepalive_pool`); a connection goes back to the pool
-//! when its response body has been read to the end.
+//! One task per client connection, one exchange at a time, every buffer the connection's own
+//! and reused from one request to the next: the request head is parsed where it was read
+//! ([`RequestHead`]), checked by [`crate::rules`] and written for the upstream with the
+//! proxy's edits ([`forward::request`]); the response head likewise ([`forward::response`]);
+//! bodies are streamed as they arrive — a `Content-Length` body straight from the buffer it
+//! was read into, a `chunked` one decoded and re-framed ([`Chunked`]), never buffered whole.
+//! Small responses leave in one write (head and body together).
 //!
-//! Per request: the head is checked by [`crate::rules`] first (no `CONNECT`, no transfer
-//! coding but `chunked`, one valid `Host`, an absolute-form target sent in origin form with
-//! its authority as `Host`; a head that fails gets 400, 405 or 501 and the connection
-//! closes); hop-by-hop headers removed both ways (RFC 9110 §7.6.1, plus those `Connection`
-//! names); every `X-Forwarded-For` / `Forwarded` line the client sent kept only when it is a
-//! trusted proxy (`http.trusted_proxies`), its address appended or put in their place.
-//! Bodies are streamed both ways, never buffered whole. An upstream is picked (session or
-//! scheduler); a failure to connect — or a kept-alive connection found closed before the
-//! request went out — moves on to the next upstream, up to `retries` more, never one already
-//! tried. Answers of our own: `503` when no upstream is usable, `502` when every one tried
-//! failed, `504` when the response head is later than `timeouts.response` or the upstream
-//! stops reading the request for `timeouts.upstream_write`, `408` when the client stops
-//! sending the request body for `timeouts.client_read`.
+//! Per request: a head that fails the rules gets 400, 405 or 501 and the connection closes;
+//! hop-by-hop headers are removed both ways (RFC 9110 §7.6.1, plus those `Connection` names);
+//! every `X-Forwarded-For` / `Forwarded` line the client sent is kept only when it is a
+//! trusted proxy (`http.trusted_proxies`), its address appended or put in their place. An
+//! upstream is picked (session or scheduler); a failure to connect — or a kept-alive
+//! connection found closed before the request went out — moves on to the next upstream, up to
+//! `retries` more, never one already tried; an idempotent request without a body
+//! (`http.retry_methods`) is also sent again after a failure before the response head.
+//! Answers of our own: `503` when no upstream is usable, `502` when every one tried failed,
+//! `504` when the response head is later than `timeouts.response` or the upstream stops
+//! reading the request for `timeouts.upstream_write`, `408` when the client stops sending the
+//! request body for `timeouts.client_read`.
 //!
-//! Every wait of an exchange is bounded by an inactivity timer (see [`crate::io`]): the
-//! request body here ([`ReqBody`], `client_read`), the response body here ([`ProxyBody`],
-//! `upstream_read`), the writes to the client ([`ClientIo`], `client_write`) and to the
-//! upstream (its [`Counted`] socket, `upstream_write`).
+//! Every wait is bounded (HAProxy's model for the head, nginx's inactivity timers for the
+//! rest): a request head must arrive within `timeouts.header_read` — from accept for the
+//! first, from its first byte for later ones — or gets `408`; a kept-alive connection with no
+//! new request for `timeouts.idle` is closed quietly; inside an exchange a read or a write
+//! that makes no progress for its limit (`client_read`, `client_write`, `upstream_read`,
+//! `upstream_write`) ends it. One timer per connection, re-armed only when a socket would
+//! block: a read or write that goes through at once reads no clock.
 
-use std::cell::Cell;
-use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
+use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Response, StatusCode, Uri};
-use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use stator_sched::Tried;
 use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Sleep;
 
-use crate::access::{HttpLog, Kind, Record};
-use crate::io::{ClientIo, ConnState, Counted, CounterPair, Done, Stalled};
-use crate::rules::{self, Forwarding, Rejection, Rewrite, Verdict};
+use crate::access::{Kind, Record};
+use crate::h1::body::{self, CHUNK_END, Chunked, Decoded, Framing, LAST_CHUNK};
+use crate::h1::forward::{self, CONTINUE, RequestPlan, ResponsePlan};
+use crate::h1::head::{HeadError, Parse, RequestHead, ResponseHead};
+use crate::limits::Descriptors;
 use crate::shared::ListenerShared;
-use crate::stats::{
-    ClientErrorKind, ErrorKind, Gauge32, GaugeField, ListenerStats, UpstreamStats, add,
-};
+use crate::stats::{ClientErrorKind, ErrorKind, Gauge32, GaugeField, UpstreamStats, add};
 use crate::tcp::connect;
-use crate::worker::{Sender, WorkerCtx};
+use crate::worker::WorkerCtx;
 
-/// A body's error: ours ([`Stalled`]) or hyper's.
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// Bytes asked of the kernel per read (the buffers grow to this once, then are reused).
+const READ_SIZE: usize = 16 * 1024;
+
+/// Output to a client is gathered up to this before it is written (a response head and a
+/// small body leave together); larger body pieces are written from where they were read.
+const COALESCE: usize = 16 * 1024;
+
+/// Largest response head accepted from an upstream (`502` above it).
+const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+
+/// The answer to a client whose request head is too slow.
+const REQUEST_TIMEOUT: &[u8] =
+    b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+
+/// A connection to an upstream, kept per worker between requests (`http.keepalive_pool`); it
+/// holds its descriptor from the budget and its place in the upstream's `open` gauge for as
+/// long as it lives.
+#[derive(Debug)]
+pub(crate) struct Upstream {
+    stream: TcpStream,
+    _held: Descriptors,
+    _open: Gauge32,
+}
+
+impl Upstream {
+    /// Whether a kept connection still looks usable: not closed by the upstream, and nothing
+    /// unasked-for waiting on it (what the reactor knows; a close that crosses the next
+    /// request is handled where it is found).
+    pub fn alive(&self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.stream.try_read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+}
+
+/// Why a wait ended without what it waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Its timer fired.
+    Timeout,
+    /// The peer closed (end of stream on a read).
+    Closed,
+    /// The socket failed (a reset, a broken pipe).
+    Failed,
+}
+
+/// When a wait gives up.
+#[derive(Debug, Clone, Copy)]
+enum Due {
+    /// This long without progress (armed when the socket would block).
+    After(Duration),
+    /// At this instant, progress or not.
+    At(tokio::time::Instant),
+}
+
+/// The connection's one timer.
+struct Timer(Pin<Box<Sleep>>);
+
+impl Timer {
+    fn arm(&mut self, due: Due) {
+        let at = match due {
+            Due::After(d) => tokio::time::Instant::now() + d,
+            Due::At(at) => at,
+        };
+        self.0.as_mut().reset(at);
+    }
+}
+
+/// Reads at least one byte from `s`, appended to `buf`.
+async fn read(
+    s: &TcpStream,
+    buf: &mut Vec<u8>,
+    timer: &mut Timer,
+    due: Due,
+) -> Result<usize, Wait> {
+    if buf.capacity() - buf.len() < READ_SIZE / 4 {
+        buf.reserve(READ_SIZE);
+    }
+    let mut armed = false;
+    loop {
+        match s.try_read_buf(buf) {
+            Ok(0) => return Err(Wait::Closed),
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => return Err(Wait::Failed),
+        }
+        if !armed {
+            timer.arm(due);
+            armed = true;
+        }
+        tokio::select! {
+            biased;
+            r = s.readable() => r.map_err(|_| Wait::Failed)?,
+            () = timer.0.as_mut() => return Err(Wait::Timeout),
+        }
+    }
+}
+
+/// Writes all of `data` to `s`; `due` without progress ends it.
+async fn write(s: &TcpStream, mut data: &[u8], timer: &mut Timer, due: Due) -> Result<(), Wait> {
+    let mut armed = false;
+    while !data.is_empty() {
+        match s.try_write(data) {
+            Ok(n) => {
+                data = &data[n..];
+                armed = false;
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => return Err(Wait::Failed),
+        }
+        if !armed {
+            timer.arm(due);
+            armed = true;
+        }
+        tokio::select! {
+            biased;
+            r = s.writable() => r.map_err(|_| Wait::Failed)?,
+            () = timer.0.as_mut() => return Err(Wait::Timeout),
+        }
+    }
+    Ok(())
+}
 
 /// Serves one client connection until it closes.
 pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, stream: TcpStream, peer: SocketAddr) {
-    let connected = Instant::now();
     let shared = ctx.shared();
-    let t = shared.spec.timeouts;
-    let st = ConnState::new(Arc::clone(&ctx.stats), t.client_read, t.upstream_read);
-    let io = ClientIo::new(
-        stream,
-        Rc::clone(&st),
-        Arc::clone(&ctx.stats),
-        t.header_read,
-        t.idle,
-        t.client_write,
-    );
-    // Whether the client is a proxy whose forwarding headers are believed: once per
-    // connection.
-    let trusted = shared.spec.http.trusts(peer.ip());
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .keep_alive(true)
-        .max_buf_size(shared.spec.http.max_header_size.max(8192))
-        // max_buf_size alone is soft: a head that arrives in one read larger than it is
-        // parsed all the same. This one is the limit (431 above it).
-        .max_header_size(shared.spec.http.max_header_size)
-        .header_read_timeout(None);
+    let mut c = Conn {
+        ctx,
+        client: stream,
+        peer,
+        trusted: shared.spec.http.trusts(peer.ip()),
+        served_by: shared
+            .spec
+            .http
+            .served_by
+            .then(|| format!("{}/{}/{}", ctx.node, shared.spec.name, ctx.id).into_bytes()),
+        connected: Instant::now(),
+        requests: 0,
+        body_sent: false,
+        inb: Vec::new(),
+        used: 0,
+        head: RequestHead::default(),
+        resp: ResponseHead::default(),
+        resp_len: 0,
+        scratch: Vec::new(),
+        up_head: Vec::new(),
+        out: Vec::new(),
+        upb: Vec::new(),
+        timer: Timer(Box::pin(tokio::time::sleep(Duration::ZERO))),
+        stop: ctx.stop.clone(),
+    };
     drop(shared);
-    let svc_ctx = Rc::clone(ctx);
-    let svc_st = Rc::clone(&st);
-    let service = hyper::service::service_fn(move |req| {
-        handle(Rc::clone(&svc_ctx), Rc::clone(&svc_st), peer, trusted, req)
-    });
-    let conn = builder.serve_connection(TokioIo::new(io), service);
-    tokio::pin!(conn);
-    let mut stop = ctx.stop.clone();
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        _ = stop.wait_for(|s| *s) => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-    };
-    if let Err(e) = result {
-        let answered = if e.is_parse_too_large() {
-            ctx.stats.client_error(ClientErrorKind::HeaderTooLarge);
-            ctx.stats.response(431);
-            Some((431, "header_too_large"))
-        } else if e.is_parse() {
-            ctx.stats.client_error(ClientErrorKind::BadRequest);
-            ctx.stats.response(400);
-            Some((400, "bad_request"))
-        } else if st.timed_out.get() {
-            ctx.stats.response(408);
-            Some((408, "header_timeout"))
-        } else {
-            None
-        };
-        // a head hyper refused never reached `handle`: its line is written here
-        if let Some((status, outcome)) = answered {
-            ctx.log(Record {
-                status: Some(status),
-                outcome,
-                duration: connected.elapsed(),
-                ..Record::new(Kind::Http, peer)
-            });
-        }
-    }
+    while c.exchange().await {}
 }
 
-async fn handle(
-    ctx: Rc<WorkerCtx>,
-    st: Rc<ConnState>,
+/// One client connection and its buffers.
+struct Conn<'a> {
+    ctx: &'a Rc<WorkerCtx>,
+    client: TcpStream,
     peer: SocketAddr,
+    /// The client is a proxy whose forwarding headers are believed.
     trusted: bool,
-    req: http::Request<Incoming>,
-) -> Result<Response<ProxyBody>, Infallible> {
-    let started = Instant::now();
-    let (req_done, resp_done) = st.begin();
-    add(&ctx.stats.requests, 1);
-    let shared = ctx.shared();
-    let (mut parts, body) = req.into_parts();
-    st.body_in.borrow_mut().progress();
-    let body = ReqBody {
-        inner: Some(body),
-        done: req_done,
-        exchange: st.exchange(),
-        st: Rc::clone(&st),
-        counted: None,
-    };
-    let log = ctx.access.on().then(|| {
-        Rc::new(HttpLog {
-            ctx: Rc::clone(&ctx),
-            client: peer,
-            method: parts.method.to_string(),
-            target: parts.uri.to_string(),
-            status: Cell::new(0),
-            upstream: Cell::new(None),
-            bytes_in: Rc::new(Cell::new(0)),
-            bytes_out: Cell::new(0),
-            cut: Cell::new(false),
-        })
-    });
-    let body = ReqBody {
-        counted: log.as_ref().map(|l| Rc::clone(&l.bytes_in)),
-        ..body
-    };
-    let finish = Finish {
-        stats: Arc::clone(&ctx.stats),
-        started,
-        done: resp_done,
-        log,
-    };
-    if let Err(r) = prepare_request(&mut parts, peer.ip(), trusted, &shared) {
-        ctx.stats.client_error(if r.is_unsupported() {
-            ClientErrorKind::Unsupported
-        } else {
-            ClientErrorKind::BadRequest
-        });
-        let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
-        return Ok(local(&ctx, &shared, status, r.reason, true, finish));
-    }
-    let req = http::Request::from_parts(parts, body);
-    let resp = match forward(&ctx, &st, &shared, peer.ip(), req, finish).await {
-        Ok(r) => r,
-        Err(f) => {
-            if let Some(kind) = f.count {
-                ctx.stats.client_error(kind);
-            }
-            local(&ctx, &shared, f.status, f.text, f.close, f.finish)
-        }
-    };
-    Ok(resp)
+    /// `X-Served-By`'s value, when the listener adds it.
+    served_by: Option<Vec<u8>>,
+    connected: Instant,
+    requests: u64,
+    /// The current request's body has been read to its end (and forwarded).
+    body_sent: bool,
+    /// Bytes from the client; `used` of them are consumed.
+    inb: Vec<u8>,
+    used: usize,
+    head: RequestHead,
+    resp: ResponseHead,
+    /// The response head's length in `upb`.
+    resp_len: usize,
+    /// The forwarding lines' values.
+    scratch: Vec<u8>,
+    /// The request head for the upstream.
+    up_head: Vec<u8>,
+    /// Output to the client not yet written.
+    out: Vec<u8>,
+    /// Bytes from the upstream.
+    upb: Vec<u8>,
+    timer: Timer,
+    stop: watch::Receiver<bool>,
 }
 
-/// An exchange that ends with an answer of the proxy's own.
+/// How an exchange that got no response from an upstream ends: an answer of the proxy's own.
 struct Failure {
-    status: StatusCode,
+    status: u16,
     text: &'static str,
     /// The client-side error to count (`None`: counted where it happened).
     count: Option<ClientErrorKind>,
     /// Close the client connection after the answer (a request body may be left unread).
     close: bool,
-    finish: Finish,
 }
 
 impl Failure {
-    fn upstream(status: StatusCode, text: &'static str, finish: Finish) -> Self {
-        let count = if status == StatusCode::SERVICE_UNAVAILABLE {
-            ClientErrorKind::NoUpstream
-        } else {
-            ClientErrorKind::UpstreamFailed
-        };
+    fn upstream(status: u16, text: &'static str) -> Self {
         Self {
             status,
             text,
-            count: Some(count),
+            count: Some(if status == 503 {
+                ClientErrorKind::NoUpstream
+            } else {
+                ClientErrorKind::UpstreamFailed
+            }),
             close: false,
-            finish,
         }
     }
 }
 
-/// Sends `req` to an upstream, retrying on connect failures — and, for an idempotent request
-/// without a body (`http.retry_methods`), on a failure before the response head — on another
-/// upstream each time, at most `retries` more; every failure counts towards the upstream's
-/// passive exclusion (`max_fails`).
-async fn forward(
-    ctx: &Rc<WorkerCtx>,
-    st: &Rc<ConnState>,
-    shared: &Arc<ListenerShared>,
-    client: IpAddr,
-    mut req: http::Request<ReqBody>,
-    finish: Finish,
-) -> Result<Response<ProxyBody>, Failure> {
-    let spec = &shared.spec;
-    let mut tried = Tried::new();
-    let mut failures = 0;
-    let mut again = None;
-    // what the client gets when no upstream is left to try: the last failure's answer (504
-    // after a response timeout, 502 otherwise)
-    let mut last = StatusCode::BAD_GATEWAY;
-    // What is sent again after a failure past the connect: the head alone (a request with a
-    // body is never replayed: its body has been streamed, not kept).
-    let replay = (spec.http.retry_methods.contains(req.method()) && req.body().is_end_stream())
-        .then(|| Replay::of(&req));
-    loop {
-        let Some(i) = ctx.pick(shared, client, &tried) else {
-            return Err(if failures == 0 {
-                Failure::upstream(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "no usable upstream\n",
-                    finish,
-                )
-            } else {
-                Failure::upstream(last, "every upstream tried failed\n", finish)
-            });
-        };
-        tried.insert(i);
-        // a retry counts when it goes out, not when there was no upstream left for it
-        match again.take() {
-            Some(Again::Connect) => add(&ctx.stats.retries, 1),
-            Some(Again::Resent) => add(&ctx.stats.retries_resent, 1),
-            None => {}
-        }
-        let addr = spec.upstreams[i].addr;
-        let ustats = Arc::clone(&shared.stats[i]);
-        let active = Gauge32::new(Arc::clone(&ustats), GaugeField::Active);
-        match send(ctx, st, shared, i, req).await {
-            Ok((resp, sender)) => {
-                add(&ustats.requests, 1);
-                if resp.status().is_server_error() {
-                    ustats.error(ErrorKind::Http5xx);
-                }
-                ctx.remember(shared, client, i);
-                return Ok(upstream_response(
-                    ctx, st, shared, resp, addr, sender, ustats, active, finish,
-                ));
-            }
-            Err(Unsent::Back(back, kind)) => {
-                ustats.error(kind);
-                shared.failed(i);
-                failures += 1;
-                if failures > spec.retries {
-                    return Err(Failure::upstream(
-                        StatusCode::BAD_GATEWAY,
-                        "every upstream tried failed\n",
-                        finish,
-                    ));
-                }
-                last = StatusCode::BAD_GATEWAY;
-                again = Some(Again::Connect);
-                req = back;
-            }
-            Err(Unsent::Lost(kind, reused)) => {
-                add(&ustats.requests, 1);
-                ustats.error(kind);
-                // no response head: the upstream failed (a reset, a kept-alive connection that
-                // died under the request, the response timeout) — though a reset of a
-                // kept-alive connection is not held against the upstream: it may have closed
-                // it as idle just as the request went out (a healthy backend's keep-alive
-                // timeout must not exclude it)
-                let before_head = matches!(kind, ErrorKind::Reset | ErrorKind::Timeout);
-                if before_head && !(reused && kind == ErrorKind::Reset) {
-                    shared.failed(i);
-                }
-                let status = if matches!(kind, ErrorKind::Timeout | ErrorKind::WriteTimeout) {
-                    StatusCode::GATEWAY_TIMEOUT
-                } else {
-                    StatusCode::BAD_GATEWAY
-                };
-                if let Some(r) = replay.as_ref().filter(|_| before_head)
-                    && failures < spec.retries
-                {
-                    failures += 1;
-                    last = status;
-                    again = Some(Again::Resent);
-                    req = r.request();
-                    continue;
-                }
-                let mut f = Failure::upstream(status, "the upstream failed\n", finish);
-                // the request body may be left half read
-                f.close = kind == ErrorKind::WriteTimeout;
-                return Err(f);
-            }
-            Err(Unsent::Descriptors) => {
-                return Err(Failure {
-                    status: StatusCode::SERVICE_UNAVAILABLE,
-                    text: "the proxy is out of connections\n",
-                    count: Some(ClientErrorKind::Descriptors),
-                    close: false,
-                    finish,
-                });
-            }
-            Err(Unsent::ClientRead) => {
-                // counted by the body when it stalled
-                add(&ustats.requests, 1);
-                return Err(Failure {
-                    status: StatusCode::REQUEST_TIMEOUT,
-                    text: "the request body stopped arriving\n",
-                    count: None,
-                    close: true,
-                    finish,
-                });
-            }
-            Err(Unsent::ClientBody { malformed }) => {
-                // The client's fault, not the upstream's: a malformed body is a bad request;
-                // a client gone mid-body gets an answer nobody reads, and no count.
-                add(&ustats.requests, 1);
-                return Err(Failure {
-                    status: StatusCode::BAD_REQUEST,
-                    text: "malformed request body\n",
-                    count: malformed.then_some(ClientErrorKind::BadRequest),
-                    close: true,
-                    finish,
-                });
-            }
-        }
-    }
+/// Why a request did not get a response head from one upstream.
+enum Unsent {
+    /// It was not sent (connecting failed, or a new connection closed before it went out).
+    Back(ErrorKind),
+    /// It was (at least partly) sent and failed before a response head; `reused`: on a
+    /// kept-alive connection (whose reset may be the upstream closing it as idle just then).
+    Lost(ErrorKind, bool),
+    /// Its body stopped arriving from the client (`client_read`).
+    ClientRead,
+    /// Reading its body from the client failed: malformed (a bad chunk), or the client left.
+    ClientBody { malformed: bool },
+    /// No kept-alive connection, and the node's descriptor budget has none for a new one.
+    Descriptors,
 }
 
 /// Why the request goes to another upstream.
@@ -364,618 +287,740 @@ enum Again {
     Resent,
 }
 
-/// A bodyless request's head, kept to send it again to another upstream.
-struct Replay {
-    method: http::Method,
-    uri: Uri,
-    version: http::Version,
-    headers: HeaderMap,
-    st: Rc<ConnState>,
-    exchange: u64,
+/// What one exchange's access-log line needs (when the log is on).
+#[derive(Default)]
+struct Facts {
+    method: String,
+    target: String,
+    status: u16,
+    upstream: Option<SocketAddr>,
+    bytes_in: u64,
+    bytes_out: u64,
+    cut: bool,
 }
 
-impl Replay {
-    fn of(req: &http::Request<ReqBody>) -> Self {
-        Self {
-            method: req.method().clone(),
-            uri: req.uri().clone(),
-            version: req.version(),
-            headers: req.headers().clone(),
-            st: Rc::clone(&req.body().st),
-            exchange: req.body().exchange,
-        }
-    }
-
-    /// The request again, without a body.
-    fn request(&self) -> http::Request<ReqBody> {
-        let mut r = http::Request::new(ReqBody {
-            inner: None,
-            done: Done::none(),
-            st: Rc::clone(&self.st),
-            exchange: self.exchange,
-            counted: None,
+impl Conn<'_> {
+    /// Serves one exchange; `false` when the connection is to close.
+    async fn exchange(&mut self) -> bool {
+        let n = match self.read_head().await {
+            Some(n) => n,
+            None => return false,
+        };
+        let started = Instant::now();
+        self.requests += 1;
+        add(&self.ctx.stats.requests, 1);
+        let shared = self.ctx.shared();
+        let mut facts = self.ctx.access.on().then(|| Facts {
+            method: self.head.method.str(&self.inb).to_owned(),
+            target: self.head.target.str(&self.inb).to_owned(),
+            ..Facts::default()
         });
-        *r.method_mut() = self.method.clone();
-        *r.uri_mut() = self.uri.clone();
-        *r.version_mut() = self.version;
-        *r.headers_mut() = self.headers.clone();
-        r
-    }
-}
-
-/// Why a request did not get a response from one upstream (the request is moved back and
-/// forth, never copied: the size difference does not matter).
-#[allow(clippy::large_enum_variant)]
-enum Unsent {
-    /// It was not sent: here it is back, for the next upstream.
-    Back(http::Request<ReqBody>, ErrorKind),
-    /// It was (at least partly) sent and failed before a response head; `reused`: on a
-    /// kept-alive connection (whose reset may be the upstream closing it as idle just then,
-    /// not a failure of the upstream).
-    Lost(ErrorKind, bool),
-    /// It was partly sent and its body stopped arriving from the client (`client_read`).
-    ClientRead,
-    /// Reading its body from the client failed: malformed (a bad chunk), or the client left.
-    ClientBody { malformed: bool },
-    /// No kept-alive connection, and the node's descriptor budget has none for a new one.
-    Descriptors,
-}
-
-/// Sends on a kept-alive connection to upstream `i` or a new one.
-async fn send(
-    ctx: &Rc<WorkerCtx>,
-    st: &ConnState,
-    shared: &ListenerShared,
-    i: usize,
-    mut req: http::Request<ReqBody>,
-) -> Result<(Response<Incoming>, Sender), Unsent> {
-    let spec = &shared.spec;
-    let addr = spec.upstreams[i].addr;
-    let ustats = &shared.stats[i];
-    loop {
-        let (mut sender, reused) = match ctx.checkout(addr, spec.http.keepalive_timeout).await {
-            Some(s) => (s, true),
-            None => {
-                let Some(held) = ctx.budget.take(1) else {
-                    return Err(Unsent::Descriptors);
-                };
-                match open(ctx, shared, i, held).await {
-                    Ok(s) => (s, false),
-                    Err(kind) => return Err(Unsent::Back(req, kind)),
+        let planned = forward::request(
+            &self.inb,
+            &self.head,
+            self.peer.ip(),
+            self.trusted,
+            &shared.spec.http,
+            &mut self.scratch,
+            &mut self.up_head,
+        );
+        let idempotent = shared
+            .spec
+            .http
+            .retry_methods
+            .contains_name(self.head.method.str(&self.inb));
+        self.used = n;
+        self.body_sent = false;
+        let keep = match planned {
+            Err(r) => {
+                self.ctx.stats.client_error(if r.is_unsupported() {
+                    ClientErrorKind::Unsupported
+                } else {
+                    ClientErrorKind::BadRequest
+                });
+                self.local(r.status, r.reason, true, facts.as_mut()).await;
+                false
+            }
+            Ok(plan) => {
+                let replay = idempotent && plan.framing == Framing::None;
+                match self.forward(&shared, &plan, replay, facts.as_mut()).await {
+                    Ok(keep) => keep,
+                    Err(f) => {
+                        if let Some(kind) = f.count {
+                            self.ctx.stats.client_error(kind);
+                        }
+                        // a body left unread (in part) cannot be told from the next request
+                        let close = f.close
+                            || !plan.keep_alive
+                            || (plan.framing != Framing::None && !self.body_sent);
+                        self.local(f.status, f.text, close, facts.as_mut()).await && !close
+                    }
                 }
             }
         };
-        if reused {
-            add(&ustats.reused, 1);
+        let took = started.elapsed();
+        self.ctx.stats.duration.observe(took);
+        if let Some(f) = facts {
+            self.log(&f, took);
         }
-        let sent = st.within(spec.timeouts.response, sender.try_send_request(req));
-        match sent.await {
-            Ok(Ok(resp)) => return Ok((resp, sender)),
-            Ok(Err(mut e)) => match e.take_message() {
-                // Closed before the request went out: a kept-alive connection the upstream
-                // closed meanwhile — try another one (not a retry of the request).
-                Some(back) if reused => req = back,
-                Some(back) => return Err(Unsent::Back(back, ErrorKind::Reset)),
-                None => {
-                    let e = e.into_error();
-                    return Err(match Stalled::find(&e) {
-                        Some(Stalled::ClientRead) => Unsent::ClientRead,
-                        Some(Stalled::UpstreamWrite) => {
-                            Unsent::Lost(ErrorKind::WriteTimeout, reused)
-                        }
-                        _ => match ClientBodyError::find(&e) {
-                            Some(b) => Unsent::ClientBody {
-                                malformed: !b.is_incomplete_message(),
-                            },
-                            None => Unsent::Lost(classify(&e), reused),
-                        },
+        // what is left is the next request's (pipelined)
+        self.inb.drain(..self.used.min(self.inb.len()));
+        self.used = 0;
+        keep && !*self.stop.borrow()
+    }
+
+    /// Reads the next request head; its length, or `None` when the connection ends (closed,
+    /// idle, stopped, or answered 400, 408 or 431).
+    async fn read_head(&mut self) -> Option<usize> {
+        let shared = self.ctx.shared();
+        let max = shared.spec.http.max_header_size;
+        let t = shared.spec.timeouts;
+        drop(shared);
+        // the first request's head is due `header_read` after accept; a later one's after its
+        // first byte (until then the connection is idle)
+        let mut head_due = (self.requests == 0)
+            .then(|| tokio::time::Instant::from_std(self.connected + t.header_read));
+        let idle_due = Due::After(t.idle);
+        loop {
+            if !self.inb.is_empty() {
+                if head_due.is_none() {
+                    head_due = Some(tokio::time::Instant::now() + t.header_read);
+                }
+                match self.head.parse(&self.inb, max) {
+                    Ok(Parse::Complete(n)) => return Some(n),
+                    Ok(Parse::Partial) => {}
+                    Err(e) => {
+                        let (status, kind, text, outcome) = match e {
+                            HeadError::TooLarge => (
+                                431,
+                                ClientErrorKind::HeaderTooLarge,
+                                "request header fields too large\n",
+                                "header_too_large",
+                            ),
+                            HeadError::Malformed => (
+                                400,
+                                ClientErrorKind::BadRequest,
+                                "malformed request\n",
+                                "bad_request",
+                            ),
+                        };
+                        self.ctx.stats.client_error(kind);
+                        self.local(status, text, true, None).await;
+                        self.ctx.log(Record {
+                            status: Some(status),
+                            outcome,
+                            duration: self.connected.elapsed(),
+                            ..Record::new(Kind::Http, self.peer)
+                        });
+                        return None;
+                    }
+                }
+            }
+            let due = head_due.map_or(idle_due, Due::At);
+            let idle = head_due.is_none();
+            let got = if idle {
+                let mut stop = self.stop.clone();
+                tokio::select! {
+                    r = read(&self.client, &mut self.inb, &mut self.timer, due) => r,
+                    _ = stop.wait_for(|s| *s) => return None,
+                }
+            } else {
+                read(&self.client, &mut self.inb, &mut self.timer, due).await
+            };
+            match got {
+                Ok(n) => add(&self.ctx.stats.bytes_in, n as u64),
+                Err(Wait::Timeout) if idle => {
+                    self.ctx.stats.client_error(ClientErrorKind::IdleTimeout);
+                    return None;
+                }
+                Err(Wait::Timeout) => {
+                    // nothing was written on this exchange: the answer fits the socket buffer
+                    // (if it does not, the client sees the close)
+                    let _ = self.client.try_write(REQUEST_TIMEOUT);
+                    self.ctx.stats.client_error(ClientErrorKind::HeaderTimeout);
+                    self.ctx.stats.response(408);
+                    self.ctx.log(Record {
+                        status: Some(408),
+                        outcome: "header_timeout",
+                        duration: self.connected.elapsed(),
+                        ..Record::new(Kind::Http, self.peer)
+                    });
+                    return None;
+                }
+                Err(Wait::Closed | Wait::Failed) => return None,
+            }
+        }
+    }
+
+    /// Sends the request to upstreams until one answers; `Ok(keep)` once its response went
+    /// to the client (`keep`: the client connection stays open).
+    async fn forward(
+        &mut self,
+        shared: &Arc<ListenerShared>,
+        plan: &RequestPlan,
+        replay: bool,
+        mut facts: Option<&mut Facts>,
+    ) -> Result<bool, Failure> {
+        let spec = &shared.spec;
+        let client = self.peer.ip();
+        let mut tried = Tried::new();
+        let mut failures = 0;
+        let mut again = None;
+        // what the client gets when no upstream is left to try: the last failure's answer
+        // (504 after a response timeout, 502 otherwise)
+        let mut last = 502;
+        loop {
+            let Some(i) = self.ctx.pick(shared, client, &tried) else {
+                return Err(if failures == 0 {
+                    Failure::upstream(503, "no usable upstream\n")
+                } else {
+                    Failure::upstream(last, "every upstream tried failed\n")
+                });
+            };
+            tried.insert(i);
+            // a retry counts when it goes out, not when there was no upstream left for it
+            match again.take() {
+                Some(Again::Connect) => add(&self.ctx.stats.retries, 1),
+                Some(Again::Resent) => add(&self.ctx.stats.retries_resent, 1),
+                None => {}
+            }
+            let ustats = Arc::clone(&shared.stats[i]);
+            let active = Gauge32::new(Arc::clone(&ustats), GaugeField::Active);
+            match self.send(shared, i, plan, facts.as_deref_mut()).await {
+                Ok(up) => {
+                    add(&ustats.requests, 1);
+                    if self.resp.status >= 500 {
+                        ustats.error(ErrorKind::Http5xx);
+                    }
+                    self.ctx.remember(shared, client, i);
+                    let keep = self
+                        .respond(shared, i, up, plan, &ustats, facts.as_deref_mut())
+                        .await;
+                    drop(active);
+                    return keep;
+                }
+                Err(Unsent::Back(kind)) => {
+                    ustats.error(kind);
+                    shared.failed(i);
+                    failures += 1;
+                    if failures > spec.retries {
+                        return Err(Failure::upstream(502, "every upstream tried failed\n"));
+                    }
+                    last = 502;
+                    again = Some(Again::Connect);
+                }
+                Err(Unsent::Lost(kind, reused)) => {
+                    add(&ustats.requests, 1);
+                    ustats.error(kind);
+                    // no response head: the upstream failed (a reset, a kept-alive connection
+                    // that died under the request, the response timeout) — though a reset of
+                    // a kept-alive connection is not held against the upstream: it may have
+                    // closed it as idle just as the request went out (a healthy backend's
+                    // keep-alive timeout must not exclude it)
+                    let before_head = matches!(kind, ErrorKind::Reset | ErrorKind::Timeout);
+                    if before_head && !(reused && kind == ErrorKind::Reset) {
+                        shared.failed(i);
+                    }
+                    let status = if matches!(kind, ErrorKind::Timeout | ErrorKind::WriteTimeout) {
+                        504
+                    } else {
+                        502
+                    };
+                    if replay && before_head && failures < spec.retries {
+                        failures += 1;
+                        last = status;
+                        again = Some(Again::Resent);
+                        continue;
+                    }
+                    let mut f = Failure::upstream(status, "the upstream failed\n");
+                    // the request body may be left half read
+                    f.close = kind == ErrorKind::WriteTimeout;
+                    return Err(f);
+                }
+                Err(Unsent::Descriptors) => {
+                    return Err(Failure {
+                        status: 503,
+                        text: "the proxy is out of connections\n",
+                        count: Some(ClientErrorKind::Descriptors),
+                        close: false,
                     });
                 }
+                Err(Unsent::ClientRead) => {
+                    // counted when it stalled
+                    add(&ustats.requests, 1);
+                    return Err(Failure {
+                        status: 408,
+                        text: "the request body stopped arriving\n",
+                        count: None,
+                        close: true,
+                    });
+                }
+                Err(Unsent::ClientBody { malformed }) => {
+                    // The client's fault, not the upstream's: a malformed body is a bad
+                    // request; a client gone mid-body gets an answer nobody reads, no count.
+                    add(&ustats.requests, 1);
+                    return Err(Failure {
+                        status: 400,
+                        text: "malformed request body\n",
+                        count: malformed.then_some(ClientErrorKind::BadRequest),
+                        close: true,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Sends the request (head and body) on a kept-alive connection to upstream `i` or a new
+    /// one, and reads the response head into `self.resp` / `self.upb`.
+    async fn send(
+        &mut self,
+        shared: &ListenerShared,
+        i: usize,
+        plan: &RequestPlan,
+        facts: Option<&mut Facts>,
+    ) -> Result<Upstream, Unsent> {
+        let spec = &shared.spec;
+        let t = spec.timeouts;
+        let addr = spec.upstreams[i].addr;
+        let ustats = &shared.stats[i];
+        let up = loop {
+            let (up, reused) = match self.ctx.checkout(addr, spec.http.keepalive_timeout) {
+                Some(u) => (u, true),
+                None => {
+                    let Some(held) = self.ctx.budget.take(1) else {
+                        return Err(Unsent::Descriptors);
+                    };
+                    (open(shared, i, held).await.map_err(Unsent::Back)?, false)
+                }
+            };
+            if reused {
+                add(&ustats.reused, 1);
+            }
+            match write(
+                &up.stream,
+                &self.up_head,
+                &mut self.timer,
+                Due::After(t.upstream_write),
+            )
+            .await
+            {
+                Ok(()) => add(&ustats.bytes_out, self.up_head.len() as u64),
+                // Closed before the request went out: a kept-alive connection the upstream
+                // closed meanwhile — try another one (not a retry of the request).
+                Err(Wait::Failed | Wait::Closed) if reused => continue,
+                Err(Wait::Failed | Wait::Closed) => return Err(Unsent::Back(ErrorKind::Reset)),
+                Err(Wait::Timeout) => return Err(Unsent::Lost(ErrorKind::WriteTimeout, reused)),
+            }
+            break (up, reused);
+        };
+        let (up, reused) = up;
+        if plan.framing != Framing::None {
+            if plan.expect_continue {
+                let _ = write(
+                    &self.client,
+                    CONTINUE,
+                    &mut self.timer,
+                    Due::After(t.client_write),
+                )
+                .await;
+            }
+            self.send_body(&up, plan.framing, ustats, facts).await?;
+        }
+        self.read_response_head(&up, t.response, reused, ustats)
+            .await?;
+        Ok(up)
+    }
+
+    /// Streams the request body to the upstream.
+    async fn send_body(
+        &mut self,
+        up: &Upstream,
+        framing: Framing,
+        ustats: &UpstreamStats,
+        mut facts: Option<&mut Facts>,
+    ) -> Result<(), Unsent> {
+        let t = self.ctx.shared().spec.timeouts;
+        let up_due = Due::After(t.upstream_write);
+        let lost = |w: Wait| match w {
+            Wait::Timeout => Unsent::Lost(ErrorKind::WriteTimeout, false),
+            _ => Unsent::Lost(ErrorKind::Reset, false),
+        };
+        let mut left = match framing {
+            Framing::Length(n) => n,
+            _ => 0,
+        };
+        let mut chunked = Chunked::default();
+        loop {
+            // what is in the buffer first
+            if self.used < self.inb.len() {
+                match framing {
+                    Framing::Length(_) => {
+                        let take = (self.inb.len() - self.used).min(left as usize);
+                        let data = &self.inb[self.used..self.used + take];
+                        write(&up.stream, data, &mut self.timer, up_due)
+                            .await
+                            .map_err(lost)?;
+                        add(&ustats.bytes_out, take as u64);
+                        if let Some(f) = facts.as_deref_mut() {
+                            f.bytes_in += take as u64;
+                        }
+                        self.used += take;
+                        left -= take as u64;
+                    }
+                    _ => loop {
+                        let mut pos = self.used;
+                        let step = chunked.next(&self.inb, &mut pos);
+                        self.used = pos;
+                        match step {
+                            Err(_) => return Err(Unsent::ClientBody { malformed: true }),
+                            Ok(Decoded::Need) => break,
+                            Ok(Decoded::End) => {
+                                write(&up.stream, LAST_CHUNK, &mut self.timer, up_due)
+                                    .await
+                                    .map_err(lost)?;
+                                add(&ustats.bytes_out, LAST_CHUNK.len() as u64);
+                                self.body_sent = true;
+                                return Ok(());
+                            }
+                            Ok(Decoded::Data(s, e)) => {
+                                self.scratch.clear();
+                                body::chunk_head(&mut self.scratch, e - s);
+                                let n = self.scratch.len() + (e - s) + CHUNK_END.len();
+                                self.scratch.extend_from_slice(&self.inb[s..e]);
+                                self.scratch.extend_from_slice(CHUNK_END);
+                                write(&up.stream, &self.scratch, &mut self.timer, up_due)
+                                    .await
+                                    .map_err(lost)?;
+                                add(&ustats.bytes_out, n as u64);
+                                if let Some(f) = facts.as_deref_mut() {
+                                    f.bytes_in += (e - s) as u64;
+                                }
+                            }
+                        }
+                    },
+                }
+            }
+            if framing != Framing::Chunked && left == 0 {
+                self.body_sent = true;
+                return Ok(());
+            }
+            // everything read was sent: read more of the body into the emptied buffer
+            self.inb.clear();
+            self.used = 0;
+            match read(
+                &self.client,
+                &mut self.inb,
+                &mut self.timer,
+                Due::After(t.client_read),
+            )
+            .await
+            {
+                Ok(n) => add(&self.ctx.stats.bytes_in, n as u64),
+                Err(Wait::Timeout) => {
+                    self.ctx.stats.client_error(ClientErrorKind::ReadTimeout);
+                    return Err(Unsent::ClientRead);
+                }
+                Err(Wait::Closed | Wait::Failed) => {
+                    return Err(Unsent::ClientBody { malformed: false });
+                }
+            }
+        }
+    }
+
+    /// Reads the response head (interim `1xx` ones skipped) within `limit`.
+    async fn read_response_head(
+        &mut self,
+        up: &Upstream,
+        limit: Duration,
+        reused: bool,
+        ustats: &UpstreamStats,
+    ) -> Result<(), Unsent> {
+        let due = Due::At(tokio::time::Instant::now() + limit);
+        self.upb.clear();
+        loop {
+            if !self.upb.is_empty() {
+                match self.resp.parse(&self.upb, MAX_RESPONSE_HEAD) {
+                    Ok(Parse::Complete(n))
+                        if (100..200).contains(&self.resp.status) && self.resp.status != 101 =>
+                    {
+                        // an interim answer (103 Early Hints, a stray 100): not forwarded
+                        self.upb.drain(..n);
+                        continue;
+                    }
+                    Ok(Parse::Complete(n)) => {
+                        // the body starts after the head
+                        self.resp_len = n;
+                        return Ok(());
+                    }
+                    Ok(Parse::Partial) => {}
+                    Err(_) => return Err(Unsent::Lost(ErrorKind::Protocol, reused)),
+                }
+            }
+            match read(&up.stream, &mut self.upb, &mut self.timer, due).await {
+                Ok(n) => add(&ustats.bytes_in, n as u64),
+                Err(Wait::Timeout) => return Err(Unsent::Lost(ErrorKind::Timeout, reused)),
+                Err(Wait::Closed | Wait::Failed) => {
+                    return Err(Unsent::Lost(ErrorKind::Reset, reused));
+                }
+            }
+        }
+    }
+
+    /// Forwards the response whose head is in `self.resp`, then its body; the upstream
+    /// connection goes back to the pool when it can carry another request. `Ok(keep)`: the
+    /// client connection stays open.
+    async fn respond(
+        &mut self,
+        shared: &ListenerShared,
+        i: usize,
+        up: Upstream,
+        plan: &RequestPlan,
+        ustats: &UpstreamStats,
+        mut facts: Option<&mut Facts>,
+    ) -> Result<bool, Failure> {
+        let addr = shared.spec.upstreams[i].addr;
+        let t = shared.spec.timeouts;
+        // a stopping worker finishes this exchange and closes (and says so)
+        let plan = RequestPlan {
+            keep_alive: plan.keep_alive && !*self.stop.borrow(),
+            ..*plan
+        };
+        let rp = match forward::response(
+            &self.upb,
+            &self.resp,
+            &plan,
+            self.served_by.as_deref(),
+            &mut self.out,
+        ) {
+            Ok(p) => p,
+            Err(_) => {
+                ustats.error(ErrorKind::Protocol);
+                return Err(Failure::upstream(502, "the upstream failed\n"));
+            }
+        };
+        let status = self.resp.status;
+        self.ctx.stats.response(status);
+        if let Some(f) = facts.as_deref_mut() {
+            f.status = status;
+            f.upstream = Some(addr);
+        }
+        let mut body = self.relay(&up, &rp, ustats, facts.as_deref_mut(), t).await;
+        if body.is_ok() {
+            body = self
+                .flush(Due::After(t.client_write))
+                .await
+                .map_err(Cut::client);
+        }
+        if let Err(cut) = body {
+            if let Some(f) = facts {
+                f.cut = true;
+            }
+            if cut == (Cut::Client { timeout: true }) {
+                self.ctx.stats.client_error(ClientErrorKind::WriteTimeout);
+            }
+            self.out.clear();
+            return Ok(false);
+        }
+        if rp.upstream_keep_alive && self.resp_len == self.upb.len() {
+            self.ctx.checkin(addr, up, shared.spec.http.keepalive_pool);
+        }
+        Ok(rp.keep_alive)
+    }
+
+    /// Relays the response body from `self.upb[self.resp_len..]` and the upstream to the
+    /// client, framed as `rp` says (`resp_len` moves to the end of what was used).
+    async fn relay(
+        &mut self,
+        up: &Upstream,
+        rp: &ResponsePlan,
+        ustats: &UpstreamStats,
+        mut facts: Option<&mut Facts>,
+        t: crate::spec::Timeouts,
+    ) -> Result<(), Cut> {
+        let cd = Due::After(t.client_write);
+        let ud = Due::After(t.upstream_read);
+        let chunk = rp.client == Framing::Chunked;
+        let mut left = match rp.upstream {
+            Framing::None => return Ok(()),
+            Framing::Length(n) => n,
+            _ => 0,
+        };
+        let mut decoder = Chunked::default();
+        loop {
+            let start = self.resp_len;
+            match rp.upstream {
+                Framing::Length(_) => {
+                    let take = (self.upb.len() - start).min(left as usize);
+                    left -= take as u64;
+                    self.resp_len += take;
+                    self.emit(start, start + take, false, cd).await?;
+                    count_out(facts.as_deref_mut(), take);
+                    if left == 0 {
+                        return Ok(());
+                    }
+                }
+                Framing::Chunked => loop {
+                    let mut pos = self.resp_len;
+                    let step = decoder.next(&self.upb, &mut pos);
+                    self.resp_len = pos;
+                    match step {
+                        Err(_) => {
+                            ustats.error(ErrorKind::Protocol);
+                            return Err(Cut::Upstream);
+                        }
+                        Ok(Decoded::Need) => break,
+                        Ok(Decoded::End) => {
+                            if chunk {
+                                self.out.extend_from_slice(LAST_CHUNK);
+                            }
+                            return Ok(());
+                        }
+                        Ok(Decoded::Data(s, e)) => {
+                            self.emit(s, e, chunk, cd).await?;
+                            count_out(facts.as_deref_mut(), e - s);
+                        }
+                    }
+                },
+                _ => {
+                    let end = self.upb.len();
+                    self.resp_len = end;
+                    if end > start {
+                        self.emit(start, end, chunk, cd).await?;
+                        count_out(facts.as_deref_mut(), end - start);
+                    }
+                }
+            }
+            // all of the buffer is used: read more into it
+            self.upb.clear();
+            self.resp_len = 0;
+            match read(&up.stream, &mut self.upb, &mut self.timer, ud).await {
+                Ok(n) => add(&ustats.bytes_in, n as u64),
+                Err(Wait::Closed) if rp.upstream == Framing::Close => {
+                    if chunk {
+                        self.out.extend_from_slice(LAST_CHUNK);
+                    }
+                    return Ok(());
+                }
+                Err(Wait::Timeout) => {
+                    ustats.error(ErrorKind::ReadTimeout);
+                    return Err(Cut::Upstream);
+                }
+                Err(_) => return Err(Cut::Upstream),
+            }
+        }
+    }
+
+    /// Sends `self.upb[s..e]` to the client (as one chunk when `chunk`): gathered in
+    /// `self.out` when small, else written from where it lies after what is gathered.
+    async fn emit(&mut self, s: usize, e: usize, chunk: bool, due: Due) -> Result<(), Cut> {
+        if chunk {
+            body::chunk_head(&mut self.out, e - s);
+        }
+        if self.out.len() + (e - s) <= COALESCE {
+            self.out.extend_from_slice(&self.upb[s..e]);
+        } else {
+            self.flush(due).await.map_err(Cut::client)?;
+            write(&self.client, &self.upb[s..e], &mut self.timer, due)
+                .await
+                .map_err(Cut::client)?;
+            add(&self.ctx.stats.bytes_out, (e - s) as u64);
+        }
+        if chunk {
+            self.out.extend_from_slice(CHUNK_END);
+        }
+        Ok(())
+    }
+
+    /// Writes what is gathered for the client.
+    async fn flush(&mut self, due: Due) -> Result<(), Wait> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let r = write(&self.client, &self.out, &mut self.timer, due).await;
+        if r.is_ok() {
+            add(&self.ctx.stats.bytes_out, self.out.len() as u64);
+        }
+        self.out.clear();
+        r
+    }
+
+    /// Sends an answer of the proxy's own; `false` when the client could not take it.
+    async fn local(
+        &mut self,
+        status: u16,
+        text: &'static str,
+        close: bool,
+        facts: Option<&mut Facts>,
+    ) -> bool {
+        self.ctx.stats.response(status);
+        if let Some(f) = facts {
+            f.status = status;
+            f.upstream = None;
+            f.bytes_out += text.len() as u64;
+        }
+        forward::local(
+            &mut self.out,
+            status,
+            text,
+            close,
+            self.served_by.as_deref(),
+        );
+        let due = Due::After(self.ctx.shared().spec.timeouts.client_write);
+        self.flush(due).await.is_ok()
+    }
+
+    fn log(&self, f: &Facts, took: Duration) {
+        self.ctx.log(Record {
+            upstream: f.upstream,
+            status: (f.status != 0).then_some(f.status),
+            outcome: if f.status == 0 {
+                "no_response"
+            } else if f.cut {
+                "cut"
+            } else {
+                "ok"
             },
-            Err(_) => return Err(Unsent::Lost(ErrorKind::Timeout, reused)),
+            request: Some((&f.method, &f.target)),
+            bytes_in: f.bytes_in,
+            bytes_out: f.bytes_out,
+            duration: took,
+            ..Record::new(Kind::Http, self.peer)
+        });
+    }
+}
+
+/// Why a response body was cut short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// The upstream failed, stalled or sent a malformed body.
+    Upstream,
+    /// The client left, or stopped reading (`timeout`: for `client_write`).
+    Client { timeout: bool },
+}
+
+impl Cut {
+    fn client(w: Wait) -> Self {
+        Self::Client {
+            timeout: w == Wait::Timeout,
         }
     }
 }
 
-fn classify(e: &hyper::Error) -> ErrorKind {
-    if e.is_parse() || e.is_parse_status() {
-        ErrorKind::Protocol
-    } else if e.is_timeout() {
-        ErrorKind::Timeout
-    } else {
-        ErrorKind::Reset
+fn count_out(facts: Option<&mut Facts>, n: usize) {
+    if let Some(f) = facts {
+        f.bytes_out += n as u64;
     }
 }
 
-/// A new upstream connection, its connection task spawned on this worker; the task holds the
-/// connection's descriptor from the budget for as long as it lives (in use or kept alive).
-async fn open(
-    ctx: &Rc<WorkerCtx>,
-    shared: &ListenerShared,
-    i: usize,
-    held: crate::limits::Descriptors,
-) -> Result<Sender, ErrorKind> {
+/// A new connection to upstream `i`, holding `held` from the descriptor budget.
+async fn open(shared: &ListenerShared, i: usize, held: Descriptors) -> Result<Upstream, ErrorKind> {
     let addr = shared.spec.upstreams[i].addr;
     let stream = connect(addr, shared.spec.timeouts.connect).await?;
     let ustats = Arc::clone(&shared.stats[i]);
     add(&ustats.connects, 1);
-    let counters: Arc<dyn CounterPair> = ustats.clone();
-    let stall = (shared.spec.timeouts.upstream_write, Stalled::UpstreamWrite);
-    let io = Counted::new(stream, counters, None, stall);
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-        .await
-        .map_err(|_| ErrorKind::ConnectOther)?;
-    let open = Gauge32::new(ustats, GaugeField::Open);
-    let _ = ctx; // the task runs on this worker's LocalSet
-    tokio::task::spawn_local(async move {
-        let _open = (open, held);
-        let _ = conn.await;
-    });
-    Ok(sender)
-}
-
-/// Hop-by-hop headers (RFC 9110 §7.6.1, and the pre-standard ones proxies strip).
-const HOP_BY_HOP: [HeaderName; 8] = [
-    header::CONNECTION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-    header::PROXY_AUTHORIZATION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-];
-
-/// Most hop-by-hop headers one head can carry before the slow path (a `Vec`) is taken.
-const HOP_INLINE: usize = 4;
-
-/// Removes the hop-by-hop headers and those `Connection` names. One pass over the names
-/// finds what to remove (a head usually has none or only `Connection`): no allocation and no
-/// hash lookup for headers that are not there — this runs twice per request (profiled with
-/// callgrind, the lookup-per-name version was a tenth of the proxy's instructions).
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let mut found: [Option<HeaderName>; HOP_INLINE] = Default::default();
-    let mut n = 0;
-    let mut more: Vec<HeaderName> = Vec::new();
-    let mut push = |name: HeaderName| {
-        if n < HOP_INLINE {
-            found[n] = Some(name);
-            n += 1;
-        } else {
-            more.push(name);
-        }
-    };
-    let mut connection = false;
-    for name in headers.keys() {
-        if HOP_BY_HOP.contains(name) {
-            connection |= name == header::CONNECTION;
-            push(name.clone());
-        }
-    }
-    if connection {
-        for v in headers.get_all(header::CONNECTION) {
-            let Ok(v) = v.to_str() else { continue };
-            for token in v.split(',') {
-                let token = token.trim();
-                // `close` and `keep-alive` are options, not header names (keep-alive is
-                // in the list anyway).
-                if token.is_empty()
-                    || token.eq_ignore_ascii_case("close")
-                    || token.eq_ignore_ascii_case("keep-alive")
-                {
-                    continue;
-                }
-                if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
-                    push(name);
-                }
-            }
-        }
-    }
-    for name in found.iter().flatten().chain(&more) {
-        headers.remove(name);
-    }
-}
-
-/// Rewrites a request head for the upstream, or refuses it ([`rules::check`]).
-fn prepare_request(
-    parts: &mut http::request::Parts,
-    client: IpAddr,
-    trusted: bool,
-    shared: &ListenerShared,
-) -> Result<(), Rejection> {
-    const BAD_TARGET: Rejection = Rejection {
-        status: 400,
-        reason: "bad request target\n",
-    };
-    let version = if parts.version == http::Version::HTTP_10 {
-        rules::Version::Http10
-    } else {
-        rules::Version::Http11
-    };
-    // The target as received: an origin-form one (nearly every one) as it is, another form
-    // written out.
-    let written;
-    let target = if parts.uri.scheme().is_none() && parts.uri.authority().is_none() {
-        parts.uri.path_and_query().map_or("/", |p| p.as_str())
-    } else {
-        written = parts.uri.to_string();
-        written.as_str()
-    };
-    let lines = parts
-        .headers
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_bytes()));
-    let (uri, host) = match rules::check(parts.method.as_str(), target, version, lines) {
-        Verdict::Reject(r) => return Err(r),
-        Verdict::Forward(edits) => (
-            edits
-                .target
-                .map(|t| t.parse::<Uri>().map_err(|_| BAD_TARGET))
-                .transpose()?,
-            edits
-                .host
-                .map(|h| HeaderValue::from_str(h).map_err(|_| BAD_TARGET))
-                .transpose()?,
-        ),
-    };
-    if let Some(uri) = uri {
-        parts.uri = uri;
-    }
-    parts.version = http::Version::HTTP_11;
-    let h = &mut parts.headers;
-    if let Some(host) = host {
-        h.insert(header::HOST, host);
-    }
-    strip_hop_by_hop(h);
-    // The proxy answers `Expect: 100-continue` itself (hyper sends 100 when the body is read).
-    h.remove(header::EXPECT);
-    let http = &shared.spec.http;
-    for (which, name) in [
-        (Forwarding::XForwardedFor, X_FORWARDED_FOR),
-        (Forwarding::Forwarded, header::FORWARDED),
-    ] {
-        let mode = match which {
-            Forwarding::XForwardedFor => http.forwarded_for,
-            Forwarding::Forwarded => http.forwarded,
-        };
-        let lines = h.get_all(&name).iter().map(HeaderValue::as_bytes);
-        match rules::forwarding(which, mode, trusted, client, lines) {
-            Rewrite::Keep => {}
-            Rewrite::Remove => {
-                h.remove(&name);
-            }
-            Rewrite::Set(v) => {
-                let v = HeaderValue::from_maybe_shared(Bytes::from(v)).map_err(|_| Rejection {
-                    status: 400,
-                    reason: "a forwarding header that cannot be extended\n",
-                })?;
-                h.insert(name, v);
-            }
-        }
-    }
-    Ok(())
-}
-
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-
-#[allow(clippy::too_many_arguments)]
-fn upstream_response(
-    ctx: &Rc<WorkerCtx>,
-    st: &Rc<ConnState>,
-    shared: &ListenerShared,
-    resp: Response<Incoming>,
-    addr: SocketAddr,
-    sender: Sender,
-    stats: Arc<UpstreamStats>,
-    active: Gauge32,
-    finish: Finish,
-) -> Response<ProxyBody> {
-    let (mut parts, body) = resp.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
-    served_by(ctx, shared, &mut parts.headers);
-    ctx.stats.response(parts.status.as_u16());
-    finish.responded(parts.status.as_u16(), Some(addr));
-    // hyper never polls a body that is already at its end (204, 304, HEAD, length 0): give
-    // the connection back now (the next checkout waits for it to be ready).
-    let back = if body.is_end_stream() {
-        ctx.checkin(addr, sender);
-        None
-    } else {
-        Some((Rc::clone(ctx), addr, sender))
-    };
-    st.body_out.borrow_mut().progress();
-    let body = ProxyBody::Upstream {
-        inner: body,
-        back,
-        st: Rc::clone(st),
-        stats,
-        _active: active,
-        _finish: finish,
-    };
-    Response::from_parts(parts, body)
-}
-
-fn served_by(ctx: &WorkerCtx, shared: &ListenerShared, headers: &mut HeaderMap) {
-    if shared.spec.http.served_by {
-        let v = format!("{}/{}/{}", ctx.node, shared.spec.name, ctx.id);
-        if let Ok(v) = HeaderValue::from_str(&v) {
-            headers.insert("x-served-by", v);
-        }
-    }
-}
-
-/// An answer of the proxy's own; `close`: the client connection closes after it (a
-/// malformed or refused request, a timeout with a request body left unread).
-fn local(
-    ctx: &WorkerCtx,
-    shared: &ListenerShared,
-    status: StatusCode,
-    text: &'static str,
-    close: bool,
-    finish: Finish,
-) -> Response<ProxyBody> {
-    ctx.stats.response(status.as_u16());
-    finish.responded(status.as_u16(), None);
-    let mut resp = Response::new(ProxyBody::Local {
-        data: Some(Bytes::from_static(text.as_bytes())),
-        _finish: finish,
-    });
-    *resp.status_mut() = status;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    if status == StatusCode::SERVICE_UNAVAILABLE {
-        h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    }
-    if close {
-        h.insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    served_by(ctx, shared, h);
-    resp
-}
-
-/// The request body sent upstream: the client's, streamed; marks the request part of the
-/// exchange done when it ends (or is dropped). Polled by the upstream connection's task: when
-/// it has nothing to give for `timeouts.client_read`, it ends with [`Stalled::ClientRead`]
-/// (counted here), which aborts the upstream request.
-#[derive(Debug)]
-pub(crate) struct ReqBody {
-    /// The client's body; `None` for a request sent again without one ([`Replay`]).
-    inner: Option<Incoming>,
-    done: Done,
-    st: Rc<ConnState>,
-    /// The exchange it belongs to: the connection's `client_read` timer is its own only while
-    /// that exchange is the current one.
-    exchange: u64,
-    /// Where its bytes are counted for the access log (when it is on).
-    counted: Option<Rc<Cell<u64>>>,
-}
-
-impl Body for ReqBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        let Some(inner) = this.inner.as_mut() else {
-            this.done.finish();
-            return Poll::Ready(None);
-        };
-        let r = Pin::new(inner).poll_frame(cx);
-        match &r {
-            Poll::Pending => {
-                if this.st.exchange() == this.exchange && this.st.body_in.borrow_mut().blocked(cx) {
-                    this.st.stats.client_error(ClientErrorKind::ReadTimeout);
-                    this.done.finish();
-                    return Poll::Ready(Some(Err(Box::new(Stalled::ClientRead))));
-                }
-                return Poll::Pending;
-            }
-            Poll::Ready(Some(Ok(f))) => {
-                this.st.body_in.borrow_mut().progress();
-                if let (Some(c), Some(d)) = (&this.counted, f.data_ref()) {
-                    c.set(c.get() + d.len() as u64);
-                }
-            }
-            Poll::Ready(None | Some(Err(_))) => {
-                this.st.body_in.borrow_mut().progress();
-                this.done.finish();
-            }
-        }
-        // hyper's error on the client's body (a bad chunk, a closed connection) is the
-        // client's: marked, so that the upstream is not blamed for it
-        r.map(|f| f.map(|f| f.map_err(|e| Box::new(ClientBodyError(e)) as BoxError)))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.as_ref().is_none_or(Incoming::is_end_stream)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Incoming::size_hint)
-    }
-}
-
-/// An error reading the client's request body (hyper's, wrapped so that it is known as the
-/// client's when it comes back from the upstream connection).
-#[derive(Debug)]
-struct ClientBodyError(hyper::Error);
-
-impl std::fmt::Display for ClientBodyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the client's request body: {}", self.0)
-    }
-}
-
-impl std::error::Error for ClientBodyError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.0)
-    }
-}
-
-impl ClientBodyError {
-    /// hyper's error on the client's body, if `e` has one in its chain.
-    fn find<'e>(e: &'e (dyn std::error::Error + 'static)) -> Option<&'e hyper::Error> {
-        let mut cur = Some(e);
-        while let Some(e) = cur {
-            if let Some(b) = e.downcast_ref::<Self>() {
-                return Some(&b.0);
-            }
-            cur = e.source();
-        }
-        None
-    }
-}
-
-/// Records the request's duration and closes the response part of the exchange when the
-/// response body ends or is dropped.
-#[derive(Debug)]
-pub(crate) struct Finish {
-    stats: Arc<ListenerStats>,
-    started: Instant,
-    done: Done,
-    /// The request's access-log facts (when the log is on).
-    log: Option<Rc<HttpLog>>,
-}
-
-impl Finish {
-    /// The response head went out: its status, and the upstream that answered (`None`: the
-    /// proxy did).
-    fn responded(&self, status: u16, upstream: Option<SocketAddr>) {
-        if let Some(l) = &self.log {
-            l.status.set(status);
-            l.upstream.set(upstream);
-        }
-    }
-
-    /// `n` bytes of the response body went to the client.
-    fn sent(&self, n: usize) {
-        if let Some(l) = &self.log {
-            l.bytes_out.set(l.bytes_out.get() + n as u64);
-        }
-    }
-
-    /// The response body was cut (an error of the upstream's or a stall).
-    fn cut(&self) {
-        if let Some(l) = &self.log {
-            l.cut.set(true);
-        }
-    }
-}
-
-impl Drop for Finish {
-    fn drop(&mut self) {
-        let took = self.started.elapsed();
-        self.stats.duration.observe(took);
-        self.done.finish();
-        if let Some(l) = self.log.take() {
-            l.write(took);
-        }
-    }
-}
-
-/// The response body sent to the client.
-#[derive(Debug)]
-pub(crate) enum ProxyBody {
-    /// Streamed from an upstream; its connection goes back to the pool at the end. When it
-    /// has nothing to give for `timeouts.upstream_read`, it ends with
-    /// [`Stalled::UpstreamRead`] (counted on the upstream), which cuts the response.
-    Upstream {
-        inner: Incoming,
-        back: Option<(Rc<WorkerCtx>, SocketAddr, Sender)>,
-        st: Rc<ConnState>,
-        stats: Arc<UpstreamStats>,
-        _active: Gauge32,
-        _finish: Finish,
-    },
-    /// An answer of the proxy's own.
-    Local {
-        data: Option<Bytes>,
-        _finish: Finish,
-    },
-}
-
-impl Body for ProxyBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match &mut *self {
-            ProxyBody::Local { data, _finish } => Poll::Ready(data.take().map(|d| {
-                _finish.sent(d.len());
-                Ok(Frame::data(d))
-            })),
-            ProxyBody::Upstream {
-                inner,
-                back,
-                st,
-                stats,
-                _finish,
-                ..
-            } => {
-                let r = Pin::new(&mut *inner).poll_frame(cx);
-                match &r {
-                    Poll::Pending => {
-                        if st.body_out.borrow_mut().blocked(cx) {
-                            stats.error(ErrorKind::ReadTimeout);
-                            _finish.cut();
-                            return Poll::Ready(Some(Err(Box::new(Stalled::UpstreamRead))));
-                        }
-                        return Poll::Pending;
-                    }
-                    Poll::Ready(Some(Err(e))) => {
-                        // the upstream stopped reading a request body it answered early
-                        if Stalled::find(e) == Some(Stalled::UpstreamWrite) {
-                            stats.error(ErrorKind::WriteTimeout);
-                        }
-                        _finish.cut();
-                    }
-                    Poll::Ready(Some(Ok(f))) => {
-                        st.body_out.borrow_mut().progress();
-                        if let Some(d) = f.data_ref() {
-                            _finish.sent(d.len());
-                        }
-                    }
-                    Poll::Ready(None) => st.body_out.borrow_mut().progress(),
-                }
-                // The end is either a `None` frame or, after the last data frame, a body that
-                // says it is at its end (hyper then stops polling).
-                let ended = match &r {
-                    Poll::Ready(None) => true,
-                    Poll::Ready(Some(Ok(_))) => inner.is_end_stream(),
-                    _ => false,
-                };
-                if ended && let Some((ctx, addr, sender)) = back.take() {
-                    ctx.checkin(addr, sender);
-                }
-                r.map(|f| f.map(|f| f.map_err(Into::into)))
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            ProxyBody::Local { data, .. } => data.is_none(),
-            ProxyBody::Upstream { inner, .. } => inner.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            ProxyBody::Local { data, .. } => {
-                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
-            }
-            ProxyBody::Upstream { inner, .. } => inner.size_hint(),
-        }
-    }
+    Ok(Upstream {
+        stream,
+        _held: held,
+        _open: Gauge32::new(ustats, GaugeField::Open),
+    })
 }

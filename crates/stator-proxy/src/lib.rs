@@ -15,18 +15,19 @@
 //!   same backend.
 //! - **TCP** ([`tcp`]): bytes both ways, half-close propagated, idle and write-stall
 //!   timeouts, counters.
-//! - **HTTP/1.1** ([`http`]): hyper's connection-level API both ways; keep-alive with a
-//!   per-worker upstream pool; streamed bodies; retries of connect failures on the next
-//!   upstream; 400/408/431 from the client side, 502/503/504 of our own. Every request head
-//!   passes [`rules`] first — pure functions over the head, engine-independent: no
-//!   `CONNECT` (405), no transfer coding but `chunked` (501), one valid `Host`, absolute-form
-//!   targets sent in origin form with their authority as `Host`, forwarding headers kept only
-//!   from trusted proxies.
-//! - **Every wait is bounded** (the stall timers of `io.rs`): a request head (`header_read`), a
-//!   kept-alive client (`idle`), a response head (`response`), and inside an exchange the
-//!   request body (`client_read`), the client reading (`client_write`), the response body
-//!   (`upstream_read`) and the upstream reading (`upstream_write`) — inactivity timers, armed
-//!   lazily, no timer allocated per read or write.
+//! - **HTTP/1.1** ([`http`]): an engine of its own over [`h1`] (sans-IO: heads parsed in
+//!   place with `httparse`, forwarded with edits rather than rebuilt, bodies streamed and
+//!   `chunked` re-framed; nothing allocated per kept-alive request); keep-alive with a
+//!   per-worker upstream pool; retries of connect failures on the next upstream; 400/408/431
+//!   from the client side, 502/503/504 of our own. Every request head passes [`rules`] first —
+//!   pure functions over the head: no `CONNECT` (405), no transfer coding but `chunked` (501),
+//!   one valid `Host`, absolute-form targets sent in origin form with their authority as
+//!   `Host`, forwarding headers kept only from trusted proxies.
+//! - **Every wait is bounded**: a request head (`header_read`), a kept-alive client (`idle`),
+//!   a response head (`response`), and inside an exchange the request body (`client_read`),
+//!   the client reading (`client_write`), the response body (`upstream_read`) and the upstream
+//!   reading (`upstream_write`) — inactivity timers, one per connection, armed only when a
+//!   socket would block.
 //! - **UDP** ([`udp`]): a session per client address and port with its own connected upstream
 //!   socket, idle timeout and `responses` hint, in a bounded LRU table per worker; batched
 //!   receive with GRO and GSO bursts through quinn-udp, replies to many clients in one

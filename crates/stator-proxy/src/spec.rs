@@ -114,9 +114,15 @@ impl Methods {
     /// Whether `method` is in the set.
     #[inline]
     pub fn contains(self, method: &http::Method) -> bool {
+        self.contains_name(method.as_str())
+    }
+
+    /// Whether the method named `method` (as on the request line) is in the set.
+    #[inline]
+    pub fn contains_name(self, method: &str) -> bool {
         Self::NAMES
             .iter()
-            .position(|m| *m == method.as_str())
+            .position(|m| *m == method)
             .is_some_and(|i| self.0 & (1 << i) != 0)
     }
 

@@ -21,7 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 
 use crate::access::{AccessLog, LogBuf};
-use crate::http::ReqBody;
+use crate::http::Upstream;
 use crate::limits::{DescriptorBudget, SourceGuard};
 use crate::session::{Inserted, Sessions};
 use crate::shared::ListenerShared;
@@ -30,9 +30,6 @@ use crate::stats::{ClientErrorKind, ListenerStats, add};
 
 /// The longest a stopped worker waits for its connections to end.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(300);
-
-/// A pooled upstream connection.
-pub(crate) type Sender = hyper::client::conn::http1::SendRequest<ReqBody>;
 
 /// What a worker's tasks share (one thread: `Rc`, `RefCell`).
 #[derive(Debug)]
@@ -46,7 +43,7 @@ pub(crate) struct WorkerCtx {
     pub budget: Arc<DescriptorBudget>,
     sched: RefCell<stator_sched::Picker>,
     sessions: RefCell<Option<(PersistenceSpec, Sessions)>>,
-    pool: RefCell<HashMap<SocketAddr, VecDeque<(Sender, Instant)>>>,
+    pool: RefCell<HashMap<SocketAddr, VecDeque<(Upstream, Instant)>>>,
     active: Cell<usize>,
     pub stop: watch::Receiver<bool>,
     drained: Notify,
@@ -111,34 +108,23 @@ impl WorkerCtx {
         }
     }
 
-    /// A kept-alive connection to `addr`, if one is idle and still open.
-    pub async fn checkout(&self, addr: SocketAddr, keepalive: Duration) -> Option<Sender> {
-        loop {
-            let (mut sender, since) = {
-                let mut pool = self.pool.borrow_mut();
-                let idle = pool.get_mut(&addr)?;
-                idle.pop_back()?
-            };
-            if sender.is_closed() || since.elapsed() > keepalive {
-                continue;
-            }
-            if sender.is_ready() {
-                return Some(sender);
-            }
-            // Ready once the connection has finished the previous exchange (it has: the
-            // sender came back when the response body ended), unless it closed meanwhile.
-            match tokio::time::timeout(Duration::from_secs(1), sender.ready()).await {
-                Ok(Ok(())) => return Some(sender),
-                _ => continue,
+    /// A kept-alive connection to `addr`, if one is idle and still open (the newest first:
+    /// the likeliest to be open, and the oldest are left to time out).
+    pub fn checkout(&self, addr: SocketAddr, keepalive: Duration) -> Option<Upstream> {
+        let mut pool = self.pool.borrow_mut();
+        let idle = pool.get_mut(&addr)?;
+        while let Some((up, since)) = idle.pop_back() {
+            if since.elapsed() <= keepalive && up.alive() {
+                return Some(up);
             }
         }
+        None
     }
 
-    /// Gives a connection back to the pool (dropped — closed — when the pool is full).
-    pub fn checkin(&self, addr: SocketAddr, sender: Sender) {
-        let shared = self.shared();
-        let cap = shared.spec.http.keepalive_pool;
-        if cap == 0 || sender.is_closed() {
+    /// Gives a connection back to the pool of at most `cap` per upstream (the oldest is
+    /// dropped — closed — when it is full).
+    pub fn checkin(&self, addr: SocketAddr, up: Upstream, cap: usize) {
+        if cap == 0 {
             return;
         }
         let mut pool = self.pool.borrow_mut();
@@ -146,15 +132,16 @@ impl WorkerCtx {
         if idle.len() >= cap {
             idle.pop_front();
         }
-        idle.push_back((sender, Instant::now()));
+        idle.push_back((up, Instant::now()));
     }
 
-    /// Closes idle upstream connections older than `keepalive` or to upstreams gone.
+    /// Closes idle upstream connections older than `keepalive`, closed by their upstream, or
+    /// to upstreams gone.
     pub fn sweep_pool(&self, shared: &ListenerShared) {
         let keepalive = shared.spec.http.keepalive_timeout;
         let mut pool = self.pool.borrow_mut();
         pool.retain(|addr, idle| {
-            idle.retain(|(s, since)| !s.is_closed() && since.elapsed() <= keepalive);
+            idle.retain(|(up, since)| since.elapsed() <= keepalive && up.alive());
             !idle.is_empty() && shared.by_addr.contains_key(addr)
         });
     }

@@ -271,3 +271,225 @@ fn kept_alive_connections_time_out_idle_and_on_late_or_trickled_heads() {
     assert_eq!(v.stats.client_errors(ClientErrorKind::HeaderTimeout), 2);
     p.shutdown(Duration::from_secs(2));
 }
+
+/// A raw backend on loopback: for each request (a head, and a `content-length` body) on any
+/// connection it writes `answer(request)`, and closes the connection after it when the
+/// answer has neither `content-length` nor `transfer-encoding` (its end is the close).
+fn scripted_backend(answer: fn(&str) -> Vec<u8>) -> UpstreamSpec {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut buf = Vec::new();
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        let mut b = [0u8; 4096];
+                        match s.read(&mut b) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&b[..n]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end + 4]).to_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map_or(0, |v| v.trim().parse().unwrap());
+                    while buf.len() < end + 4 + len {
+                        let mut b = [0u8; 4096];
+                        match s.read(&mut b) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&b[..n]),
+                        }
+                    }
+                    let request = String::from_utf8_lossy(&buf[..end + 4 + len]).into_owned();
+                    buf.drain(..end + 4 + len);
+                    let out = answer(&request);
+                    let text = String::from_utf8_lossy(&out).to_lowercase();
+                    if s.write_all(&out).is_err() {
+                        return;
+                    }
+                    if !text.contains("content-length") && !text.contains("transfer-encoding") {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    UpstreamSpec {
+        name: "scripted".into(),
+        addr,
+        weight: 1,
+    }
+}
+
+/// Reads one response from `s` (head, then a `content-length` or `chunked` body); the head
+/// and the body decoded.
+fn response(s: &mut std::net::TcpStream) -> (String, Vec<u8>) {
+    use std::io::{BufRead, BufReader, Read};
+    let mut r = BufReader::new(s);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            r.read_line(&mut line).unwrap() > 0,
+            "closed in a head: {head:?}"
+        );
+        head.push_str(&line);
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let lower = head.to_lowercase();
+    let mut body = Vec::new();
+    if let Some(n) = lower
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+    {
+        body.resize(n.trim().parse().unwrap(), 0);
+        r.read_exact(&mut body).unwrap();
+    } else if lower.contains("transfer-encoding: chunked") {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size).unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap();
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk).unwrap();
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    }
+    assert!(r.buffer().is_empty(), "nothing read past the response");
+    (head, body)
+}
+
+fn connect(addr: std::net::SocketAddr) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+#[test]
+fn pipelined_requests_expect_continue_interim_answers_and_close_delimited_bodies() {
+    use std::io::{Read, Write};
+    let b = scripted_backend(|req| {
+        let target = req.split(' ').nth(1).unwrap_or("");
+        match target {
+            // an HTTP/1.0-style answer: its end is the close
+            "/close" => b"HTTP/1.0 200 OK\r\nx-kind: close\r\n\r\nuntil the end".to_vec(),
+            // an interim answer before the final one
+            "/early" => b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n\
+                          HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfinal"
+                .to_vec(),
+            t => format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{t}",
+                t.len() + req.len() - req.find("\r\n\r\n").unwrap() - 4
+            )
+            .into_bytes()
+            .into_iter()
+            .chain(req[req.find("\r\n\r\n").unwrap() + 4..].bytes())
+            .collect(),
+        }
+    });
+    let (p, addr) = proxy(spec("engine", Protocol::Http, vec![b]));
+
+    // two requests in one write: two answers, in order, on one connection
+    let mut s = connect(addr);
+    s.write_all(b"GET /one HTTP/1.1\r\nHost: a\r\n\r\nPOST /two HTTP/1.1\r\nHost: a\r\ncontent-length: 3\r\n\r\nxyz")
+        .unwrap();
+    assert_eq!(response(&mut s).1, b"/one");
+    assert_eq!(response(&mut s).1, b"/twoxyz");
+
+    // Expect: 100-continue: the proxy says 100 before the client sends its body
+    s.write_all(
+        b"PUT /put HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\ncontent-length: 4\r\n\r\n",
+    )
+    .unwrap();
+    let (head, _) = response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 100 Continue\r\n"), "{head}");
+    s.write_all(b"body").unwrap();
+    let (head, body) = response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert_eq!(body, b"/putbody");
+
+    // an interim 103 is not forwarded: the client sees the final answer only
+    s.write_all(b"GET /early HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let (head, body) = response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert_eq!(body, b"final");
+
+    // a body delimited by the upstream's close goes chunked to an HTTP/1.1 client, which
+    // keeps its connection ...
+    s.write_all(b"GET /close HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let (head, body) = response(&mut s);
+    assert!(
+        head.to_lowercase().contains("transfer-encoding: chunked"),
+        "{head}"
+    );
+    assert_eq!(body, b"until the end");
+    s.write_all(b"GET /after HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let (head, body) = response(&mut s);
+    assert!(head.to_lowercase().contains("connection: close"), "{head}");
+    assert_eq!(body, b"/after");
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "closed after the answer it asked to close");
+
+    // ... and until the close to an HTTP/1.0 client
+    let out = raw(addr, b"GET /close HTTP/1.0\r\n\r\n", Duration::ZERO);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.ends_with("\r\n\r\nuntil the end"), "{text:?}");
+    assert!(
+        text.to_lowercase().contains("connection: close"),
+        "{text:?}"
+    );
+    p.shutdown(Duration::from_secs(2));
+}
+
+#[test]
+fn a_request_body_left_unread_after_a_failure_closes_the_connection() {
+    use std::io::{Read, Write};
+    let dead = UpstreamSpec {
+        name: "dead".into(),
+        addr: refused_addr(),
+        weight: 1,
+    };
+    let mut s = spec("unread", Protocol::Http, vec![dead]);
+    s.retries = 0;
+    let (p, addr) = proxy(s);
+    let mut c = connect(addr);
+    // the body looks like a request: it must never be read as one
+    let smuggled = b"GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n";
+    c.write_all(
+        format!(
+            "POST / HTTP/1.1\r\nHost: a\r\ncontent-length: {}\r\n\r\n",
+            smuggled.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    c.write_all(smuggled).unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 502 "), "{text:?}");
+    assert_eq!(
+        text.matches("HTTP/1.1").count(),
+        1,
+        "one answer, then the close: {text:?}"
+    );
+    assert!(
+        text.to_lowercase().contains("connection: close"),
+        "{text:?}"
+    );
+    p.shutdown(Duration::from_secs(2));
+}

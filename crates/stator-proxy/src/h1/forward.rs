@@ -145,7 +145,7 @@ pub fn request(
     out.extend_from_slice(edits.target.as_deref().unwrap_or(target).as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
     if let Some(host) = edits.host {
-        line(out, b"Host", host.as_bytes());
+        line(out, b"host", host.as_bytes());
     }
     for l in lines {
         let name = l.name.of(buf);
@@ -162,13 +162,13 @@ pub fn request(
         }
     }
     if rewrite[0] == Some(true) {
-        line(out, b"X-Forwarded-For", &scratch[..ends[0]]);
+        line(out, b"x-forwarded-for", &scratch[..ends[0]]);
     }
     if rewrite[1] == Some(true) {
-        line(out, b"Forwarded", &scratch[ends[0]..ends[1]]);
+        line(out, b"forwarded", &scratch[ends[0]..ends[1]]);
     }
     if framing == Framing::Chunked {
-        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
     }
     out.extend_from_slice(b"\r\n");
     Ok(RequestPlan {
@@ -242,15 +242,15 @@ pub fn response(
         }
     }
     if client == Framing::Chunked {
-        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
     }
     if !keep_alive {
-        out.extend_from_slice(b"Connection: close\r\n");
+        out.extend_from_slice(b"connection: close\r\n");
     } else if req.version == Version::Http10 {
-        out.extend_from_slice(b"Connection: keep-alive\r\n");
+        out.extend_from_slice(b"connection: keep-alive\r\n");
     }
     if let Some(v) = served_by {
-        line(out, b"X-Served-By", v);
+        line(out, b"x-served-by", v);
     }
     out.extend_from_slice(b"\r\n");
     Ok(ResponsePlan {
@@ -285,17 +285,17 @@ pub fn local(out: &mut Vec<u8>, status: u16, text: &str, close: bool, served_by:
         .and_then(|s| s.canonical_reason())
         .unwrap_or("");
     out.extend_from_slice(reason.as_bytes());
-    out.extend_from_slice(b"\r\nContent-Type: text/plain; charset=utf-8\r\n");
+    out.extend_from_slice(b"\r\ncontent-type: text/plain; charset=utf-8\r\n");
     // writing to a Vec cannot fail
-    let _ = write!(out, "Content-Length: {}\r\n", text.len());
+    let _ = write!(out, "content-length: {}\r\n", text.len());
     if status == 503 {
-        out.extend_from_slice(b"Retry-After: 1\r\n");
+        out.extend_from_slice(b"retry-after: 1\r\n");
     }
     if close {
-        out.extend_from_slice(b"Connection: close\r\n");
+        out.extend_from_slice(b"connection: close\r\n");
     }
     if let Some(v) = served_by {
-        line(out, b"X-Served-By", v);
+        line(out, b"x-served-by", v);
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(text.as_bytes());
@@ -339,7 +339,7 @@ mod tests {
         assert_eq!(
             out,
             "GET /p?q HTTP/1.1\r\nHost: a.example\r\nAccept: */*\r\nX-Custom: Ab C\r\n\
-             X-Forwarded-For: 192.0.2.7\r\n\r\n"
+             x-forwarded-for: 192.0.2.7\r\n\r\n"
         );
         assert_eq!(
             plan,
@@ -365,8 +365,8 @@ mod tests {
         .unwrap();
         assert_eq!(
             out,
-            "POST / HTTP/1.1\r\nHost: a\r\nX-Kept: 2\r\nX-Forwarded-For: 192.0.2.7\r\n\
-             Transfer-Encoding: chunked\r\n\r\n"
+            "POST / HTTP/1.1\r\nHost: a\r\nX-Kept: 2\r\nx-forwarded-for: 192.0.2.7\r\n\
+             transfer-encoding: chunked\r\n\r\n"
         );
         assert_eq!(plan.framing, Framing::Chunked);
         assert!(plan.expect_continue);
@@ -382,7 +382,7 @@ mod tests {
         )
         .unwrap();
         assert!(
-            out.starts_with("GET /x HTTP/1.1\r\nHost: b.example:81\r\nX-Forwarded-For"),
+            out.starts_with("GET /x HTTP/1.1\r\nhost: b.example:81\r\nx-forwarded-for"),
             "{out}"
         );
         assert!(!out.contains("Host: a\r\n"));
@@ -396,15 +396,15 @@ mod tests {
                    Forwarded: for=6.6.6.6\r\n\r\n";
         let (out, _) = forward(raw, false, &http).unwrap();
         assert!(!out.contains("6.6.6.6"), "{out}");
-        assert!(out.contains("X-Forwarded-For: 192.0.2.7\r\n"));
-        assert!(out.contains("Forwarded: for=192.0.2.7;proto=http\r\n"));
+        assert!(out.contains("x-forwarded-for: 192.0.2.7\r\n"));
+        assert!(out.contains("forwarded: for=192.0.2.7;proto=http\r\n"));
         let (out, _) = forward(raw, true, &http).unwrap();
         assert!(
-            out.contains("X-Forwarded-For: 6.6.6.6, 192.0.2.7\r\n"),
+            out.contains("x-forwarded-for: 6.6.6.6, 192.0.2.7\r\n"),
             "{out}"
         );
         assert!(
-            out.contains("Forwarded: for=192.0.2.7;proto=http\r\n"),
+            out.contains("forwarded: for=192.0.2.7;proto=http\r\n"),
             "replace"
         );
     }
@@ -417,7 +417,7 @@ mod tests {
         );
         assert_eq!(forward("GET / HTTP/1.1\r\n\r\n", false, &spec()), Err(400));
         let both =
-            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\ntransfer-encoding: chunked\r\n\r\n";
         assert_eq!(forward(both, false, &spec()), Err(400));
     }
 
@@ -467,7 +467,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             out,
-            "HTTP/1.1 200 Fine\r\nContent-Length: 3\r\nServer: b\r\nX-Served-By: n/l/0\r\n\r\n"
+            "HTTP/1.1 200 Fine\r\nContent-Length: 3\r\nServer: b\r\nx-served-by: n/l/0\r\n\r\n"
         );
         assert_eq!(
             p,
@@ -485,7 +485,7 @@ mod tests {
         )
         .unwrap();
         assert!(!out.contains("Content-Length"), "{out}");
-        assert!(out.contains("Transfer-Encoding: chunked\r\n"));
+        assert!(out.contains("transfer-encoding: chunked\r\n"));
         assert_eq!((p.upstream, p.client), (Framing::Chunked, Framing::Chunked));
         // until the upstream closes: chunked to the client, which keeps its connection
         let (_, p) = answer("HTTP/1.0 200 OK\r\n\r\n", &GET11).unwrap();
@@ -497,13 +497,13 @@ mod tests {
             ..GET11
         };
         let (out, p) = answer(
-            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
             &get10,
         )
         .unwrap();
         assert_eq!(p.client, Framing::Close);
         assert!(
-            !p.keep_alive && out.contains("Connection: close\r\n"),
+            !p.keep_alive && out.contains("connection: close\r\n"),
             "{out}"
         );
         assert_eq!(
@@ -518,14 +518,14 @@ mod tests {
         local(&mut out, 503, "no usable upstream\n", false, None);
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
-             Content-Length: 19\r\nRetry-After: 1\r\n\r\nno usable upstream\n"
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n\
+             content-length: 19\r\nretry-after: 1\r\n\r\nno usable upstream\n"
         );
         local(&mut out, 400, "x\n", true, Some(b"n"));
         assert!(
             String::from_utf8(out)
                 .unwrap()
-                .contains("Connection: close\r\nX-Served-By: n\r\n\r\nx\n")
+                .contains("connection: close\r\nx-served-by: n\r\n\r\nx\n")
         );
     }
 }
