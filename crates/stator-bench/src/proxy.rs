@@ -58,6 +58,10 @@ pub struct BenchProxyArgs {
     /// (default: both).
     #[arg(long, value_parser = ["pinned", "unpinned"])]
     only: Option<String>,
+    /// Idle kept-alive client connections held open on each proxy to measure its memory per
+    /// connection (default 10,000, 1,000 with --quick; 0 skips it).
+    #[arg(long)]
+    idle: Option<usize>,
 }
 
 /// One wrk run (or the median of a mode and case's rounds).
@@ -164,6 +168,13 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
         }
     }
     rivals::set_pinning(true);
+    let idle_n = args.idle.unwrap_or(if args.quick { 1000 } else { 10_000 });
+    let mut idle = Vec::new();
+    if idle_n > 0 {
+        for kind in ["stator", "nginx", "haproxy"] {
+            idle.push(idle_memory(kind, stator, &dir, one, idle_n)?);
+        }
+    }
     let runs = medians(&rounds);
     let mut scale = Vec::new();
     if !args.no_scale {
@@ -194,11 +205,183 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    report(&runs, &rounds, &scale, secs, args.connections, args.json);
+    report(
+        &runs,
+        &rounds,
+        &scale,
+        &idle,
+        secs,
+        args.connections,
+        args.json,
+    );
     Ok(())
 }
 
-fn report(runs: &[Run], rounds: &[Run], scale: &[Run], secs: u64, conns: u32, json: bool) {
+/// Memory a proxy holds per idle kept-alive client connection.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Idle {
+    proxy: String,
+    connections: usize,
+    /// Resident memory of the proxy's processes (all of them: nginx's master and workers),
+    /// KiB, before the connections and with them open.
+    rss_before_kib: u64,
+    rss_after_kib: u64,
+    bytes_per_connection: f64,
+}
+
+/// Starts `kind`, warms it (a few requests: lazy setup, upstream pools), then opens `n`
+/// client connections, each sending one request and reading its answer, and keeps them open
+/// and idle: the growth of the proxy's resident memory over `n` is its cost per idle
+/// kept-alive connection (nginx frees a kept-alive connection's buffers while it waits).
+fn idle_memory(
+    kind: &str,
+    stator: &Path,
+    dir: &Path,
+    backends: &[SocketAddr],
+    n: usize,
+) -> Result<Idle> {
+    use std::io::{Read, Write};
+    // every proxy needs a descriptor per connection and the bench one more: as root, room for
+    // all (HAProxy sizes its own limit from maxconn)
+    let need = (n as u64 + 1000) * 2;
+    if stator_sys::limits::nofile().soft.is_some_and(|s| s < need) {
+        let _ = stator_sys::limits::set_nofile(stator_sys::limits::NofileLimit {
+            soft: Some(need),
+            hard: Some(need),
+        });
+    }
+    let port = free_port()?;
+    let mut p = match kind {
+        "stator" => start_stator(stator, dir, port, backends, "vnswrr", None)?,
+        "nginx" => start_nginx(dir, port, backends)?,
+        _ => start_haproxy(dir, port, backends)?,
+    };
+    let pid = p.0.id();
+    let measured = (|| {
+        wait_port(port)?;
+        let request = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n";
+        let exchange = |c: &mut std::net::TcpStream| -> std::io::Result<()> {
+            c.write_all(request)?;
+            // the head, then the 13-byte body every backend answer has
+            let mut got = Vec::with_capacity(512);
+            let mut b = [0u8; 512];
+            loop {
+                let k = c.read(&mut b)?;
+                if k == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                got.extend_from_slice(&b[..k]);
+                if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n")
+                    && got.len() >= end + 4 + 13
+                {
+                    return Ok(());
+                }
+            }
+        };
+        let open = || -> std::io::Result<std::net::TcpStream> {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", port))?;
+            c.set_read_timeout(Some(Duration::from_secs(10)))?;
+            exchange(&mut c)?;
+            Ok(c)
+        };
+        let warm: Vec<_> = (0..64)
+            .map(|_| open())
+            .collect::<std::io::Result<_>>()
+            .map_err(io("warming the proxy"))?;
+        drop(warm);
+        std::thread::sleep(Duration::from_millis(300));
+        let before = tree_rss_kib(pid);
+        let mut held = Vec::with_capacity(n);
+        for _ in 0..n {
+            held.push(open().map_err(io("opening idle connections"))?);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let after = tree_rss_kib(pid);
+        drop(held);
+        Ok(Idle {
+            proxy: kind.into(),
+            connections: n,
+            rss_before_kib: before,
+            rss_after_kib: after,
+            bytes_per_connection: after.saturating_sub(before) as f64 * 1024.0 / n as f64,
+        })
+    })();
+    p.stop();
+    measured
+}
+
+/// Resident memory of process `pid` and all its descendants, KiB (`/proc`).
+fn tree_rss_kib(pid: u32) -> u64 {
+    let mut parent = std::collections::HashMap::<u32, Vec<u32>>::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            // the parent is the second field after the command's closing parenthesis
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            let Some(ppid) = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            parent.entry(ppid).or_default().push(p);
+        }
+    }
+    let mut todo = vec![pid];
+    let mut kib = 0;
+    while let Some(p) = todo.pop() {
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{p}/status")) {
+            kib += status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+        todo.extend(parent.get(&p).into_iter().flatten());
+    }
+    kib
+}
+
+fn report_idle(idle: &[Idle]) {
+    if idle.is_empty() {
+        return;
+    }
+    let n = idle[0].connections;
+    println!(
+        "memory per idle kept-alive client connection ({n} held open on each proxy, after one request each; resident memory of all the proxy's processes):"
+    );
+    for i in idle {
+        println!(
+            "  {:<8} {:>8.0} bytes  (RSS {} -> {} KiB)",
+            i.proxy, i.bytes_per_connection, i.rss_before_kib, i.rss_after_kib
+        );
+    }
+    let per = |p: &str| {
+        idle.iter()
+            .find(|i| i.proxy == p)
+            .map_or(f64::NAN, |i| i.bytes_per_connection)
+    };
+    println!(
+        "  stator/nginx {:.2}x, stator/haproxy {:.2}x (goal <= 1.0x nginx)",
+        per("stator") / per("nginx"),
+        per("stator") / per("haproxy")
+    );
+}
+
+fn report(
+    runs: &[Run],
+    rounds: &[Run],
+    scale: &[Run],
+    idle: &[Idle],
+    secs: u64,
+    conns: u32,
+    json: bool,
+) {
     let find = |p: &str, c: &str, pin: &str| {
         runs.iter()
             .find(|r| r.proxy == p && r.case == c && r.pinning == pin)
@@ -236,6 +419,7 @@ fn report(runs: &[Run], rounds: &[Run], scale: &[Run], secs: u64, conns: u32, js
             "rounds": rounds,
             "ratios": ratios,
             "scale": scale,
+            "idle_memory": idle,
         });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return;
@@ -307,6 +491,7 @@ fn report(runs: &[Run], rounds: &[Run], scale: &[Run], secs: u64, conns: u32, js
              proxy path)"
         );
     }
+    report_idle(idle);
 }
 
 /// The row of Stator with its access log on (JSON, every request, to a file): the log's cost
@@ -357,7 +542,7 @@ fn start_haproxy(dir: &Path, port: u16, backends: &[SocketAddr]) -> Result<Proc>
         .map(|(i, a)| format!("  server s{i} {a}\n"))
         .collect();
     let conf = format!(
-        "global\n  nbthread 2\n  maxconn 8000\n\ndefaults\n  mode http\n  timeout connect 5s\n\
+        "global\n  nbthread 2\n  maxconn 20000\n\ndefaults\n  mode http\n  timeout connect 5s\n\
          timeout client 60s\n  timeout server 60s\n  timeout http-request 60s\n\
          timeout http-keep-alive 60s\n  option http-keep-alive\n\n\
          frontend f\n  bind 127.0.0.1:{port}\n  default_backend b\n\n\

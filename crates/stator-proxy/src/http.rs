@@ -37,6 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use stator_sched::Tried;
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Sleep;
@@ -130,9 +131,20 @@ async fn read(
     }
     let mut armed = false;
     loop {
+        let spare = buf.capacity() - buf.len();
         match s.try_read_buf(buf) {
             Ok(0) => return Err(Wait::Closed),
-            Ok(n) => return Ok(n),
+            Ok(n) => {
+                if n < spare {
+                    // A short read drained the socket: say so to the reactor now, so that the
+                    // next read waits for readiness instead of trying and failing (a system
+                    // call per request saved; new bytes bring a new edge, so none are missed).
+                    let _ = s.try_io(Interest::READABLE, || {
+                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                    });
+                }
+                return Ok(n);
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(_) => return Err(Wait::Failed),
         }
@@ -584,7 +596,7 @@ impl Conn<'_> {
         let addr = spec.upstreams[i].addr;
         let ustats = &shared.stats[i];
         let up = loop {
-            let (up, reused) = match self.ctx.checkout(addr, spec.http.keepalive_timeout) {
+            let (up, reused) = match self.ctx.checkout(i, addr, spec.http.keepalive_timeout) {
                 Some(u) => (u, true),
                 None => {
                     let Some(held) = self.ctx.budget.take(1) else {
@@ -822,7 +834,7 @@ impl Conn<'_> {
             return Ok(false);
         }
         if rp.upstream_keep_alive && self.resp_len == self.upb.len() {
-            self.ctx.checkin(addr, up, shared.spec.http.keepalive_pool);
+            self.ctx.checkin(i, addr, up, shared.spec.http.keepalive_pool);
         }
         Ok(rp.keep_alive)
     }

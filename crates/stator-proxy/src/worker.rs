@@ -8,7 +8,7 @@
 //! exchange) until they end or [`DRAIN_LIMIT`] passes, then the thread exits.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -32,6 +32,10 @@ use crate::stats::{ClientErrorKind, ListenerStats, add};
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(300);
 
 /// What a worker's tasks share (one thread: `Rc`, `RefCell`).
+/// One upstream's idle connections: the address they are for, and each with the time it
+/// went idle.
+type PoolSlot = (SocketAddr, VecDeque<(Upstream, Instant)>);
+
 #[derive(Debug)]
 pub(crate) struct WorkerCtx {
     pub id: usize,
@@ -43,7 +47,9 @@ pub(crate) struct WorkerCtx {
     pub budget: Arc<DescriptorBudget>,
     sched: RefCell<stator_sched::Picker>,
     sessions: RefCell<Option<(PersistenceSpec, Sessions)>>,
-    pool: RefCell<HashMap<SocketAddr, VecDeque<(Upstream, Instant)>>>,
+    /// Idle upstream connections by upstream index, each slot with the address it is for
+    /// (a reload may give the index another upstream: the slot is emptied then).
+    pool: RefCell<Vec<PoolSlot>>,
     active: Cell<usize>,
     pub stop: watch::Receiver<bool>,
     drained: Notify,
@@ -108,11 +114,15 @@ impl WorkerCtx {
         }
     }
 
-    /// A kept-alive connection to `addr`, if one is idle and still open (the newest first:
-    /// the likeliest to be open, and the oldest are left to time out).
-    pub fn checkout(&self, addr: SocketAddr, keepalive: Duration) -> Option<Upstream> {
+    /// A kept-alive connection to upstream `i` at `addr`, if one is idle and still open (the
+    /// newest first: the likeliest to be open; the oldest are left to time out).
+    pub fn checkout(&self, i: usize, addr: SocketAddr, keepalive: Duration) -> Option<Upstream> {
         let mut pool = self.pool.borrow_mut();
-        let idle = pool.get_mut(&addr)?;
+        let (at, idle) = pool.get_mut(i)?;
+        if *at != addr {
+            idle.clear();
+            return None;
+        }
         while let Some((up, since)) = idle.pop_back() {
             if since.elapsed() <= keepalive && up.alive() {
                 return Some(up);
@@ -121,14 +131,21 @@ impl WorkerCtx {
         None
     }
 
-    /// Gives a connection back to the pool of at most `cap` per upstream (the oldest is
-    /// dropped — closed — when it is full).
-    pub fn checkin(&self, addr: SocketAddr, up: Upstream, cap: usize) {
+    /// Gives a connection to upstream `i` at `addr` back to the pool of at most `cap` per
+    /// upstream (the oldest is dropped — closed — when it is full).
+    pub fn checkin(&self, i: usize, addr: SocketAddr, up: Upstream, cap: usize) {
         if cap == 0 {
             return;
         }
         let mut pool = self.pool.borrow_mut();
-        let idle = pool.entry(addr).or_default();
+        if pool.len() <= i {
+            pool.resize_with(i + 1, || (addr, VecDeque::new()));
+        }
+        let (at, idle) = &mut pool[i];
+        if *at != addr {
+            idle.clear();
+            *at = addr;
+        }
         if idle.len() >= cap {
             idle.pop_front();
         }
@@ -140,10 +157,13 @@ impl WorkerCtx {
     pub fn sweep_pool(&self, shared: &ListenerShared) {
         let keepalive = shared.spec.http.keepalive_timeout;
         let mut pool = self.pool.borrow_mut();
-        pool.retain(|addr, idle| {
+        for (i, (addr, idle)) in pool.iter_mut().enumerate() {
+            if shared.spec.upstreams.get(i).map(|u| u.addr) != Some(*addr) {
+                idle.clear();
+            }
             idle.retain(|(up, since)| since.elapsed() <= keepalive && up.alive());
-            !idle.is_empty() && shared.by_addr.contains_key(addr)
-        });
+        }
+        pool.truncate(shared.spec.upstreams.len());
     }
 
     fn connection_ended(&self) {
@@ -291,7 +311,7 @@ async fn serve(setup: WorkerSetup, stop: watch::Receiver<bool>) {
         stats: setup.stats,
         budget: setup.budget,
         sessions: RefCell::new(None),
-        pool: RefCell::new(HashMap::new()),
+        pool: RefCell::new(Vec::new()),
         active: Cell::new(0),
         stop: stop.clone(),
         drained: Notify::new(),

@@ -12,17 +12,22 @@ use super::head::{Line, RequestHead, ResponseHead};
 use crate::rules::{self, Forwarding, Rejection, Verdict, Version};
 use crate::spec::HttpSpec;
 
-/// Hop-by-hop names (lowercase): RFC 9110 §7.6.1's and the pre-standard ones proxies strip.
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authorization",
-    "keep-alive",
-    "proxy-connection",
-];
+/// Whether `name` is hop-by-hop by itself: RFC 9110 §7.6.1's and the pre-standard ones
+/// proxies strip (`connection`, `te`, `trailer`, `transfer-encoding`, `upgrade`,
+/// `proxy-authorization`, `keep-alive`, `proxy-connection`) — by length first, so that most
+/// names are told apart without a comparison.
+fn hop_by_hop(name: &[u8]) -> bool {
+    let is = |h: &str| name.eq_ignore_ascii_case(h.as_bytes());
+    match name.len() {
+        2 => is("te"),
+        7 => is("trailer") || is("upgrade"),
+        10 => is("connection") || is("keep-alive"),
+        16 => is("proxy-connection"),
+        17 => is("transfer-encoding"),
+        19 => is("proxy-authorization"),
+        _ => false,
+    }
+}
 
 /// What a forwarded request head says about its exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +48,8 @@ pub struct RequestPlan {
 
 /// The `Connection` options and names of a head.
 struct Connection {
-    any: bool,
+    /// Some `Connection` line names a header (not only `close` / `keep-alive`).
+    names: bool,
     close: bool,
     keep_alive: bool,
 }
@@ -51,16 +57,18 @@ struct Connection {
 impl Connection {
     fn of(buf: &[u8], lines: &[Line]) -> Self {
         let mut c = Self {
-            any: false,
+            names: false,
             close: false,
             keep_alive: false,
         };
         for l in lines.iter().filter(|l| l.is(buf, "connection")) {
-            c.any = true;
             for token in l.value.of(buf).split(|&b| b == b',') {
                 let token = token.trim_ascii();
-                c.close |= token.eq_ignore_ascii_case(b"close");
-                c.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                let close = token.eq_ignore_ascii_case(b"close");
+                let keep_alive = token.eq_ignore_ascii_case(b"keep-alive");
+                c.close |= close;
+                c.keep_alive |= keep_alive;
+                c.names |= !(close || keep_alive || token.is_empty());
             }
         }
         c
@@ -68,10 +76,8 @@ impl Connection {
 
     /// Whether `name` is hop-by-hop: in the list, or named by a `Connection` line.
     fn hop(&self, buf: &[u8], lines: &[Line], name: &[u8]) -> bool {
-        HOP_BY_HOP
-            .iter()
-            .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
-            || (self.any
+        hop_by_hop(name)
+            || (self.names
                 && lines.iter().filter(|l| l.is(buf, "connection")).any(|l| {
                     l.value
                         .of(buf)

@@ -2,6 +2,8 @@
 //! and the head is kept as byte ranges ([`Span`]s) into that buffer — no copy of a name or a
 //! value, and the `Vec` of lines is the connection's, reused from one request to the next.
 
+use std::mem::MaybeUninit;
+
 use crate::rules::Version;
 
 /// Most header lines in one head (hyper's limit, which docs/proxy.md's table names: `431`
@@ -96,9 +98,10 @@ impl RequestHead {
     /// Parses the head at the start of `buf`, no larger than `max` bytes. Leaves `self` as
     /// the head on [`Parse::Complete`]; in any other state otherwise.
     pub fn parse(&mut self, buf: &[u8], max: usize) -> Result<Parse, HeadError> {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut req = httparse::Request::new(&mut headers);
-        let n = match req.parse(buf) {
+        // uninitialised: not 3 KiB of empty headers written before every parse
+        let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut []);
+        let n = match req.parse_with_uninit_headers(buf, &mut headers) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => {
                 return if buf.len() > max {
@@ -150,9 +153,13 @@ impl ResponseHead {
     /// Parses the head at the start of `buf`, no larger than `max` bytes (as
     /// [`RequestHead::parse`]).
     pub fn parse(&mut self, buf: &[u8], max: usize) -> Result<Parse, HeadError> {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut resp = httparse::Response::new(&mut headers);
-        let n = match resp.parse(buf) {
+        let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut []);
+        let n = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut resp,
+            buf,
+            &mut headers,
+        ) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => {
                 return if buf.len() > max {
