@@ -45,7 +45,7 @@ use tokio::time::Sleep;
 use crate::access::{Kind, Record};
 use crate::h1::body::{self, CHUNK_END, Chunked, Decoded, Framing, LAST_CHUNK};
 use crate::h1::forward::{self, CONTINUE, RequestPlan, ResponsePlan};
-use crate::h1::head::{HeadError, Parse, RequestHead, ResponseHead};
+use crate::h1::head::{HeadError, Line, Parse, RequestHead, ResponseHead};
 use crate::limits::Descriptors;
 use crate::shared::ListenerShared;
 use crate::stats::{ClientErrorKind, ErrorKind, Gauge32, GaugeField, UpstreamStats, add};
@@ -65,6 +65,22 @@ const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 /// The answer to a client whose request head is too slow.
 const REQUEST_TIMEOUT: &[u8] =
     b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+
+/// Spare buffer sets a worker keeps for connections that wake up (at most; more are freed).
+const MAX_SPARE: usize = 64;
+
+/// A connection's buffers, kept by the worker while the connection is idle
+/// ([`WorkerCtx::spare`]): empty, their capacity kept.
+#[derive(Debug, Default)]
+pub(crate) struct Buffers {
+    inb: Vec<u8>,
+    out: Vec<u8>,
+    upb: Vec<u8>,
+    up_head: Vec<u8>,
+    scratch: Vec<u8>,
+    lines: Vec<Line>,
+    resp_lines: Vec<Line>,
+}
 
 /// A connection to an upstream, kept per worker between requests (`http.keepalive_pool`); it
 /// holds its descriptor from the budget and its place in the upstream's `open` gauge for as
@@ -216,6 +232,8 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, stream: TcpStream, peer: SocketAd
     };
     drop(shared);
     while c.exchange().await {}
+    // the next connection takes them
+    c.park();
 }
 
 /// One client connection and its buffers.
@@ -381,6 +399,50 @@ impl Conn<'_> {
         keep && !*self.stop.borrow()
     }
 
+    /// Gives the connection's buffers to the worker's spares (emptied: this connection is
+    /// idle between requests, or closing).
+    fn park(&mut self) {
+        self.inb.clear();
+        self.out.clear();
+        self.upb.clear();
+        self.up_head.clear();
+        self.scratch.clear();
+        self.head.lines.clear();
+        self.resp.lines.clear();
+        let b = Buffers {
+            inb: std::mem::take(&mut self.inb),
+            out: std::mem::take(&mut self.out),
+            upb: std::mem::take(&mut self.upb),
+            up_head: std::mem::take(&mut self.up_head),
+            scratch: std::mem::take(&mut self.scratch),
+            lines: std::mem::take(&mut self.head.lines),
+            resp_lines: std::mem::take(&mut self.resp.lines),
+        };
+        let mut spare = self.ctx.spare.borrow_mut();
+        // a set that grew for a rare large head is not kept
+        if spare.len() < MAX_SPARE && b.inb.capacity() <= 4 * READ_SIZE && b.inb.capacity() > 0 {
+            spare.push(b);
+        }
+    }
+
+    /// Takes a set of buffers from the worker's spares, when it has none (else they grow on
+    /// first use).
+    fn unpark(&mut self) {
+        if self.inb.capacity() != 0 {
+            return;
+        }
+        let Some(b) = self.ctx.spare.borrow_mut().pop() else {
+            return;
+        };
+        self.inb = b.inb;
+        self.out = b.out;
+        self.upb = b.upb;
+        self.up_head = b.up_head;
+        self.scratch = b.scratch;
+        self.head.lines = b.lines;
+        self.resp.lines = b.resp_lines;
+    }
+
     /// Reads the next request head; its length, or `None` when the connection ends (closed,
     /// idle, stopped, or answered 400, 408 or 431).
     async fn read_head(&mut self) -> Option<usize> {
@@ -392,7 +454,8 @@ impl Conn<'_> {
         // first byte (until then the connection is idle)
         let mut head_due = (self.requests == 0)
             .then(|| tokio::time::Instant::from_std(self.connected + t.header_read));
-        let idle_due = Due::After(t.idle);
+        let mut idle_at = None;
+        self.unpark();
         loop {
             if !self.inb.is_empty() {
                 if head_due.is_none() {
@@ -428,15 +491,27 @@ impl Conn<'_> {
                     }
                 }
             }
-            let due = head_due.map_or(idle_due, Due::At);
             let idle = head_due.is_none();
             let got = if idle {
+                // An idle kept-alive connection holds no buffer: they go back to the worker
+                // until the next request's bytes arrive (nginx frees them likewise).
+                let at = *idle_at.get_or_insert_with(|| tokio::time::Instant::now() + t.idle);
+                self.park();
+                self.timer.arm(Due::At(at));
                 let mut stop = self.stop.clone();
-                tokio::select! {
-                    r = read(&self.client, &mut self.inb, &mut self.timer, due) => r,
+                let woke = tokio::select! {
+                    biased;
+                    r = self.client.readable() => r.map_err(|_| Wait::Failed),
+                    () = self.timer.0.as_mut() => Err(Wait::Timeout),
                     _ = stop.wait_for(|s| *s) => return None,
+                };
+                self.unpark();
+                match woke {
+                    Ok(()) => read(&self.client, &mut self.inb, &mut self.timer, Due::At(at)).await,
+                    Err(w) => Err(w),
                 }
             } else {
+                let due = head_due.map_or(Due::After(t.header_read), Due::At);
                 read(&self.client, &mut self.inb, &mut self.timer, due).await
             };
             match got {
@@ -834,7 +909,8 @@ impl Conn<'_> {
             return Ok(false);
         }
         if rp.upstream_keep_alive && self.resp_len == self.upb.len() {
-            self.ctx.checkin(i, addr, up, shared.spec.http.keepalive_pool);
+            self.ctx
+                .checkin(i, addr, up, shared.spec.http.keepalive_pool);
         }
         Ok(rp.keep_alive)
     }

@@ -21,7 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 
 use crate::access::{AccessLog, LogBuf};
-use crate::http::Upstream;
+use crate::http::{Buffers, Upstream};
 use crate::limits::{DescriptorBudget, SourceGuard};
 use crate::session::{Inserted, Sessions};
 use crate::shared::ListenerShared;
@@ -50,6 +50,8 @@ pub(crate) struct WorkerCtx {
     /// Idle upstream connections by upstream index, each slot with the address it is for
     /// (a reload may give the index another upstream: the slot is emptied then).
     pool: RefCell<Vec<PoolSlot>>,
+    /// Buffers of idle HTTP connections, for the next that wakes up.
+    pub spare: RefCell<Vec<Buffers>>,
     active: Cell<usize>,
     pub stop: watch::Receiver<bool>,
     drained: Notify,
@@ -312,6 +314,7 @@ async fn serve(setup: WorkerSetup, stop: watch::Receiver<bool>) {
         budget: setup.budget,
         sessions: RefCell::new(None),
         pool: RefCell::new(Vec::new()),
+        spare: RefCell::new(Vec::new()),
         active: Cell::new(0),
         stop: stop.clone(),
         drained: Notify::new(),
