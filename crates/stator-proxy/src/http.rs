@@ -31,29 +31,24 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use stator_sched::Tried;
-use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tokio::time::Sleep;
 
 use crate::access::{Kind, Record};
 use crate::h1::body::{self, CHUNK_END, Chunked, Decoded, Framing, LAST_CHUNK};
 use crate::h1::forward::{self, CONTINUE, RequestPlan, ResponsePlan};
 use crate::h1::head::{HeadError, Line, Parse, RequestHead, ResponseHead};
+use crate::io::{Due, READ_SIZE, Timer, Wait, read, write};
 use crate::limits::Descriptors;
+use crate::retry::{Again, Retries};
 use crate::shared::ListenerShared;
 use crate::stats::{ClientErrorKind, ErrorKind, Gauge32, GaugeField, UpstreamStats, add};
 use crate::tcp::connect;
 use crate::worker::WorkerCtx;
-
-/// Bytes asked of the kernel per read (the buffers grow to this once, then are reused).
-const READ_SIZE: usize = 16 * 1024;
 
 /// Output to a client is gathered up to this before it is written (a response head and a
 /// small body leave together); larger body pieces are written from where they were read.
@@ -100,106 +95,6 @@ impl Upstream {
         let mut b = [0u8; 1];
         matches!(self.stream.try_read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
-}
-
-/// Why a wait ended without what it waited for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wait {
-    /// Its timer fired.
-    Timeout,
-    /// The peer closed (end of stream on a read).
-    Closed,
-    /// The socket failed (a reset, a broken pipe).
-    Failed,
-}
-
-/// When a wait gives up.
-#[derive(Debug, Clone, Copy)]
-enum Due {
-    /// This long without progress (armed when the socket would block).
-    After(Duration),
-    /// At this instant, progress or not.
-    At(tokio::time::Instant),
-}
-
-/// The connection's one timer.
-struct Timer(Pin<Box<Sleep>>);
-
-impl Timer {
-    fn arm(&mut self, due: Due) {
-        let at = match due {
-            Due::After(d) => tokio::time::Instant::now() + d,
-            Due::At(at) => at,
-        };
-        self.0.as_mut().reset(at);
-    }
-}
-
-/// Reads at least one byte from `s`, appended to `buf`.
-async fn read(
-    s: &TcpStream,
-    buf: &mut Vec<u8>,
-    timer: &mut Timer,
-    due: Due,
-) -> Result<usize, Wait> {
-    if buf.capacity() - buf.len() < READ_SIZE / 4 {
-        buf.reserve(READ_SIZE);
-    }
-    let mut armed = false;
-    loop {
-        let spare = buf.capacity() - buf.len();
-        match s.try_read_buf(buf) {
-            Ok(0) => return Err(Wait::Closed),
-            Ok(n) => {
-                if n < spare {
-                    // A short read drained the socket: say so to the reactor now, so that the
-                    // next read waits for readiness instead of trying and failing (a system
-                    // call per request saved; new bytes bring a new edge, so none are missed).
-                    let _ = s.try_io(Interest::READABLE, || {
-                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
-                    });
-                }
-                return Ok(n);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(_) => return Err(Wait::Failed),
-        }
-        if !armed {
-            timer.arm(due);
-            armed = true;
-        }
-        tokio::select! {
-            biased;
-            r = s.readable() => r.map_err(|_| Wait::Failed)?,
-            () = timer.0.as_mut() => return Err(Wait::Timeout),
-        }
-    }
-}
-
-/// Writes all of `data` to `s`; `due` without progress ends it.
-async fn write(s: &TcpStream, mut data: &[u8], timer: &mut Timer, due: Due) -> Result<(), Wait> {
-    let mut armed = false;
-    while !data.is_empty() {
-        match s.try_write(data) {
-            Ok(n) => {
-                data = &data[n..];
-                armed = false;
-                continue;
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(_) => return Err(Wait::Failed),
-        }
-        if !armed {
-            timer.arm(due);
-            armed = true;
-        }
-        tokio::select! {
-            biased;
-            r = s.writable() => r.map_err(|_| Wait::Failed)?,
-            () = timer.0.as_mut() => return Err(Wait::Timeout),
-        }
-    }
-    Ok(())
 }
 
 /// Serves one client connection until it closes.
@@ -306,15 +201,6 @@ enum Unsent {
     ClientBody { malformed: bool },
     /// No kept-alive connection, and the node's descriptor budget has none for a new one.
     Descriptors,
-}
-
-/// Why the request goes to another upstream.
-#[derive(Debug, Clone, Copy)]
-enum Again {
-    /// Connecting to the last one failed (the request had not left).
-    Connect,
-    /// The last one failed before a response head (the request is sent again).
-    Resent,
 }
 
 /// What one exchange's access-log line needs (when the log is on).
@@ -548,25 +434,15 @@ impl Conn<'_> {
         replay: bool,
         mut facts: Option<&mut Facts>,
     ) -> Result<bool, Failure> {
-        let spec = &shared.spec;
         let client = self.peer.ip();
-        let mut tried = Tried::new();
-        let mut failures = 0;
-        let mut again = None;
-        // what the client gets when no upstream is left to try: the last failure's answer
-        // (504 after a response timeout, 502 otherwise)
-        let mut last = 502;
+        let mut retries = Retries::new(shared.spec.retries, replay);
         loop {
-            let Some(i) = self.ctx.pick(shared, client, &tried) else {
-                return Err(if failures == 0 {
-                    Failure::upstream(503, "no usable upstream\n")
-                } else {
-                    Failure::upstream(last, "every upstream tried failed\n")
-                });
+            let Some(i) = self.ctx.pick(shared, client, retries.tried()) else {
+                let (status, text) = retries.exhausted();
+                return Err(Failure::upstream(status, text));
             };
-            tried.insert(i);
             // a retry counts when it goes out, not when there was no upstream left for it
-            match again.take() {
+            match retries.picked(i) {
                 Some(Again::Connect) => add(&self.ctx.stats.retries, 1),
                 Some(Again::Resent) => add(&self.ctx.stats.retries_resent, 1),
                 None => {}
@@ -589,37 +465,21 @@ impl Conn<'_> {
                 Err(Unsent::Back(kind)) => {
                     ustats.error(kind);
                     shared.failed(i);
-                    failures += 1;
-                    if failures > spec.retries {
+                    if !retries.not_sent().next {
                         return Err(Failure::upstream(502, "every upstream tried failed\n"));
                     }
-                    last = 502;
-                    again = Some(Again::Connect);
                 }
                 Err(Unsent::Lost(kind, reused)) => {
                     add(&ustats.requests, 1);
                     ustats.error(kind);
-                    // no response head: the upstream failed (a reset, a kept-alive connection
-                    // that died under the request, the response timeout) — though a reset of
-                    // a kept-alive connection is not held against the upstream: it may have
-                    // closed it as idle just as the request went out (a healthy backend's
-                    // keep-alive timeout must not exclude it)
-                    let before_head = matches!(kind, ErrorKind::Reset | ErrorKind::Timeout);
-                    if before_head && !(reused && kind == ErrorKind::Reset) {
+                    let v = retries.lost(kind, reused);
+                    if v.blame {
                         shared.failed(i);
                     }
-                    let status = if matches!(kind, ErrorKind::Timeout | ErrorKind::WriteTimeout) {
-                        504
-                    } else {
-                        502
-                    };
-                    if replay && before_head && failures < spec.retries {
-                        failures += 1;
-                        last = status;
-                        again = Some(Again::Resent);
+                    if v.next {
                         continue;
                     }
-                    let mut f = Failure::upstream(status, "the upstream failed\n");
+                    let mut f = Failure::upstream(v.status, "the upstream failed\n");
                     // the request body may be left half read
                     f.close = kind == ErrorKind::WriteTimeout;
                     return Err(f);

@@ -1,6 +1,7 @@
-//! The TCP proxy's socket adapter: byte counting, activity time, and the stall timer that
-//! bounds a write (the HTTP engine, `crate::http`, times its own waits with one timer per
-//! connection).
+//! Socket waits. For the HTTP engine ([`read`], [`write`]): one [`Timer`] per connection,
+//! armed only when a socket would block, so a read or write that goes through at once reads
+//! no clock. For the TCP proxy ([`Counted`]): byte counting, activity time, and the stall
+//! timer that bounds a write.
 //!
 //! A write to the client (`client_write`) or to an upstream (`upstream_write`) that accepts no
 //! byte for its limit ends with an error carrying a [`Stalled`] (nginx's `send_timeout` model:
@@ -20,7 +21,8 @@ use std::sync::atomic::AtomicU64;
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 use crate::stats::{ListenerStats, add};
@@ -250,4 +252,115 @@ impl CounterPair for crate::stats::UpstreamStats {
     fn pair(&self) -> (&AtomicU64, &AtomicU64) {
         (&self.bytes_in, &self.bytes_out)
     }
+}
+
+// The HTTP engine's socket waits: one timer per connection, armed only when a socket would
+// block.
+
+/// Bytes asked of the kernel per read (the buffers grow to this once, then are reused).
+pub(crate) const READ_SIZE: usize = 16 * 1024;
+
+/// Why a wait ended without what it waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Its timer fired.
+    Timeout,
+    /// The peer closed (end of stream on a read).
+    Closed,
+    /// The socket failed (a reset, a broken pipe).
+    Failed,
+}
+
+/// When a wait gives up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Due {
+    /// This long without progress (armed when the socket would block).
+    After(Duration),
+    /// At this instant, progress or not.
+    At(tokio::time::Instant),
+}
+
+/// The connection's one timer.
+pub(crate) struct Timer(pub(crate) Pin<Box<Sleep>>);
+
+impl Timer {
+    pub(crate) fn arm(&mut self, due: Due) {
+        let at = match due {
+            Due::After(d) => tokio::time::Instant::now() + d,
+            Due::At(at) => at,
+        };
+        self.0.as_mut().reset(at);
+    }
+}
+
+/// Reads at least one byte from `s`, appended to `buf`.
+pub(crate) async fn read(
+    s: &TcpStream,
+    buf: &mut Vec<u8>,
+    timer: &mut Timer,
+    due: Due,
+) -> Result<usize, Wait> {
+    if buf.capacity() - buf.len() < READ_SIZE / 4 {
+        buf.reserve(READ_SIZE);
+    }
+    let mut armed = false;
+    loop {
+        let spare = buf.capacity() - buf.len();
+        match s.try_read_buf(buf) {
+            Ok(0) => return Err(Wait::Closed),
+            Ok(n) => {
+                if n < spare {
+                    // A short read drained the socket: say so to the reactor now, so that the
+                    // next read waits for readiness instead of trying and failing (a system
+                    // call per request saved; new bytes bring a new edge, so none are missed).
+                    let _ = s.try_io(Interest::READABLE, || {
+                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                    });
+                }
+                return Ok(n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => return Err(Wait::Failed),
+        }
+        if !armed {
+            timer.arm(due);
+            armed = true;
+        }
+        tokio::select! {
+            biased;
+            r = s.readable() => r.map_err(|_| Wait::Failed)?,
+            () = timer.0.as_mut() => return Err(Wait::Timeout),
+        }
+    }
+}
+
+/// Writes all of `data` to `s`; `due` without progress ends it.
+pub(crate) async fn write(
+    s: &TcpStream,
+    mut data: &[u8],
+    timer: &mut Timer,
+    due: Due,
+) -> Result<(), Wait> {
+    let mut armed = false;
+    while !data.is_empty() {
+        match s.try_write(data) {
+            Ok(n) => {
+                data = &data[n..];
+                armed = false;
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => return Err(Wait::Failed),
+        }
+        if !armed {
+            timer.arm(due);
+            armed = true;
+        }
+        tokio::select! {
+            biased;
+            r = s.writable() => r.map_err(|_| Wait::Failed)?,
+            () = timer.0.as_mut() => return Err(Wait::Timeout),
+        }
+    }
+    Ok(())
 }

@@ -67,6 +67,7 @@ mod io;
 pub mod limits;
 pub mod passive;
 mod proxy;
+pub mod retry;
 pub mod rules;
 pub mod session;
 mod shared;
