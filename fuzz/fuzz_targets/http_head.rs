@@ -4,9 +4,10 @@
 //!
 //! Input: byte 0 picks the client (bit 0: a trusted proxy; bits 1–2: the forwarding mode;
 //! bit 3: IPv6), bytes 1–16 its address; the rest is the head as it arrives on the socket.
-//! A head httparse refuses or has not seen the end of never reaches the rules (hyper answers
-//! 400 or waits), so only complete heads are checked. The proxy has no head parser of its own
-//! yet: when it gets one, it is fuzzed here against the same oracle.
+//! A head httparse refuses or has not seen the end of never reaches the rules (the engine
+//! answers 400 or waits), so only complete heads are checked. Then the same bytes go through
+//! the proxy's own engine core (`stator_proxy::h1`): its head parser, the head it writes for
+//! the upstream, and its `chunked` decoder over what follows the head.
 //!
 //! Oracles: no panic; a rejection is 400, 405 or 501 with a one-line reason; a head the rules
 //! forward has
@@ -27,7 +28,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use libfuzzer_sys::fuzz_target;
 use stator_proxy::ForwardedMode;
+use stator_proxy::h1::body::{Chunked, Decoded, Framing};
+use stator_proxy::h1::forward;
+use stator_proxy::h1::head::{Parse, RequestHead};
 use stator_proxy::rules::{Forwarding, Rewrite, Verdict, Version, check, forwarding};
+use stator_proxy::HttpSpec;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&client_sel, rest)) = data.split_first() else {
@@ -61,7 +66,9 @@ fuzz_target!(|data: &[u8]| {
         Version::Http11
     };
     let lines: Vec<(&str, &[u8])> = req.headers.iter().map(|h| (h.name, h.value)).collect();
-    match check(method, target, version, lines.iter().copied()) {
+    let verdict = check(method, target, version, lines.iter().copied());
+    engine(head, client, trusted, mode, &verdict);
+    match verdict {
         Verdict::Reject(r) => {
             assert!(matches!(r.status, 400 | 405 | 501), "{r:?}");
             assert!(
@@ -154,6 +161,90 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// The engine core on the same head: its parser agrees with httparse's, its verdict with the
+/// rules', and the head it writes for the upstream is one the oracles above accept — parsed
+/// again, it is complete, has one `Host` (HTTP/1.1), no hop-by-hop line but the
+/// `Transfer-Encoding: chunked` of a chunked body, no `Content-Length` with it, no `Expect`,
+/// and from an untrusted client no forwarding line but the node's own. What follows the head
+/// is fed to the `chunked` decoder in small pieces: its data ranges stay inside each piece.
+fn engine(raw: &[u8], client: IpAddr, trusted: bool, mode: ForwardedMode, verdict: &Verdict<'_>) {
+    let mut h = RequestHead::default();
+    let Ok(Parse::Complete(n)) = h.parse(raw, 1 << 20) else {
+        return;
+    };
+    let http = HttpSpec {
+        forwarded_for: mode,
+        forwarded: mode,
+        ..HttpSpec::default()
+    };
+    let (mut scratch, mut out) = (Vec::new(), Vec::new());
+    let planned = forward::request(raw, &h, client, trusted, &http, &mut scratch, &mut out);
+    let plan = match (planned, verdict) {
+        (Err(r), Verdict::Reject(want)) => {
+            assert_eq!(r.status, want.status);
+            return;
+        }
+        (Ok(plan), Verdict::Forward(_)) => plan,
+        (got, want) => panic!("engine {got:?}, rules {want:?}"),
+    };
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut sent = httparse::Request::new(&mut headers);
+    assert_eq!(
+        sent.parse(&out).ok(),
+        Some(httparse::Status::Complete(out.len())),
+        "the head sent upstream: {:?}",
+        String::from_utf8_lossy(&out)
+    );
+    assert_eq!(sent.version, Some(1));
+    assert!(sent.path.is_some_and(|t| t.starts_with('/') || t == "*"));
+    let count = |n: &str| sent.headers.iter().filter(|x| x.name.eq_ignore_ascii_case(n)).count();
+    if h.version == Version::Http11 {
+        assert_eq!(count("host"), 1);
+    }
+    for hop in ["connection", "te", "trailer", "upgrade", "keep-alive", "proxy-connection", "proxy-authorization", "expect"] {
+        assert_eq!(count(hop), 0, "{hop} sent upstream");
+    }
+    let chunked = plan.framing == Framing::Chunked;
+    assert_eq!(count("transfer-encoding"), usize::from(chunked));
+    if chunked {
+        assert_eq!(count("content-length"), 0);
+    }
+    if !trusted {
+        let c = client.to_canonical();
+        for (name, own) in [
+            ("x-forwarded-for", c.to_string()),
+            ("forwarded", match c {
+                IpAddr::V4(a) => format!("for={a};proto=http"),
+                IpAddr::V6(a) => format!("for=\"[{a}]\";proto=http"),
+            }),
+        ] {
+            let values: Vec<&[u8]> = sent
+                .headers
+                .iter()
+                .filter(|x| x.name.eq_ignore_ascii_case(name))
+                .map(|x| x.value)
+                .collect();
+            let want: Vec<&[u8]> = if mode == ForwardedMode::Off { vec![] } else { vec![own.as_bytes()] };
+            assert_eq!(values, want, "{name} from an untrusted client");
+        }
+    }
+    // the body: in pieces of 7 bytes, as a slow client would send it
+    let mut c = Chunked::default();
+    for piece in raw[n..].chunks(7) {
+        let mut pos = 0;
+        loop {
+            match c.next(piece, &mut pos) {
+                Ok(Decoded::Data(s, e)) => assert!(s < e && e <= piece.len() && pos == e),
+                Ok(Decoded::Need) => {
+                    assert_eq!(pos, piece.len());
+                    break;
+                }
+                Ok(Decoded::End) | Err(_) => return,
+            }
+        }
+    }
+}
 
 /// What the rules may forward as `host[:port]`: no whitespace, userinfo, path, query,
 /// fragment or backslash, nothing after an IP literal's `]` but a port.

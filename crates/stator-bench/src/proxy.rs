@@ -4,7 +4,9 @@
 //! connections) and warm (pools full). Figures and ratios, never pass/fail; every load is bounded (`wrk -d`).
 //!
 //! Fairness: the three proxies get the same settings — 2 workers/threads, upstream keep-alive
-//! (32 idle connections), `SO_REUSEPORT` listeners, no access log, the same timeouts — and
+//! (32 idle connections), `SO_REUSEPORT` listeners, no access log, the same timeouts, no
+//! limit of connections per client address (Stator's `max_connections_per_source` is 0: the
+//! rivals' configurations have none, and every client here is 127.0.0.1) — and
 //! the same CPUs, in two modes, both measured in every run: *pinned* (each proxy under
 //! `taskset -c 0`, `wrk` on CPU 1) and *unpinned* (proxies and `wrk` wherever the scheduler
 //! puts them, as a user runs them). The backends are Stator's own: a small HTTP/1.1 responder
@@ -151,7 +153,7 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
                         "stator" => start_stator(stator, &dir, port, one, "vnswrr", None)?,
                         ACCESS_LOG => start_stator(stator, &dir, port, one, "vnswrr", Some(&log))?,
                         "nginx" => start_nginx(&dir, port, one)?,
-                        _ => start_haproxy(&dir, port, one)?,
+                        _ => start_haproxy(&dir, port, one, 8000)?,
                     };
                     wait_port(port)?;
                     let r = wrk(port, secs, args.connections, close, pin);
@@ -243,7 +245,7 @@ fn idle_memory(
     use std::io::{Read, Write};
     // every proxy needs a descriptor per connection and the bench one more: as root, room for
     // all (HAProxy sizes its own limit from maxconn)
-    let need = (n as u64 + 1000) * 2;
+    let need = (n as u64 + 1000) * 3;
     if stator_sys::limits::nofile().soft.is_some_and(|s| s < need) {
         let _ = stator_sys::limits::set_nofile(stator_sys::limits::NofileLimit {
             soft: Some(need),
@@ -254,7 +256,7 @@ fn idle_memory(
     let mut p = match kind {
         "stator" => start_stator(stator, dir, port, backends, "vnswrr", None)?,
         "nginx" => start_nginx(dir, port, backends)?,
-        _ => start_haproxy(dir, port, backends)?,
+        _ => start_haproxy(dir, port, backends, n + 1000)?,
     };
     let pid = p.0.id();
     let measured = (|| {
@@ -509,7 +511,8 @@ fn start_stator(
     let mut t = stator_pool_config(backends, &dir.join(format!("stator-{port}.sock")))?;
     t += &format!(
         "[[listener]]\nname = \"bench\"\naddress = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
-         pool = \"b\"\nworkers = 2\nscheduler = \"{scheduler}\"\n[listener.timeouts]\n\
+         pool = \"b\"\nworkers = 2\nscheduler = \"{scheduler}\"\n\
+         max_connections_per_source = 0\n[listener.timeouts]\n\
          connect = \"5s\"\nheader_read = \"60s\"\nidle = \"60s\"\nresponse = \"60s\"\n\
          [listener.http]\nkeepalive_pool = 32\nforwarded_for = false\n"
     );
@@ -535,14 +538,15 @@ fn start_nginx(dir: &Path, port: u16, backends: &[SocketAddr]) -> Result<Proc> {
     spawn_nginx(&prefix, &conf)
 }
 
-fn start_haproxy(dir: &Path, port: u16, backends: &[SocketAddr]) -> Result<Proc> {
+/// HAProxy with `maxconn` (8,000 for the throughput runs; the idle-memory run needs more).
+fn start_haproxy(dir: &Path, port: u16, backends: &[SocketAddr], maxconn: usize) -> Result<Proc> {
     let servers: String = backends
         .iter()
         .enumerate()
         .map(|(i, a)| format!("  server s{i} {a}\n"))
         .collect();
     let conf = format!(
-        "global\n  nbthread 2\n  maxconn 20000\n\ndefaults\n  mode http\n  timeout connect 5s\n\
+        "global\n  nbthread 2\n  maxconn {maxconn}\n\ndefaults\n  mode http\n  timeout connect 5s\n\
          timeout client 60s\n  timeout server 60s\n  timeout http-request 60s\n\
          timeout http-keep-alive 60s\n  option http-keep-alive\n\n\
          frontend f\n  bind 127.0.0.1:{port}\n  default_backend b\n\n\
