@@ -297,7 +297,9 @@ fn idle_memory(
         for _ in 0..n {
             held.push(open().map_err(io("opening idle connections"))?);
         }
-        std::thread::sleep(Duration::from_millis(500));
+        // idle long enough for every proxy to have put its idle connections to rest (Stator
+        // after half a second; nginx and HAProxy at once)
+        std::thread::sleep(Duration::from_millis(1500));
         let after = tree_rss_kib(pid);
         drop(held);
         Ok(Idle {

@@ -97,38 +97,90 @@ impl Upstream {
     }
 }
 
-/// Serves one client connection until it closes.
-pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, stream: TcpStream, peer: SocketAddr) {
-    let shared = ctx.shared();
-    let mut c = Conn {
-        ctx,
-        client: stream,
-        peer,
-        trusted: shared.spec.http.trusts(peer.ip()),
-        served_by: shared
-            .spec
-            .http
-            .served_by
-            .then(|| format!("{}/{}/{}", ctx.node, shared.spec.name, ctx.id).into_bytes()),
-        connected: Instant::now(),
-        requests: 0,
-        body_sent: false,
-        inb: Vec::new(),
-        used: 0,
-        head: RequestHead::default(),
-        resp: ResponseHead::default(),
-        resp_len: 0,
-        scratch: Vec::new(),
-        up_head: Vec::new(),
-        out: Vec::new(),
-        upb: Vec::new(),
-        timer: Timer(Box::pin(tokio::time::sleep(Duration::ZERO))),
-        stop: ctx.stop.clone(),
+/// How long a kept-alive connection waits for its next request inside its serving task; past
+/// it, the task ends and the connection waits in a small one ([`Parked`], [`watch`]): a busy
+/// connection keeps its task (nothing allocated per request), an idle one holds a few hundred
+/// bytes instead of the serving task's state.
+const PARK_AFTER: Duration = Duration::from_millis(500);
+
+/// Where a connection's serving task begins.
+pub(crate) enum Start {
+    /// A connection just accepted.
+    New(TcpStream, SocketAddr),
+    /// A parked connection whose next request is arriving.
+    Resume(Parked),
+}
+
+/// A kept-alive connection waiting for its next request outside a serving task: what is left
+/// of it when its buffers and timer are gone.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    client: TcpStream,
+    peer: SocketAddr,
+    trusted: bool,
+    served_by: Option<Vec<u8>>,
+    connected: Instant,
+    requests: u64,
+    /// When its idle timeout (`timeouts.idle`) closes it.
+    idle_until: tokio::time::Instant,
+}
+
+/// Serves a client connection until it closes (`None`) or has been idle for [`PARK_AFTER`]
+/// (`Some`: the caller [`watch`]es it and serves it again when bytes arrive).
+pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, start: Start) -> Option<Parked> {
+    let mut c = match start {
+        Start::New(stream, peer) => {
+            let shared = ctx.shared();
+            Conn::new(
+                ctx,
+                Parked {
+                    client: stream,
+                    peer,
+                    trusted: shared.spec.http.trusts(peer.ip()),
+                    served_by: shared.spec.http.served_by.then(|| {
+                        format!("{}/{}/{}", ctx.node, shared.spec.name, ctx.id).into_bytes()
+                    }),
+                    connected: Instant::now(),
+                    requests: 0,
+                    idle_until: tokio::time::Instant::now(),
+                },
+            )
+        }
+        Start::Resume(p) => {
+            let idle_until = p.idle_until;
+            let mut c = Conn::new(ctx, p);
+            c.idle_until = Some(idle_until);
+            c
+        }
     };
-    drop(shared);
     while c.exchange().await {}
     // the next connection takes them
     c.park();
+    let until = c.parked_until.take()?;
+    Some(Parked {
+        client: c.client,
+        peer: c.peer,
+        trusted: c.trusted,
+        served_by: c.served_by,
+        connected: c.connected,
+        requests: c.requests,
+        idle_until: until,
+    })
+}
+
+/// Waits until a parked connection's next bytes arrive (`true`), or it is closed: its idle
+/// timeout passed (counted) or the worker stops.
+pub(crate) async fn watch(ctx: &WorkerCtx, p: &Parked) -> bool {
+    let mut stop = ctx.stop.clone();
+    tokio::select! {
+        biased;
+        r = p.client.readable() => r.is_ok(),
+        () = tokio::time::sleep_until(p.idle_until) => {
+            ctx.stats.client_error(ClientErrorKind::IdleTimeout);
+            false
+        }
+        _ = stop.wait_for(|s| *s) => false,
+    }
 }
 
 /// One client connection and its buffers.
@@ -161,6 +213,10 @@ struct Conn<'a> {
     upb: Vec<u8>,
     timer: Timer,
     stop: watch::Receiver<bool>,
+    /// A resumed connection's idle deadline (its first wait's).
+    idle_until: Option<tokio::time::Instant>,
+    /// Set when the connection leaves its serving task to wait parked, until then.
+    parked_until: Option<tokio::time::Instant>,
 }
 
 /// How an exchange that got no response from an upstream ends: an answer of the proxy's own.
@@ -215,7 +271,33 @@ struct Facts {
     cut: bool,
 }
 
-impl Conn<'_> {
+impl<'a> Conn<'a> {
+    fn new(ctx: &'a Rc<WorkerCtx>, p: Parked) -> Self {
+        Conn {
+            ctx,
+            client: p.client,
+            peer: p.peer,
+            trusted: p.trusted,
+            served_by: p.served_by,
+            connected: p.connected,
+            requests: p.requests,
+            body_sent: false,
+            inb: Vec::new(),
+            used: 0,
+            head: RequestHead::default(),
+            resp: ResponseHead::default(),
+            resp_len: 0,
+            scratch: Vec::new(),
+            up_head: Vec::new(),
+            out: Vec::new(),
+            upb: Vec::new(),
+            timer: Timer(Box::pin(tokio::time::sleep(Duration::ZERO))),
+            stop: ctx.stop.clone(),
+            idle_until: None,
+            parked_until: None,
+        }
+    }
+
     /// Serves one exchange; `false` when the connection is to close.
     async fn exchange(&mut self) -> bool {
         let n = match self.read_head().await {
@@ -381,9 +463,14 @@ impl Conn<'_> {
             let got = if idle {
                 // An idle kept-alive connection holds no buffer: they go back to the worker
                 // until the next request's bytes arrive (nginx frees them likewise).
-                let at = *idle_at.get_or_insert_with(|| tokio::time::Instant::now() + t.idle);
+                // Past PARK_AFTER it leaves this task (see `Parked`).
+                let (at, park_at) = *idle_at.get_or_insert_with(|| {
+                    let now = tokio::time::Instant::now();
+                    let at = self.idle_until.take().unwrap_or(now + t.idle);
+                    (at, (now + PARK_AFTER).min(at))
+                });
                 self.park();
-                self.timer.arm(Due::At(at));
+                self.timer.arm(Due::At(park_at));
                 let mut stop = self.stop.clone();
                 let woke = tokio::select! {
                     biased;
@@ -391,6 +478,10 @@ impl Conn<'_> {
                     () = self.timer.0.as_mut() => Err(Wait::Timeout),
                     _ = stop.wait_for(|s| *s) => return None,
                 };
+                if woke == Err(Wait::Timeout) && park_at < at {
+                    self.parked_until = Some(at);
+                    return None;
+                }
                 self.unpark();
                 match woke {
                     Ok(()) => read(&self.client, &mut self.inb, &mut self.timer, Due::At(at)).await,

@@ -391,19 +391,57 @@ async fn accept_loop(ctx: &Rc<WorkerCtx>, listener: TcpListener, mut stop: watch
         add(&ctx.stats.active, 1);
         let conn_ctx = Rc::clone(ctx);
         let protocol = shared.spec.protocol;
-        tokio::task::spawn_local(async move {
-            let _held = (source, descriptors);
-            match protocol {
-                Protocol::Tcp => crate::tcp::serve(&conn_ctx, stream, peer).await,
-                Protocol::Http => crate::http::serve(&conn_ctx, stream, peer).await,
-                Protocol::Udp => {} // served by crate::udp, never accepted here
+        let live = Live {
+            ctx: conn_ctx,
+            _held: (source, descriptors),
+        };
+        // one task shape per protocol: a task is as large as its largest state, and an HTTP
+        // connection's waits between requests should not carry the TCP proxy's
+        match protocol {
+            Protocol::Tcp => {
+                tokio::task::spawn_local(async move {
+                    crate::tcp::serve(&live.ctx, stream, peer).await;
+                });
             }
-            conn_ctx
-                .stats
-                .active
-                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            conn_ctx.connection_ended();
-        });
+            Protocol::Http => {
+                tokio::task::spawn_local(http_connection(live, stream, peer));
+            }
+            Protocol::Udp => {} // served by crate::udp, never accepted here
+        }
+    }
+}
+
+/// An accepted connection, counted as active (and holding its descriptors and its place in
+/// the per-source count) until this is dropped.
+struct Live {
+    ctx: Rc<WorkerCtx>,
+    _held: (Option<SourceGuard>, crate::limits::Descriptors),
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.ctx
+            .stats
+            .active
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.connection_ended();
+    }
+}
+
+/// An HTTP connection for its whole life: served in a task of its own while it has requests
+/// (`crate::http::serve`), waited on here, small, while it is idle between them.
+async fn http_connection(live: Live, stream: tokio::net::TcpStream, peer: SocketAddr) {
+    let mut start = crate::http::Start::New(stream, peer);
+    loop {
+        let ctx = Rc::clone(&live.ctx);
+        let served = tokio::task::spawn_local(async move { crate::http::serve(&ctx, start).await });
+        let Ok(Some(parked)) = served.await else {
+            return;
+        };
+        if !crate::http::watch(&live.ctx, &parked).await {
+            return;
+        }
+        start = crate::http::Start::Resume(parked);
     }
 }
 

@@ -503,3 +503,40 @@ fn a_request_body_left_unread_after_a_failure_closes_the_connection() {
     );
     p.shutdown(Duration::from_secs(2));
 }
+
+#[test]
+fn a_connection_idle_past_its_serving_task_is_served_again_and_still_times_out() {
+    use std::io::{Read, Write};
+    let a = Backend::start("a");
+    let mut s = spec("parked", Protocol::Http, vec![a.upstream()]);
+    // longer than the half second after which an idle connection leaves its serving task
+    s.timeouts.idle = Duration::from_millis(1500);
+    let (p, addr) = proxy(s);
+    let req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(req).unwrap();
+    assert!(read_response(&mut c).starts_with("HTTP/1.1 200"));
+    // parked, then woken by the next request: served on the same connection
+    std::thread::sleep(Duration::from_millis(900));
+    c.write_all(req).unwrap();
+    assert!(read_response(&mut c).starts_with("HTTP/1.1 200"));
+    // parked again: the idle timeout still closes it, quietly, and counts it
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    c.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "idle close says nothing: {rest:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1200),
+        "closed by the idle timeout, not before: {:?}",
+        started.elapsed()
+    );
+    let v = &p.listeners()[0];
+    assert_eq!(v.stats.client_errors(ClientErrorKind::IdleTimeout), 1);
+    assert_eq!(
+        v.stats.active.load(Ordering::Relaxed),
+        0,
+        "the connection ended"
+    );
+    p.shutdown(Duration::from_secs(2));
+}
