@@ -111,7 +111,8 @@ pub struct IoStats {
     /// CPU nanoseconds spent muxing (draining the threads' queues into TX rings).
     pub mux_ns: AtomicU64,
     /// Run to completion: CPU nanoseconds of the turns that received frames — rings and
-    /// `process` together (the `process` part is also in the threads' `busy_ns`).
+    /// `process` together (the `process` part is also in the threads' `busy_ns`), without the
+    /// TX `sendto` (as `steer_ns` and `mux_ns` leave out the I/O thread's flush).
     pub rtc_ns: AtomicU64,
     /// Loop turns: proof of life for the self-test.
     pub heartbeat: AtomicU64,

@@ -10,9 +10,9 @@
 //!    socket each leaves by — its own socket of the same queue number on the egress
 //!    interface, so a frame that leaves by another interface never changes hands — or back to
 //!    its free list.
-//! 3. **Flush**: every TX ring written this turn is published and the kernel woken (when it
-//!    asks: need_wakeup) — one `sendto` per socket per batch.
-//! 4. **Fill**: its free frames back to its fill rings.
+//! 3. **Fill**: its free frames back to its fill rings.
+//! 4. **Flush**: every TX ring written this turn is published and the kernel woken (when it
+//!    asks: need_wakeup) — one `sendto` per socket per batch (copy mode: per 32 frames).
 //!
 //! Frames never cross threads, so neither does the pool: a frame received on one of the
 //! thread's sockets is sent on one of its sockets and completed back to the same thread.
@@ -96,7 +96,7 @@ impl<F: PacketFib> Rtc<F> {
         self
     }
 
-    /// One turn: completions, each RX ring's batch decided and written to TX, flush, fill.
+    /// One turn: completions, each RX ring's batch decided and written to TX, fill, flush.
     /// Returns the work done (0: idle).
     pub(crate) fn turn(
         &mut self,
@@ -106,7 +106,7 @@ impl<F: PacketFib> Rtc<F> {
         share: u32,
     ) -> usize {
         let c0 = stator_sys::clock::thread_cpu_ns();
-        let mut work = self.io.reap();
+        let work = self.io.reap();
         let mut received = 0u64;
         for si in 0..self.io.socks.len() {
             let Some(rx) = self.io.socks[si].rx.as_mut() else {
@@ -129,15 +129,17 @@ impl<F: PacketFib> Rtc<F> {
                 .batch(snap, rx_buf.drain(..).map(|f| (f, si as u16)));
             self.send(now);
         }
-        work += received as usize + self.io.flush_turn();
         self.io.fill(share);
+        // the user-space part: the `sendto` below (in copy mode the kernel's transmit work,
+        // charged to this thread) is left out, as the steered figures leave out the I/O
+        // thread's flush
         if received != 0 {
             self.io.stats.rtc_ns.fetch_add(
                 stator_sys::clock::thread_cpu_ns().saturating_sub(c0),
                 Ordering::Relaxed,
             );
         }
-        work
+        work + received as usize + self.io.flush_turn()
     }
 
     /// The decided frames into this thread's TX rings (or its free list).
