@@ -4,7 +4,8 @@
 //!
 //! Thread `q` owns queue `q`'s socket on every interface — the four rings of each — its own
 //! share of the pool's frames, and its own `Forwarder` (connection table). One turn:
-//! 1. **Completions** of its sockets back to its free list.
+//! 1. **Completions** of its sockets back to its free list; frames that waited for room in a
+//!    TX ring (its backlog) written first.
 //! 2. **For each of its RX rings**: read a batch; decide it in place ([`Decider`], the very
 //!    code a steered packet thread runs); write the decided frames into the TX ring of the
 //!    socket each leaves by — its own socket of the same queue number on the egress
@@ -107,6 +108,9 @@ impl<F: PacketFib> Rtc<F> {
     ) -> usize {
         let c0 = stator_sys::clock::thread_cpu_ns();
         let work = self.io.reap();
+        // frames that found a TX ring full wait in its backlog: every turn, not only one that
+        // receives, or the last of a burst would wait for the next packet
+        self.send(now);
         let mut received = 0u64;
         for si in 0..self.io.socks.len() {
             let Some(rx) = self.io.socks[si].rx.as_mut() else {
@@ -256,6 +260,39 @@ mod tests {
         assert_eq!(rig.kernels[0].kicks(), 1, "still in flight: woken again");
         assert_eq!(count(&rig.stats.flush_turn), 4, "but published once");
         assert_eq!(rig.kernels[0].transmit().len(), 16);
+    }
+
+    #[test]
+    fn a_full_tx_ring_keeps_a_backlog_sent_on_a_turn_that_receives_nothing() {
+        let mut rig = RtcRig::new(
+            RigConfig {
+                batch: 64,
+                ..RigConfig::default()
+            },
+            1,
+            0,
+        ); // every ring 64
+        turn(&mut rig);
+        for i in 0..64 {
+            assert!(rig.kernels[0].receive(&sim::packet(10_000, 80, i)));
+        }
+        turn(&mut rig);
+        for i in 64..80 {
+            assert!(rig.kernels[0].receive(&sim::packet(10_000, 80, i)));
+        }
+        turn(&mut rig); // the TX ring still holds the first 64: 16 wait
+        assert_eq!(count(&rig.stats.tx_ring_full), 1);
+        let mut sent: Vec<u32> = rig.kernels[0]
+            .transmit()
+            .iter()
+            .map(|f| sim::packet_id(f))
+            .collect();
+        assert_eq!(sent.len(), 64);
+        // the burst is over: nothing more arrives, and the 16 still leave
+        assert!(turn(&mut rig) > 0);
+        sent.extend(rig.kernels[0].transmit().iter().map(|f| sim::packet_id(f)));
+        assert_eq!(sent, (0..80).collect::<Vec<_>>(), "all, once, in order");
+        assert_eq!(count(&rig.stats.tx), 80);
     }
 
     #[test]
