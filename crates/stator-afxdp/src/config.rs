@@ -10,14 +10,40 @@ use crate::error::AfxdpError;
 use crate::socket::{BindMode, RingSizes};
 use crate::umem::UmemConfig;
 
+/// How the plane's threads share the work (docs/afxdp.md "Threads").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Threading {
+    /// The paper's design (§3.1): one I/O thread owns every ring and steers each frame by its
+    /// 5-tuple to a packet thread's queue, and muxes the decided frames back into TX rings.
+    #[default]
+    Steered,
+    /// One thread per RX queue: thread `q` owns queue `q`'s socket on every interface (its
+    /// four rings each), reads a batch, decides it in place and writes it to TX itself — no
+    /// queue between threads. Every interface binds exactly `packet_threads` RX queues.
+    RunToCompletion,
+}
+
+impl Threading {
+    /// The configuration's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Steered => "steered",
+            Self::RunToCompletion => "run_to_completion",
+        }
+    }
+}
+
 /// Options of the AF_XDP plane.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AfxdpConfig {
-    /// Packet threads (each with its own connection table).
+    /// How the threads share the work.
+    pub threading: Threading,
+    /// Packet threads (each with its own connection table). Run to completion: the threads,
+    /// one per RX queue of every interface.
     pub packet_threads: usize,
-    /// CPUs to pin to: the I/O thread's first, then one per packet thread. Empty with `pin`:
-    /// the CPUs this process may use, I/O thread on the first, packet threads on the next ones
-    /// (wrapping).
+    /// CPUs to pin to: steered, the I/O thread's first, then one per packet thread; run to
+    /// completion, one per thread. Empty with `pin`: the CPUs this process may use, in that
+    /// order (wrapping).
     pub cpus: Vec<usize>,
     /// Pin the threads at all.
     pub pin: bool,
@@ -51,6 +77,7 @@ pub struct AfxdpConfig {
 impl Default for AfxdpConfig {
     fn default() -> Self {
         Self {
+            threading: Threading::Steered,
             packet_threads: 1,
             cpus: Vec::new(),
             pin: true,
@@ -101,19 +128,46 @@ impl AfxdpConfig {
         if self.queues == Some(0) {
             return Err(AfxdpError::invalid("queues = 0"));
         }
-        if !self.cpus.is_empty() && self.cpus.len() != self.packet_threads + 1 {
+        let rtc = self.threading == Threading::RunToCompletion;
+        if !self.cpus.is_empty() && self.cpus.len() != self.threads() {
+            let want = if rtc {
+                "one per thread"
+            } else {
+                "one for the I/O thread and one per packet thread"
+            };
             return Err(AfxdpError::invalid(format!(
-                "cpus lists {} CPUs: one for the I/O thread and one per packet thread ({}) are needed",
+                "cpus lists {} CPUs: {want} ({}) are needed",
                 self.cpus.len(),
-                self.packet_threads + 1
+                self.threads()
+            )));
+        }
+        if rtc
+            && self
+                .queues
+                .is_some_and(|q| q as usize != self.packet_threads)
+        {
+            return Err(AfxdpError::invalid(format!(
+                "queues = {} with run_to_completion: one thread per RX queue, so queues must \
+                 equal packet_threads ({})",
+                self.queues.unwrap_or(0),
+                self.packet_threads
             )));
         }
         Ok(())
     }
 
-    /// The CPU of each thread, I/O thread first (`None`: not pinned).
+    /// The threads the plane runs: steered, the I/O thread and the packet threads; run to
+    /// completion, the packet threads alone.
+    pub fn threads(&self) -> usize {
+        match self.threading {
+            Threading::Steered => self.packet_threads + 1,
+            Threading::RunToCompletion => self.packet_threads,
+        }
+    }
+
+    /// The CPU of each thread, steered with the I/O thread first (`None`: not pinned).
     pub fn cpu_plan(&self) -> Vec<Option<usize>> {
-        let n = self.packet_threads + 1;
+        let n = self.threads();
         if !self.pin {
             return vec![None; n];
         }

@@ -381,6 +381,7 @@ impl ForwarderReader {
                 ("completed", r(&io.completed)),
                 ("flush_full", r(&io.flush_full)),
                 ("flush_timer", r(&io.flush_timer)),
+                ("flush_turn", r(&io.flush_turn)),
                 ("tx_kicks", r(&io.tx_kicks)),
                 ("tx_ring_full", r(&io.tx_ring_full)),
                 ("fill_wakeups", r(&io.fill_wakeups)),
@@ -389,6 +390,7 @@ impl ForwarderReader {
                 ("sleeps", r(&io.sleeps)),
                 ("steer_ns", r(&io.steer_ns)),
                 ("mux_ns", r(&io.mux_ns)),
+                ("rtc_ns", r(&io.rtc_ns)),
             ],
             threads: v
                 .workers

@@ -35,6 +35,9 @@ use crate::sys::{self, EventFd};
 use crate::umem::{Frame, FrameState, Umem};
 use crate::worker::{RxItem, TxItem, WorkerShared};
 
+/// The frames one `sendto` makes the kernel send in copy mode (its TX budget per wake-up).
+pub(crate) const COPY_TX_BUDGET: u32 = 32;
+
 /// How the I/O thread is woken from `ppoll` by the packet threads.
 #[derive(Debug)]
 pub(crate) struct IoWake {
@@ -89,6 +92,8 @@ pub struct IoStats {
     pub flush_full: AtomicU64,
     /// Flushes because the oldest descriptor waited the flush timeout.
     pub flush_timer: AtomicU64,
+    /// Run to completion: TX rings published at the end of a turn (one per socket written).
+    pub flush_turn: AtomicU64,
     /// `sendto` wake-ups of the kernel's transmit path.
     pub tx_kicks: AtomicU64,
     /// Times a TX ring was full and frames waited in the backlog.
@@ -105,6 +110,10 @@ pub struct IoStats {
     pub steer_ns: AtomicU64,
     /// CPU nanoseconds spent muxing (draining the threads' queues into TX rings).
     pub mux_ns: AtomicU64,
+    /// Run to completion: CPU nanoseconds of the turns that received frames — rings and
+    /// `process` together (the `process` part is also in the threads' `busy_ns`), without the
+    /// TX `sendto` (as `steer_ns` and `mux_ns` leave out the I/O thread's flush).
+    pub rtc_ns: AtomicU64,
     /// Loop turns: proof of life for the self-test.
     pub heartbeat: AtomicU64,
 }
@@ -210,7 +219,7 @@ impl Io {
     }
 
     /// 1. Completions back to the free list.
-    fn reap(&mut self) -> usize {
+    pub(crate) fn reap(&mut self) -> usize {
         let (mut n, mut bad) = (0, 0);
         for s in &mut self.socks {
             let (read, invalid) = s.comp.reap(&mut self.free, s.comp.ring.size());
@@ -230,13 +239,39 @@ impl Io {
     /// 2. The packet threads' output into TX rings (or the free list).
     fn mux(&mut self, now: u64) -> usize {
         let mut n = 0usize;
-        let (mut tx, mut recycled, mut full) = (0u64, 0u64, 0u64);
-        // frames that waited for room first, in order
+        let mut out = self.drain_backlogs(now);
+        let cap = 4 * self.batch as usize;
+        for c in &mut self.from_workers {
+            for _ in 0..cap {
+                let Some(item) = c.pop() else {
+                    break;
+                };
+                n += 1;
+                transmit(
+                    &mut self.socks,
+                    &mut self.free,
+                    &self.umem,
+                    item,
+                    now,
+                    &mut out,
+                );
+            }
+        }
+        // `tx` includes the backlog's frames, written on turns that may pop nothing new
+        if n != 0 || out.tx != 0 {
+            out.count(&self.stats);
+        }
+        n
+    }
+
+    /// Frames that waited for room in a TX ring, first, in order.
+    pub(crate) fn drain_backlogs(&mut self, now: u64) -> TxCounts {
+        let mut out = TxCounts::default();
         for s in &mut self.socks {
             while let Some(f) = s.backlog.pop_front() {
                 match s.tx.push(f) {
                     Ok(()) => {
-                        tx += 1;
+                        out.tx += 1;
                         mark_written(s, now);
                     }
                     Err(r) => {
@@ -246,46 +281,25 @@ impl Io {
                 }
             }
         }
-        let cap = 4 * self.batch as usize;
-        for c in &mut self.from_workers {
-            for _ in 0..cap {
-                let Some(TxItem { frame, sock }) = c.pop() else {
-                    break;
-                };
-                n += 1;
-                let Some(s) = self.socks.get_mut(sock as usize) else {
-                    self.umem.pass(&frame, FrameState::Thread, FrameState::Free);
-                    self.free.push(frame);
-                    recycled += 1;
-                    continue;
-                };
-                if !s.backlog.is_empty() {
-                    s.backlog.push_back(frame);
-                    continue;
-                }
-                match s.tx.push(frame) {
-                    Ok(()) => {
-                        tx += 1;
-                        mark_written(s, now);
-                    }
-                    Err(Refused::Full(f)) => {
-                        full += 1;
-                        s.backlog.push_back(f);
-                    }
-                    // every frame here came from this UMEM's rings: the runtime binds every
-                    // socket over it
-                    Err(Refused::Foreign(f)) => unreachable!("{} in the muxing step", f.pool()),
-                }
-            }
+        out
+    }
+
+    /// Decided frames into the TX rings of the sockets they leave by (or the free list), and
+    /// counted: what the muxing step does with a packet thread's queue, for a thread that
+    /// decides its own frames (run to completion).
+    pub(crate) fn transmit_all(&mut self, items: &mut Vec<TxItem>, now: u64) {
+        let mut out = self.drain_backlogs(now);
+        for item in items.drain(..) {
+            transmit(
+                &mut self.socks,
+                &mut self.free,
+                &self.umem,
+                item,
+                now,
+                &mut out,
+            );
         }
-        let st = &self.stats;
-        // `tx` includes the backlog's frames, written on turns that may pop nothing new
-        if n != 0 || tx != 0 {
-            st.tx.fetch_add(tx, Ordering::Relaxed);
-            st.recycled.fetch_add(recycled, Ordering::Relaxed);
-            st.tx_ring_full.fetch_add(full, Ordering::Relaxed);
-        }
-        n
+        out.count(&self.stats);
     }
 
     /// 3. Publish and wake TX when a batch is full or the timer expired.
@@ -319,8 +333,45 @@ impl Io {
         n
     }
 
+    /// Run to completion: every socket written this turn is published and the kernel woken
+    /// (when it asks) — counted `flush_turn`, one per socket written. A wake-up in copy mode
+    /// sends at most [`COPY_TX_BUDGET`] frames, synchronously, so while a wake-up moved the
+    /// ring and frames remain the kernel is woken again, at most once per 32 frames in the
+    /// ring (a batch of 64: two `sendto`); a wake-up that moved nothing (zero-copy: the driver
+    /// sends on its own time) is not repeated this turn.
+    pub(crate) fn flush_turn(&mut self) -> usize {
+        let mut n = 0;
+        let mut kicks = 0;
+        for s in &mut self.socks {
+            if s.unflushed != 0 {
+                self.stats.flush_turn.fetch_add(1, Ordering::Relaxed);
+                s.tx.submit();
+                s.unflushed = 0;
+                n += 1;
+            }
+            let mut left = s.tx.in_flight();
+            let mut tries = left.div_ceil(COPY_TX_BUDGET);
+            while left != 0 && tries != 0 {
+                tries -= 1;
+                if !matches!(s.tx.kick_if_needed(), Ok(true)) {
+                    break;
+                }
+                kicks += 1;
+                let now_left = s.tx.in_flight();
+                if now_left == left {
+                    break;
+                }
+                left = now_left;
+            }
+        }
+        if kicks != 0 {
+            self.stats.tx_kicks.fetch_add(kicks, Ordering::Relaxed);
+        }
+        n
+    }
+
     /// 4. Free frames back to the fill rings, each up to its share of the pool.
-    fn fill(&mut self, share: u32) {
+    pub(crate) fn fill(&mut self, share: u32) {
         for s in self.socks.iter_mut().filter(|s| s.rx.is_some()) {
             if self.free.is_empty() {
                 break;
@@ -433,7 +484,7 @@ impl Io {
 
     /// Sleeps in `ppoll` until a socket has frames, a packet thread signals, or the next flush
     /// is due.
-    fn sleep(&mut self, now: u64, stalled: bool) {
+    pub(crate) fn sleep(&mut self, now: u64, stalled: bool) {
         self.wake.sleeping.store(true, Ordering::SeqCst);
         let pending = self.from_workers.iter_mut().any(|c| !c.is_empty());
         if pending || stalled {
@@ -464,6 +515,56 @@ impl Io {
         sys::poll_in(&mut fds, timeout);
         self.wake.sleeping.store(false, Ordering::SeqCst);
         self.wake.efd.drain();
+    }
+}
+
+/// What one pass of writing TX rings did.
+#[derive(Debug, Default)]
+pub(crate) struct TxCounts {
+    tx: u64,
+    recycled: u64,
+    full: u64,
+}
+
+impl TxCounts {
+    fn count(&self, st: &IoStats) {
+        st.tx.fetch_add(self.tx, Ordering::Relaxed);
+        st.recycled.fetch_add(self.recycled, Ordering::Relaxed);
+        st.tx_ring_full.fetch_add(self.full, Ordering::Relaxed);
+    }
+}
+
+/// One decided frame into the TX ring of its socket (behind that socket's backlog, if any; into
+/// the backlog when the ring is full), or back to the free list (`RECYCLE`, or no such socket).
+fn transmit(
+    socks: &mut [SockIo],
+    free: &mut Vec<Frame>,
+    umem: &Umem,
+    TxItem { frame, sock }: TxItem,
+    now: u64,
+    out: &mut TxCounts,
+) {
+    let Some(s) = socks.get_mut(sock as usize) else {
+        umem.pass(&frame, FrameState::Thread, FrameState::Free);
+        free.push(frame);
+        out.recycled += 1;
+        return;
+    };
+    if !s.backlog.is_empty() {
+        s.backlog.push_back(frame);
+        return;
+    }
+    match s.tx.push(frame) {
+        Ok(()) => {
+            out.tx += 1;
+            mark_written(s, now);
+        }
+        Err(Refused::Full(f)) => {
+            out.full += 1;
+            s.backlog.push_back(f);
+        }
+        // every frame here came from this UMEM's rings: the runtime binds every socket over it
+        Err(Refused::Foreign(f)) => unreachable!("{} in the muxing step", f.pool()),
     }
 }
 

@@ -21,7 +21,8 @@
 //! - [`ring`]: the four rings as single-owner types; [`socket`]: binding, statistics.
 //! - [`spsc`]: the queues between the I/O thread and the packet threads.
 //! - [`steer`]: the steering hash; [`fib`]: next hops from the kernel (`stator_fibq`).
-//! - `io` (steering + muxing), `worker` (packet threads), [`runtime`] (start, publish, stop),
+//! - `io` (steering + muxing), `worker` (packet threads), `rtc` (run-to-completion threads:
+//!   `dataplane.afxdp.threading`), [`runtime`] (start, publish, stop),
 //!   [`forwarder`] (kernel half and runtime committed and read together), [`dataplane`] (that
 //!   forwarder as the controller's `DataPlane`, and its `PlaneReader`).
 //!
@@ -53,6 +54,7 @@ mod hold;
 mod io;
 #[allow(unsafe_code)]
 pub mod ring;
+mod rtc;
 pub mod runtime;
 #[cfg(test)]
 #[allow(unsafe_code)]
@@ -68,7 +70,7 @@ pub mod trace;
 pub mod umem;
 mod worker;
 
-pub use config::AfxdpConfig;
+pub use config::{AfxdpConfig, Threading};
 pub use dataplane::{AfxdpPlane, AfxdpReader};
 pub use error::AfxdpError;
 pub use forwarder::{AfxdpCommit, AfxdpForwarder, ForwarderReader, PlaneStats};

@@ -151,6 +151,15 @@ impl<T: Copy> RawRing<T> {
         flags.load(Ordering::Acquire) & libc::XDP_RING_NEED_WAKEUP != 0
     }
 
+    /// Sets the flags word, as the kernel does (need_wakeup): the heap rings' kernel side.
+    #[cfg(test)]
+    pub(crate) fn set_flags(&self, v: u32) {
+        // SAFETY: valid and aligned for the ring's lifetime (constructor contract); an atomic
+        // store, as the kernel's.
+        let flags = unsafe { &*self.flags };
+        flags.store(v, Ordering::Release);
+    }
+
     // ---- producer side ----
 
     /// Free slots, refreshing the consumer index only when fewer than `want` are known free.

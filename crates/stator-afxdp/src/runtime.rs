@@ -1,5 +1,6 @@
-//! The running forwarder: sockets bound, the I/O thread and the packet threads started, a
-//! snapshot published to them — and stopped again.
+//! The running forwarder: sockets bound, the threads started — steered, the I/O thread and the
+//! packet threads; run to completion, one thread per RX queue — a snapshot published to them,
+//! and stopped again.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -11,17 +12,18 @@ use stator_core::{CompiledSnapshot, Forwarder, ForwarderConfig};
 
 pub use crate::worker::Shard;
 
-use crate::config::AfxdpConfig;
+use crate::config::{AfxdpConfig, Threading};
 use crate::error::AfxdpError;
 use crate::fib::KernelFib;
 use crate::hold::FrameHold;
 use crate::io::{Io, IoStats, IoWake, SockIo};
+use crate::rtc::Rtc;
 use crate::socket::XskSocket;
 use crate::spsc;
 use crate::sys;
 use crate::trace::TraceSink;
-use crate::umem::Umem;
-use crate::worker::{Published, SocketMap, Worker, WorkerShared};
+use crate::umem::{Frame, Umem};
+use crate::worker::{Decider, Published, SocketMap, Worker, WorkerShared};
 
 /// The forwarders of `cfg.packet_threads` packet threads: single-CPU, per-thread connection
 /// tables (§3.1), thread `i`'s table seeded `ct_seed + i`.
@@ -50,6 +52,10 @@ pub struct Iface {
 /// The threads and sockets of a running plane.
 #[derive(Debug)]
 pub struct Runtime {
+    threading: Threading,
+    /// What wakes the threads that sleep in `ppoll` (the I/O thread, run-to-completion
+    /// threads).
+    wakes: Vec<Arc<IoWake>>,
     published: Arc<Published>,
     workers: Vec<Arc<WorkerShared>>,
     io_stats: Arc<IoStats>,
@@ -58,7 +64,7 @@ pub struct Runtime {
     threads: Vec<std::thread::Thread>,
     umem: Arc<Umem>,
     slots: Vec<(u32, u32)>,
-    /// Heartbeats at the last liveness check: I/O thread first.
+    /// Heartbeats at the last liveness check, in `handles`' order.
     last_beats: Mutex<Vec<u64>>,
 }
 
@@ -93,15 +99,28 @@ impl Runtime {
                 s.ifaces.len()
             )));
         }
+        let rtc = cfg.threading == Threading::RunToCompletion;
+        let mut queues_of = Vec::with_capacity(s.ifaces.len());
+        for iface in s.ifaces {
+            let have = sys::rx_queues(&iface.name);
+            let queues = cfg.queues.unwrap_or(have).min(STATOR_MAX_XSK_QUEUES);
+            // one thread per RX queue: every interface must have one for each thread, or
+            // frames would arrive where no thread reads
+            if rtc && queues as usize != cfg.packet_threads {
+                return Err(AfxdpError::invalid(format!(
+                    "run_to_completion: {} has {have} RX queues and packet_threads is {}; each \
+                     thread owns one RX queue of every interface (set packet_threads, or the \
+                     interface's channels with `ethtool -L {} combined {}`)",
+                    iface.name, cfg.packet_threads, iface.name, cfg.packet_threads
+                )));
+            }
+            queues_of.push(queues);
+        }
         let umem = Arc::new(Umem::new(cfg.umem)?);
         let mut sockets: Vec<XskSocket> = Vec::new();
         let mut socks: Vec<SockIo> = Vec::new();
         let mut slots = Vec::new();
-        for (slot, iface) in s.ifaces.iter().enumerate() {
-            let queues = cfg
-                .queues
-                .unwrap_or_else(|| sys::rx_queues(&iface.name))
-                .min(STATOR_MAX_XSK_QUEUES);
+        for (slot, (iface, &queues)) in s.ifaces.iter().zip(&queues_of).enumerate() {
             kernel.set_xsk_iface(iface.ifindex, slot as u32)?;
             for q in 0..queues {
                 let (sock, rings) = XskSocket::bind(
@@ -126,12 +145,8 @@ impl Runtime {
                 sockets.push(sock);
             }
         }
-        let socket_map = SocketMap {
-            socks: sockets.iter().map(|s| (s.ifindex(), s.queue())).collect(),
-        };
         let tx_ports: Vec<u32> = s.ifaces.iter().map(|i| i.ifindex).collect();
         let published = Arc::new(Published::new(s.snap));
-        let wake = Arc::new(IoWake::new().map_err(|e| AfxdpError::io("eventfd", e))?);
         let io_stats = Arc::new(IoStats::default());
         let n = cfg.packet_threads;
         if s.shards.len() != n {
@@ -141,53 +156,30 @@ impl Runtime {
             )));
         }
         let cpus = cfg.cpu_plan();
-        let mut to_workers = Vec::new();
-        let mut from_workers = Vec::new();
-        let mut workers = Vec::new();
-        let mut worker_bodies = Vec::new();
-        for i in 0..n {
-            let (in_tx, in_rx) = spsc::channel(cfg.queue_depth);
-            let (out_tx, out_rx) = spsc::channel(cfg.queue_depth);
-            let shared = Arc::new(WorkerShared::new(Arc::clone(&s.shards[i])));
-            workers.push(Arc::clone(&shared));
-            to_workers.push(in_tx);
-            from_workers.push(out_rx);
-            worker_bodies.push(Worker {
-                index: i,
+        let workers: Vec<Arc<WorkerShared>> = s
+            .shards
+            .iter()
+            .map(|f| Arc::new(WorkerShared::new(Arc::clone(f))))
+            .collect();
+        let decider = |i: usize, socks: SocketMap| -> Result<Decider, AfxdpError> {
+            Ok(Decider {
                 umem: Arc::clone(&umem),
-                rx: in_rx,
-                tx: out_tx,
                 fib: KernelFib::new(kernel.fib_query_fd()?, cfg.fib_cache_ns(), tx_ports.clone()),
-                socks: socket_map.clone(),
-                shared,
-                published: Arc::clone(&published),
-                io_wake: Arc::clone(&wake),
-                batch: cfg.batch as usize,
-                spin: cfg.spin,
-                cpu: cpus.get(1 + i).copied().flatten(),
+                socks,
+                shared: Arc::clone(&workers[i]),
                 hold: FrameHold::new(cfg.hold_limits_per_thread()),
                 trace: s.trace.clone(),
-            });
-        }
-        let mut handles = Vec::new();
-        let mut threads = Vec::new();
-        for w in worker_bodies {
-            let name = format!("stator-pkt{}", w.index);
-            let h = std::thread::Builder::new()
-                .name(name.clone())
-                .spawn(move || w.run())
-                .map_err(|e| AfxdpError::io("spawning a packet thread", e))?;
-            threads.push(h.thread().clone());
-            handles.push((name, h));
-        }
-        let io = Io {
-            free: umem.take_frames()?,
+                out: Vec::with_capacity(cfg.batch as usize),
+            })
+        };
+        let io = |socks: Vec<SockIo>, free: Vec<Frame>, wake: Arc<IoWake>, cpu| Io {
+            free,
             umem: Arc::clone(&umem),
             socks,
-            to_workers,
-            from_workers,
-            workers: workers.clone(),
-            threads: threads.clone(),
+            to_workers: Vec::new(),
+            from_workers: Vec::new(),
+            workers: Vec::new(),
+            threads: Vec::new(),
             wake,
             stats: Arc::clone(&io_stats),
             snap: published.current(),
@@ -196,14 +188,98 @@ impl Runtime {
             batch: cfg.batch,
             flush_ns: cfg.flush_timeout.as_nanos() as u64,
             spin: cfg.spin,
-            cpu: cpus.first().copied().flatten(),
+            cpu,
         };
-        let h = std::thread::Builder::new()
-            .name("stator-io".into())
-            .spawn(move || drop(io.run()))
-            .map_err(|e| AfxdpError::io("spawning the I/O thread", e))?;
-        handles.insert(0, ("stator-io".into(), h));
+        let mut handles = Vec::new();
+        let mut threads = Vec::new();
+        let mut wakes = Vec::new();
+        if rtc {
+            // thread q: queue q's socket of every interface, in interface order, and an equal
+            // share of the pool
+            let mut free = umem.take_frames()?;
+            let per = free.len() / n;
+            let mut groups: Vec<Vec<SockIo>> = (0..n).map(|_| Vec::new()).collect();
+            let mut maps: Vec<SocketMap> =
+                (0..n).map(|_| SocketMap { socks: Vec::new() }).collect();
+            for (sock, x) in socks.into_iter().zip(&sockets) {
+                let q = x.queue() as usize;
+                groups[q].push(sock);
+                maps[q].socks.push((x.ifindex(), x.queue()));
+            }
+            for (i, (group, map)) in groups.into_iter().zip(maps).enumerate() {
+                let share = if i + 1 == n {
+                    std::mem::take(&mut free)
+                } else {
+                    free.split_off(free.len() - per)
+                };
+                let wake = Arc::new(IoWake::new().map_err(|e| AfxdpError::io("eventfd", e))?);
+                wakes.push(Arc::clone(&wake));
+                let body = Rtc {
+                    index: i,
+                    io: io(group, share, wake, cpus.get(i).copied().flatten()),
+                    decider: decider(i, map)?,
+                };
+                let name = format!("stator-rtc{i}");
+                let h = std::thread::Builder::new()
+                    .name(name.clone())
+                    .spawn(move || drop(body.run()))
+                    .map_err(|e| AfxdpError::io("spawning a run-to-completion thread", e))?;
+                threads.push(h.thread().clone());
+                handles.push((name, h));
+            }
+        } else {
+            let socket_map = SocketMap {
+                socks: sockets.iter().map(|s| (s.ifindex(), s.queue())).collect(),
+            };
+            let wake = Arc::new(IoWake::new().map_err(|e| AfxdpError::io("eventfd", e))?);
+            wakes.push(Arc::clone(&wake));
+            let mut to_workers = Vec::new();
+            let mut from_workers = Vec::new();
+            for i in 0..n {
+                let (in_tx, in_rx) = spsc::channel(cfg.queue_depth);
+                let (out_tx, out_rx) = spsc::channel(cfg.queue_depth);
+                to_workers.push(in_tx);
+                from_workers.push(out_rx);
+                let w = Worker {
+                    index: i,
+                    decider: decider(i, socket_map.clone())?,
+                    rx: in_rx,
+                    tx: out_tx,
+                    published: Arc::clone(&published),
+                    io_wake: Arc::clone(&wake),
+                    batch: cfg.batch as usize,
+                    spin: cfg.spin,
+                    cpu: cpus.get(1 + i).copied().flatten(),
+                };
+                let name = format!("stator-pkt{i}");
+                let h = std::thread::Builder::new()
+                    .name(name.clone())
+                    .spawn(move || w.run())
+                    .map_err(|e| AfxdpError::io("spawning a packet thread", e))?;
+                threads.push(h.thread().clone());
+                handles.push((name, h));
+            }
+            let io = Io {
+                to_workers,
+                from_workers,
+                workers: workers.clone(),
+                threads: threads.clone(),
+                ..io(
+                    socks,
+                    umem.take_frames()?,
+                    wake,
+                    cpus.first().copied().flatten(),
+                )
+            };
+            let h = std::thread::Builder::new()
+                .name("stator-io".into())
+                .spawn(move || drop(io.run()))
+                .map_err(|e| AfxdpError::io("spawning the I/O thread", e))?;
+            handles.insert(0, ("stator-io".into(), h));
+        }
         let rt = Self {
+            threading: cfg.threading,
+            wakes,
             published,
             workers,
             io_stats,
@@ -222,9 +298,7 @@ impl Runtime {
     /// packet is decided under one snapshot: the threads switch between batches).
     pub fn publish(&self, snap: Arc<CompiledSnapshot>) -> Result<(), AfxdpError> {
         let g = self.published.publish(snap);
-        for t in &self.threads {
-            t.unpark();
-        }
+        self.wake_all();
         self.wait_taken(g, Duration::from_secs(2))
     }
 
@@ -246,11 +320,7 @@ impl Runtime {
                     "packet threads {behind:?} did not take snapshot publication {g} within {timeout:?}"
                 )));
             }
-            for &i in &behind {
-                if let Some(t) = self.threads.get(i) {
-                    t.unpark();
-                }
-            }
+            self.wake_all();
             std::thread::sleep(Duration::from_micros(200));
         }
     }
@@ -263,7 +333,10 @@ impl Runtime {
                 return Err(AfxdpError::thread(format!("{name} exited")));
             }
         }
-        let mut beats = vec![self.io_stats.heartbeat.load(Ordering::Relaxed)];
+        let mut beats = match self.threading {
+            Threading::Steered => vec![self.io_stats.heartbeat.load(Ordering::Relaxed)],
+            Threading::RunToCompletion => Vec::new(),
+        };
         beats.extend(
             self.workers
                 .iter()
@@ -291,6 +364,16 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+
+    /// Unparks the packet threads and wakes the threads sleeping in `ppoll`.
+    fn wake_all(&self) {
+        for t in &self.threads {
+            t.unpark();
+        }
+        for w in &self.wakes {
+            w.wake_now();
+        }
     }
 
     /// The packet threads' shared state (forwarders, statistics).
@@ -321,9 +404,7 @@ impl Runtime {
             }
         }
         self.published.stop.store(true, Ordering::SeqCst);
-        for t in &self.threads {
-            t.unpark();
-        }
+        self.wake_all();
         for (name, h) in self.handles {
             if h.join().is_err() {
                 tracing::error!(thread = %name, "an AF_XDP thread panicked");

@@ -4,9 +4,10 @@
 //! [`socket`] makes the rings the plane drives ([`SocketRings`], exactly the types a bound
 //! socket gives) and a [`SimSocket`] holding the other side of each: it takes frames from the
 //! fill ring and "receives" bytes into them (at the kernel's 256-byte headroom), "sends" what
-//! the TX ring holds and completes it. Its descriptor is an eventfd, signalled on receive, so
-//! the I/O thread's `ppoll` wakes as it would on a socket. The need_wakeup flags stay clear:
-//! no `sendto` or `recvfrom` is ever made.
+//! the TX ring holds and completes it. Its descriptor is one end of a Unix datagram pair: the
+//! sim sends a datagram on receive, so the I/O thread's `ppoll` wakes as it would on a socket,
+//! and counts the plane's `sendto` kicks as the datagrams they make. The need_wakeup flags stay
+//! clear unless a test sets TX's ([`SimSocket::need_tx_wakeup`]).
 //!
 //! [`Rig`] puts an I/O thread's state ([`Io`]) over such sockets, with the packet threads'
 //! ends of its queues, so a test can play the packet threads (stepping `Io` with its own
@@ -14,6 +15,8 @@
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixDatagram;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,12 +30,14 @@ use crate::fib::FibStats;
 use crate::hold::FrameHold;
 use crate::io::{Io, IoStats, IoWake, SockIo};
 use crate::ring::{CompRing, FillRing, RawRing, RingOffsets, RxRing, TxRing};
+use crate::rtc::Rtc;
 use crate::socket::{SocketFd, SocketRings};
 use crate::spsc::{self, Consumer, Producer};
-use crate::sys::EventFd;
 use crate::trace::TraceSink;
 use crate::umem::{KERNEL_HEADROOM, Umem, UmemConfig};
-use crate::worker::{PacketFib, Published, RxItem, SocketMap, TxItem, Worker, WorkerShared};
+use crate::worker::{
+    Decider, PacketFib, Published, RxItem, SocketMap, TxItem, Worker, WorkerShared,
+};
 
 /// Both sides of one ring over a heap block: producer, consumer and flags words, then the
 /// slots.
@@ -66,7 +71,10 @@ pub(crate) struct SimSocket {
     comp: RawRing<u64>,
     rx: RawRing<libc::xdp_desc>,
     tx: RawRing<libc::xdp_desc>,
-    wake: EventFd,
+    /// The kernel's end of the pair: readiness sent, kicks received.
+    peer: UnixDatagram,
+    /// The plane's end, to read readiness back (what emptying the RX ring does).
+    plane: UnixDatagram,
     /// Chunks taken from the fill ring and not yet received into: a second hand-over of one
     /// of them is a duplicate the plane made.
     held: BTreeSet<u64>,
@@ -74,8 +82,13 @@ pub(crate) struct SimSocket {
 
 /// A socket's rings over `umem`, every ring `size` entries, and the kernel's side of them.
 pub(crate) fn socket(umem: &Arc<Umem>, size: u32) -> (SocketRings, SimSocket) {
-    let wake = EventFd::new().expect("eventfd");
-    let fd = Arc::new(SocketFd(wake.try_clone_fd().expect("dup")));
+    let (plane, peer) = UnixDatagram::pair().expect("socketpair");
+    for s in [&plane, &peer] {
+        s.set_nonblocking(true).expect("non-blocking");
+    }
+    let fd = Arc::new(SocketFd(OwnedFd::from(
+        plane.try_clone().expect("dup the plane's end"),
+    )));
     let (fill_user, fill_kernel) = heap_ring(size);
     let (comp_kernel, comp_user) = heap_ring(size);
     let (rx_kernel, rx_user) = heap_ring(size);
@@ -109,7 +122,8 @@ pub(crate) fn socket(umem: &Arc<Umem>, size: u32) -> (SocketRings, SimSocket) {
         comp: comp_kernel,
         rx: rx_kernel,
         tx: tx_kernel,
-        wake,
+        peer,
+        plane,
         held: BTreeSet::new(),
     };
     (rings, sim)
@@ -160,7 +174,8 @@ impl SimSocket {
             },
         );
         self.rx.submit(1);
-        self.wake.signal();
+        // readable, as a socket with frames is (a full queue is readable already)
+        let _ = self.peer.send(&[1]);
         true
     }
 
@@ -196,7 +211,24 @@ impl SimSocket {
 
     /// Clears the socket's readiness (what reading the RX ring empty does).
     pub(crate) fn quiet(&self) {
-        self.wake.drain();
+        let mut b = [0u8; 8];
+        while self.plane.recv(&mut b).is_ok() {}
+    }
+
+    /// Sets or clears the TX ring's need_wakeup flag (copy mode: always set).
+    pub(crate) fn need_tx_wakeup(&self, on: bool) {
+        self.tx
+            .set_flags(if on { libc::XDP_RING_NEED_WAKEUP } else { 0 });
+    }
+
+    /// The `sendto` kicks the plane made since the last call.
+    pub(crate) fn kicks(&self) -> usize {
+        let mut b = [0u8; 8];
+        let mut n = 0;
+        while self.peer.recv(&mut b).is_ok() {
+            n += 1;
+        }
+        n
     }
 }
 
@@ -376,21 +408,124 @@ impl Rig {
         };
         Worker {
             index: i,
-            umem: Arc::clone(&self.umem),
+            decider: Decider {
+                umem: Arc::clone(&self.umem),
+                fib: StaticFib::new().default_route(BACKEND.into(), Ok(hop)),
+                socks: SocketMap {
+                    socks: vec![(IFINDEX, 0)],
+                },
+                shared: Arc::clone(&self.shared[i]),
+                hold: FrameHold::new(HoldLimits::default()),
+                trace: TraceSink::default(),
+                out: Vec::new(),
+            },
             rx: self.to_threads[i].take().expect("queue not given yet"),
             tx: self.from_threads[i].take().expect("queue not given yet"),
-            fib: StaticFib::new().default_route(BACKEND.into(), Ok(hop)),
-            socks: SocketMap {
-                socks: vec![(IFINDEX, 0)],
-            },
-            shared: Arc::clone(&self.shared[i]),
             published: Arc::clone(&self.published),
             io_wake: Arc::clone(&self.wake),
             batch: self.io.batch as usize,
             spin: Duration::from_micros(20),
             cpu: None,
-            hold: FrameHold::new(HoldLimits::default()),
-            trace: TraceSink::default(),
+        }
+    }
+}
+
+/// A run-to-completion thread over simulated sockets, and what the test reads around it.
+#[derive(Debug)]
+pub(crate) struct RtcRig {
+    pub umem: Arc<Umem>,
+    pub rtc: Rtc<StaticFib>,
+    /// The kernel's side of socket `i`: interface `IFINDEX + i`, queue 0.
+    pub kernels: Vec<SimSocket>,
+    pub shared: Arc<WorkerShared>,
+    pub published: Arc<Published>,
+    pub stats: Arc<IoStats>,
+}
+
+impl RtcRig {
+    /// The thread owns queue 0 of `ifaces` interfaces (`IFINDEX`, `IFINDEX + 1`, …) and all of
+    /// the pool; its FIB sends the backend out of interface `IFINDEX + egress`.
+    pub(crate) fn new(cfg: RigConfig, ifaces: u32, egress: u32) -> Self {
+        let umem = Arc::new(
+            Umem::new(UmemConfig {
+                frames: cfg.frames,
+                frame_size: 2048,
+                check_frames: true,
+            })
+            .expect("UMEM"),
+        );
+        let (mut socks, mut kernels) = (Vec::new(), Vec::new());
+        for _ in 0..ifaces {
+            let (rings, kernel) = socket(&umem, cfg.ring);
+            socks.push(SockIo {
+                fill: rings.fill,
+                comp: rings.comp,
+                rx: rings.rx,
+                tx: rings.tx,
+                unflushed: 0,
+                oldest_ns: 0,
+                backlog: Default::default(),
+            });
+            kernels.push(kernel);
+        }
+        let snap = snapshot();
+        let published = Arc::new(Published::new(Arc::clone(&snap)));
+        let stats = Arc::new(IoStats::default());
+        let fwd = Forwarder::new(ForwarderConfig {
+            cpus: 1,
+            ..ForwarderConfig::default()
+        });
+        let shared = Arc::new(WorkerShared::new(Arc::new(Mutex::new(fwd))));
+        let hop = NextHop {
+            ifindex: IFINDEX + egress,
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            mtu: 1500,
+        };
+        let fib = (0..ifaces).fold(
+            StaticFib::new().default_route(BACKEND.into(), Ok(hop)),
+            |f, i| f.tx_port(IFINDEX + i),
+        );
+        let io = Io {
+            free: umem.take_frames().expect("frames"),
+            umem: Arc::clone(&umem),
+            socks,
+            to_workers: Vec::new(),
+            from_workers: Vec::new(),
+            workers: Vec::new(),
+            threads: Vec::new(),
+            wake: Arc::new(IoWake::new().expect("eventfd")),
+            stats: Arc::clone(&stats),
+            published: Arc::clone(&published),
+            snap,
+            snap_gen: 1,
+            batch: cfg.batch,
+            flush_ns: cfg.flush_ns,
+            spin: Duration::from_micros(20),
+            cpu: None,
+        };
+        let rtc = Rtc {
+            index: 0,
+            io,
+            decider: Decider {
+                umem: Arc::clone(&umem),
+                fib,
+                socks: SocketMap {
+                    socks: (0..ifaces).map(|i| (IFINDEX + i, 0)).collect(),
+                },
+                shared: Arc::clone(&shared),
+                hold: FrameHold::new(HoldLimits::default()),
+                trace: TraceSink::default(),
+                out: Vec::new(),
+            },
+        };
+        Self {
+            umem,
+            rtc,
+            kernels,
+            shared,
+            published,
+            stats,
         }
     }
 }

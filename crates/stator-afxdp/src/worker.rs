@@ -205,115 +205,55 @@ impl PacketFib for KernelFib {
     }
 }
 
-/// Everything a packet thread owns.
-pub(crate) struct Worker<F = KernelFib> {
-    pub index: usize,
+/// The decision on frames in place — `Forwarder::process` over a frame in its UMEM chunk,
+/// the verdict turned into a socket (or recycling), early fragments held and released, trace
+/// reports taken — with what it needs: the one piece of code a steered packet thread and a
+/// run-to-completion thread both run. The decided frames collect in `out`, in order, for the
+/// caller to send on their way (the muxing step's queue, or the thread's own TX rings).
+pub(crate) struct Decider<F = KernelFib> {
     pub umem: Arc<Umem>,
-    pub rx: Consumer<RxItem>,
-    pub tx: Producer<TxItem>,
     pub fib: F,
     pub socks: SocketMap,
     pub shared: Arc<WorkerShared>,
-    pub published: Arc<Published>,
-    pub io_wake: Arc<crate::io::IoWake>,
-    pub batch: usize,
-    pub spin: Duration,
-    pub cpu: Option<usize>,
     pub hold: FrameHold,
     pub trace: TraceSink,
+    /// Decided frames: transmit on socket `sock`, or recycle ([`RECYCLE`]).
+    pub out: Vec<TxItem>,
 }
 
-impl<F> std::fmt::Debug for Worker<F> {
+impl<F> std::fmt::Debug for Decider<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Worker")
-            .field("index", &self.index)
+        f.debug_struct("Decider")
+            .field("socks", &self.socks)
+            .field("out", &self.out.len())
             .finish()
     }
 }
 
-impl<F: PacketFib> Worker<F> {
-    /// The thread's body.
-    pub(crate) fn run(mut self) {
-        if let Some(cpu) = self.cpu
-            && let Err(e) = stator_sys::cpu::pin_to_cpu(cpu)
-        {
-            tracing::warn!(thread = self.index, cpu, error = %e, "could not pin a packet thread");
-        }
-        let mut snap = self.published.current();
-        let mut gen_seen = self.published.generation.load(Ordering::Acquire);
-        self.shared.seen_gen.store(gen_seen, Ordering::Release);
-        let mut batch: Vec<RxItem> = Vec::with_capacity(self.batch);
-        let mut idle_since: Option<u64> = None;
-        let spin_ns = self.spin.as_nanos() as u64;
-        while !self.published.stop.load(Ordering::Relaxed) {
-            self.shared.heartbeat.fetch_add(1, Ordering::Relaxed);
-            let g = self.published.generation.load(Ordering::Acquire);
-            if g != gen_seen {
-                snap = self.published.current();
-                gen_seen = g;
-                self.shared.seen_gen.store(g, Ordering::Release);
-            }
-            while batch.len() < self.batch {
-                match self.rx.pop() {
-                    Some(item) => batch.push(item),
-                    None => break,
-                }
-            }
-            if batch.is_empty() && !self.hold.is_empty() {
-                self.service_hold(&snap);
-            }
-            if batch.is_empty() {
-                let now = stator_sys::clock::monotonic_ns();
-                let since = *idle_since.get_or_insert(now);
-                if now.saturating_sub(since) < spin_ns {
-                    std::hint::spin_loop();
-                    continue;
-                }
-                self.shared.sleeping.store(true, Ordering::SeqCst);
-                if self.rx.is_empty() && !self.published.stop.load(Ordering::SeqCst) {
-                    self.shared.stats.parks.fetch_add(1, Ordering::Relaxed);
-                    // holding fragments: wake often enough to expire them on time
-                    let nap = if self.hold.is_empty() { 10 } else { 1 };
-                    std::thread::park_timeout(Duration::from_millis(nap));
-                }
-                self.shared.sleeping.store(false, Ordering::SeqCst);
-                idle_since = None;
-                continue;
-            }
-            idle_since = None;
-            self.process(&snap, &mut batch);
-        }
-        // hand back whatever is still queued so the frames are accounted for
-        while let Some(item) = self.rx.pop() {
-            batch.push(item);
-        }
-        for item in batch.drain(..) {
-            self.emit(item.frame, RECYCLE);
-        }
-        let held: Vec<HeldFrame> = self.hold.drain().collect();
-        for h in held {
-            self.emit(h.frame, RECYCLE);
-        }
-        self.publish_hold();
-    }
-
-    fn process(&mut self, snap: &CompiledSnapshot, batch: &mut Vec<RxItem>) {
+impl<F: PacketFib> Decider<F> {
+    /// Decides a batch of received frames (each with the socket it came in on) under one
+    /// snapshot and one clock reading, then the held fragments whose record appeared; counts
+    /// the batch. The frames end in `out` (or in the hold).
+    pub(crate) fn batch(
+        &mut self,
+        snap: &CompiledSnapshot,
+        frames: impl ExactSizeIterator<Item = (Frame, u16)>,
+    ) {
         let t0 = stator_sys::clock::thread_cpu_ns();
         let now = stator_sys::clock::monotonic_coarse_ns();
         self.fib.set_now(now);
-        let n = batch.len() as u64;
+        let n = frames.len() as u64;
         let mut user_pass = 0;
         {
             let shared = Arc::clone(&self.shared);
             let mut fwd = shared.forwarder();
-            for RxItem { frame, sock } in batch.drain(..) {
+            for (frame, sock) in frames {
                 user_pass += self.decide(&mut fwd, snap, now, frame, sock);
             }
             if !self.hold.is_empty() {
                 user_pass += self.release(&mut fwd, snap, now);
             }
         }
-        self.io_wake.wake();
         let st = &self.shared.stats;
         st.packets.fetch_add(n, Ordering::Relaxed);
         st.batches.fetch_add(1, Ordering::Relaxed);
@@ -410,7 +350,7 @@ impl<F: PacketFib> Worker<F> {
     }
 
     /// The hold's work while no packet arrives: expiry, and records that a batch left behind.
-    fn service_hold(&mut self, snap: &CompiledSnapshot) {
+    pub(crate) fn service_hold(&mut self, snap: &CompiledSnapshot) {
         let now = stator_sys::clock::monotonic_coarse_ns();
         self.fib.set_now(now);
         let passed = {
@@ -424,7 +364,15 @@ impl<F: PacketFib> Worker<F> {
                 .user_pass
                 .fetch_add(passed, Ordering::Relaxed);
         }
-        self.io_wake.wake();
+    }
+
+    /// Everything held, to be recycled (the thread is stopping).
+    pub(crate) fn drain_hold(&mut self) {
+        let held: Vec<HeldFrame> = self.hold.drain().collect();
+        for h in held {
+            self.emit(h.frame, RECYCLE);
+        }
+        self.publish_hold();
     }
 
     /// Copies the hold's counts to the shared statistics.
@@ -438,24 +386,120 @@ impl<F: PacketFib> Worker<F> {
         st.holding.store(self.hold.len() as u64, Ordering::Relaxed);
     }
 
-    /// Pushes a processed frame to the muxing step, waiting (and waking it) while the queue is
-    /// full: the I/O thread never waits on a packet thread, so this always drains.
-    fn emit(&mut self, frame: Frame, sock: u16) {
+    /// A decided frame, to `out`.
+    pub(crate) fn emit(&mut self, frame: Frame, sock: u16) {
         if sock == RECYCLE {
             self.umem
                 .pass(&frame, FrameState::Thread, FrameState::Thread);
         }
-        let mut item = TxItem { frame, sock };
-        loop {
-            match self.tx.push(item) {
-                Ok(()) => return,
-                Err(back) => {
-                    item = back;
-                    self.io_wake.wake_now();
-                    std::thread::yield_now();
+        self.out.push(TxItem { frame, sock });
+    }
+}
+
+/// Everything a packet thread owns.
+pub(crate) struct Worker<F = KernelFib> {
+    pub index: usize,
+    pub decider: Decider<F>,
+    pub rx: Consumer<RxItem>,
+    pub tx: Producer<TxItem>,
+    pub published: Arc<Published>,
+    pub io_wake: Arc<crate::io::IoWake>,
+    pub batch: usize,
+    pub spin: Duration,
+    pub cpu: Option<usize>,
+}
+
+impl<F> std::fmt::Debug for Worker<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("index", &self.index)
+            .finish()
+    }
+}
+
+impl<F: PacketFib> Worker<F> {
+    /// The thread's body.
+    pub(crate) fn run(mut self) {
+        if let Some(cpu) = self.cpu
+            && let Err(e) = stator_sys::cpu::pin_to_cpu(cpu)
+        {
+            tracing::warn!(thread = self.index, cpu, error = %e, "could not pin a packet thread");
+        }
+        let shared = Arc::clone(&self.decider.shared);
+        let mut snap = self.published.current();
+        let mut gen_seen = self.published.generation.load(Ordering::Acquire);
+        shared.seen_gen.store(gen_seen, Ordering::Release);
+        let mut batch: Vec<RxItem> = Vec::with_capacity(self.batch);
+        let mut idle_since: Option<u64> = None;
+        let spin_ns = self.spin.as_nanos() as u64;
+        while !self.published.stop.load(Ordering::Relaxed) {
+            shared.heartbeat.fetch_add(1, Ordering::Relaxed);
+            let g = self.published.generation.load(Ordering::Acquire);
+            if g != gen_seen {
+                snap = self.published.current();
+                gen_seen = g;
+                shared.seen_gen.store(g, Ordering::Release);
+            }
+            while batch.len() < self.batch {
+                match self.rx.pop() {
+                    Some(item) => batch.push(item),
+                    None => break,
+                }
+            }
+            if batch.is_empty() && !self.decider.hold.is_empty() {
+                self.decider.service_hold(&snap);
+                self.send();
+            }
+            if batch.is_empty() {
+                let now = stator_sys::clock::monotonic_ns();
+                let since = *idle_since.get_or_insert(now);
+                if now.saturating_sub(since) < spin_ns {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                shared.sleeping.store(true, Ordering::SeqCst);
+                if self.rx.is_empty() && !self.published.stop.load(Ordering::SeqCst) {
+                    shared.stats.parks.fetch_add(1, Ordering::Relaxed);
+                    // holding fragments: wake often enough to expire them on time
+                    let nap = if self.decider.hold.is_empty() { 10 } else { 1 };
+                    std::thread::park_timeout(Duration::from_millis(nap));
+                }
+                shared.sleeping.store(false, Ordering::SeqCst);
+                idle_since = None;
+                continue;
+            }
+            idle_since = None;
+            self.decider
+                .batch(&snap, batch.drain(..).map(|i| (i.frame, i.sock)));
+            self.send();
+        }
+        // hand back whatever is still queued so the frames are accounted for
+        while let Some(item) = self.rx.pop() {
+            batch.push(item);
+        }
+        for item in batch.drain(..) {
+            self.decider.emit(item.frame, RECYCLE);
+        }
+        self.decider.drain_hold();
+        self.send();
+    }
+
+    /// Pushes the decided frames to the muxing step, waiting (and waking it) while the queue
+    /// is full: the I/O thread never waits on a packet thread, so this always drains.
+    fn send(&mut self) {
+        for mut item in self.decider.out.drain(..) {
+            loop {
+                match self.tx.push(item) {
+                    Ok(()) => break,
+                    Err(back) => {
+                        item = back;
+                        self.io_wake.wake_now();
+                        std::thread::yield_now();
+                    }
                 }
             }
         }
+        self.io_wake.wake();
     }
 }
 

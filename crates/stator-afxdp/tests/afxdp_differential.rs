@@ -18,6 +18,9 @@
 //! forwarder does the same with per-CPU tables when RSS spreads them (CI saw it: seed
 //! 0x57470001, one datagram of a UDP flow whose backend had been removed and re-added).
 //!
+//! `STATOR_AFXDP_DIFF_THREADING=run_to_completion` runs the AF_XDP half in the run-to-completion
+//! mode (one thread owning queue 0 of every interface) instead of the steered default.
+//!
 //! Real time runs here, so what depends on the clock is fixed for both runs: connection-table
 //! timeouts are a day (no expiry) and the SYN-flood guard is off; the differential test with
 //! an injected clock (`crates/stator-xdp/tests/differential.rs`) holds those paths equal. The
@@ -44,7 +47,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use stator_abi::Counter;
-use stator_afxdp::{AfxdpConfig, AfxdpForwarder, UmemConfig};
+use stator_afxdp::{AfxdpConfig, AfxdpForwarder, Threading, UmemConfig};
 use stator_core::{RealState, Snapshot, ValidSnapshot};
 use stator_lab::netns::Netns;
 use stator_lab::stator::BpfFs;
@@ -417,7 +420,14 @@ fn afxdp_and_xdp_send_the_same_bytes_for_the_same_frames() {
         slots_per_gen: 1 << 18,
         ..XdpOptions::default()
     };
+    let threading = match std::env::var("STATOR_AFXDP_DIFF_THREADING").as_deref() {
+        Ok("run_to_completion") => Threading::RunToCompletion,
+        Ok("steered") | Err(_) => Threading::Steered,
+        Ok(other) => panic!("STATOR_AFXDP_DIFF_THREADING={other}: steered or run_to_completion"),
+    };
+    println!("AF_XDP threading: {}", threading.name());
     let cfg = AfxdpConfig {
+        threading,
         packet_threads: 1,
         pin: false,
         queue_depth: 4096,

@@ -64,11 +64,11 @@ pub use raw::RawConfig;
 /// are written: stator-core's.
 pub use stator_core::Prefix;
 pub use types::{
-    AccessLevel, AccessLog, AccessLogFormat, Afxdp, AfxdpBindMode, Api, Backend, BackendId, Bgp,
-    Config, ConntrackMode, Dataplane, DataplaneMode, Encap, EncapDefaults, ForwardedMode,
-    HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Log, LogFormat, LogLevel, Member,
-    Neighbor, Node, OnExit, Persistence, Pool, PoolId, Proto, Scheduler, Secret, SocketGroup,
-    Steering, Token, UdpOptions, Upstream, Vip, VipFlags, VipKey, XdpMode,
+    AccessLevel, AccessLog, AccessLogFormat, Afxdp, AfxdpBindMode, AfxdpThreading, Api, Backend,
+    BackendId, Bgp, Config, ConntrackMode, Dataplane, DataplaneMode, Encap, EncapDefaults,
+    ForwardedMode, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Log, LogFormat,
+    LogLevel, Member, Neighbor, Node, OnExit, Persistence, Pool, PoolId, Proto, Scheduler, Secret,
+    SocketGroup, Steering, Token, UdpOptions, Upstream, Vip, VipFlags, VipKey, XdpMode,
 };
 pub use validate::validate;
 

@@ -13,8 +13,8 @@ use serde::Deserialize;
 use serde::de::{self, Visitor};
 
 use crate::types::{
-    AfxdpBindMode, ConntrackMode, ListenerProtocol, LogFormat, LogLevel, OnExit, Scheduler, Secret,
-    Steering, XdpMode,
+    AfxdpBindMode, AfxdpThreading, ConntrackMode, ListenerProtocol, LogFormat, LogLevel, OnExit,
+    Scheduler, Secret, Steering, XdpMode,
 };
 
 /// A TOML scalar whose meaning validation decides (`port = 80` or `port = "any"`).
@@ -221,6 +221,8 @@ pub struct RawDataplane {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAfxdp {
+    /// Steered or run to completion.
+    pub threading: Option<AfxdpThreading>,
     /// Packet threads.
     pub packet_threads: Option<i64>,
     /// CPUs to pin to.

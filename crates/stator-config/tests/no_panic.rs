@@ -207,6 +207,7 @@ fn enum_values(key: &str) -> &'static [&'static str] {
         "xdp_mode" => &["\"auto\"", "\"native\"", "\"generic\""],
         "conntrack" => &["\"percpu\"", "\"shared\""],
         "on_exit" => &["\"detach\"", "\"keep\""],
+        "threading" => &["\"steered\"", "\"run_to_completion\""],
         "default" | "encap" => &["\"gre\"", "\"ipip\"", "\"gue\""],
         "format" => &["\"human\"", "\"json\""],
         "level" => &["\"info\"", "\"debug\""],

@@ -850,3 +850,18 @@ pools = ["web"]
     let n = c.node_params();
     assert_eq!((n.frag_timeout_ns, n.trace_per_sec), (3_000_000_000, 7));
 }
+
+#[test]
+fn afxdp_threading_defaults_to_the_papers_steered_design_and_reads_run_to_completion() {
+    use stator_config::AfxdpThreading;
+    let c = config("");
+    assert_eq!(c.dataplane.afxdp.threading, AfxdpThreading::Steered);
+    // run to completion: one CPU per thread, no I/O thread
+    let c = config(
+        "[dataplane.afxdp]\nthreading = \"run_to_completion\"\npacket_threads = 2\nqueues = 2\n\
+         cpus = [0, 1]\n",
+    );
+    let a = &c.dataplane.afxdp;
+    assert_eq!(a.threading, AfxdpThreading::RunToCompletion);
+    assert_eq!((a.packet_threads, a.queues, a.cpus.len()), (2, Some(2), 2));
+}

@@ -5,9 +5,10 @@
 //! the node is put together, so that the controller builds no data plane (no aya, no BPF
 //! objects) and runs whichever it is handed.
 
-use stator_afxdp::{AfxdpConfig, AfxdpPlane, BindMode, RingSizes, UmemConfig};
+use stator_afxdp::{AfxdpConfig, AfxdpPlane, BindMode, RingSizes, Threading, UmemConfig};
 use stator_config::{
-    AfxdpBindMode, Config, ConntrackMode as CfgConntrack, DataplaneMode, XdpMode as CfgXdpMode,
+    AfxdpBindMode, AfxdpThreading, Config, ConntrackMode as CfgConntrack, DataplaneMode,
+    XdpMode as CfgXdpMode,
 };
 use stator_core::HoldLimits;
 use stator_plane::DataPlane;
@@ -79,6 +80,10 @@ pub fn afxdp_options(config: &Config) -> (XdpOptions, AfxdpConfig) {
     let d = &config.dataplane;
     let a = &d.afxdp;
     let cfg = AfxdpConfig {
+        threading: match a.threading {
+            AfxdpThreading::Steered => Threading::Steered,
+            AfxdpThreading::RunToCompletion => Threading::RunToCompletion,
+        },
         packet_threads: a.packet_threads as usize,
         cpus: a.cpus.iter().map(|&c| c as usize).collect(),
         pin: a.pin,

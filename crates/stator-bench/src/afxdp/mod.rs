@@ -6,19 +6,23 @@
 //! LB, in the same run:
 //!
 //! - **Figure 8** (many flows, TCP non-SYN): (a) the XDP forwarder; (b) the AF_XDP forwarder
-//!   with 1 and 2 packet threads (copy mode: veth has no zero-copy); (c) the same forwarder
-//!   on the kernel stack — an `XDP_PASS` on the ingress and an `AF_PACKET` socket
-//!   (`recvmmsg`/`sendmmsg`) instead of AF_XDP, the paper's "vanilla Linux" mode.
-//! - **Figure 9** (AF_XDP, 1 and 2 packet threads): SYN (each packet a Maglev lookup and an
-//!   insert), non-SYN over many flows (connection-table hits), and one constant 5-tuple, where
-//!   the steering fallback shows: the home thread's queue (128 frames in this run) fills and
-//!   the round-robin fallback spreads the flood (counted).
+//!   steered (the paper's design: an I/O thread and 1 or 2 packet threads) and run to
+//!   completion (one thread owning queue 0 of both veths: each has one queue) — copy mode,
+//!   veth has no zero-copy; (c) the same forwarder on the kernel stack — an `XDP_PASS` on the
+//!   ingress and an `AF_PACKET` socket (`recvmmsg`/`sendmmsg`) instead of AF_XDP, the paper's
+//!   "vanilla Linux" mode.
+//! - **Figure 9** (AF_XDP, 1 and 2 packet threads, and run to completion): SYN (each packet a
+//!   Maglev lookup and an insert), non-SYN over many flows (connection-table hits), and one
+//!   constant 5-tuple, where the steering fallback shows: the home thread's queue (128 frames
+//!   in this run) fills and the round-robin fallback spreads the flood (counted).
 //!
 //! A figure is what the sink counted divided by the time from the first frame sent to the last
 //! frame delivered, with the generator saturating the path (`count` frames sized from a
 //! calibration to last about `--seconds`); the best of `--rounds`, variants rotated between
-//! rounds. Inside the AF_XDP threads the user-space cost per packet is measured (steering,
-//! `process` and muxing, from clock reads per batch) beside the paper's ~350 ns. Nothing here
+//! rounds, with the spread (slowest – fastest round) printed beside it. Inside the AF_XDP
+//! threads the user-space cost per packet is measured (steered: steering, `process` and
+//! muxing; run to completion: its turns less the TX `sendto`; from clock reads per batch)
+//! beside the paper's ~350 ns, with the packets per `process` batch. Nothing here
 //! passes or fails on a figure.
 
 use std::path::PathBuf;
@@ -27,7 +31,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use stator_afxdp::{AfxdpConfig, AfxdpForwarder, BindMode, PlaneStats, RingSizes, UmemConfig};
+use stator_afxdp::{
+    AfxdpConfig, AfxdpForwarder, BindMode, PlaneStats, RingSizes, Threading, UmemConfig,
+};
 use stator_core::CompiledSnapshot;
 use stator_xdp::testrun::run_xdp_live;
 use stator_xdp::{AttachMode, Forwarder, XdpOptions};
@@ -62,7 +68,8 @@ pub struct BenchAfxdpArgs {
     /// Distinct flows (source ports) of the many-flow runs.
     #[arg(long, default_value_t = 10_000)]
     flows: u32,
-    /// Measure only these LB variants (xdp, afxdp-1, afxdp-2, af_packet); all by default.
+    /// Measure only these LB variants (xdp, afxdp-1, afxdp-2, afxdp-rtc, af_packet); all by
+    /// default.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -71,7 +78,10 @@ pub struct BenchAfxdpArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lb {
     Xdp,
+    /// Steered, with this many packet threads.
     Afxdp(usize),
+    /// Run to completion: one thread.
+    AfxdpRtc,
     AfPacket,
 }
 
@@ -80,6 +90,7 @@ impl Lb {
         match self {
             Lb::Xdp => "xdp".into(),
             Lb::Afxdp(n) => format!("afxdp-{n}"),
+            Lb::AfxdpRtc => "afxdp-rtc".into(),
             Lb::AfPacket => "af_packet".into(),
         }
     }
@@ -89,6 +100,7 @@ impl Lb {
             Lb::Xdp => "(a) the XDP forwarder",
             Lb::Afxdp(1) => "(b) AF_XDP forwarder, 1 packet thread",
             Lb::Afxdp(_) => "(b) AF_XDP forwarder, 2 packet threads",
+            Lb::AfxdpRtc => "(b) AF_XDP forwarder, run to completion, 1 thread",
             Lb::AfPacket => "(c) the same forwarder on the kernel stack (AF_PACKET)",
         }
     }
@@ -128,6 +140,9 @@ struct Point {
     user_ns: Option<f64>,
     process_ns: Option<f64>,
     fallback: u64,
+    /// AF_XDP: frames per `process` batch (the per-batch costs — two thread-CPU clock reads,
+    /// the forwarder's lock, the counters — are shared by this many packets).
+    per_batch: Option<f64>,
     /// AF_XDP: frames the kernel dropped at the sockets; AF_PACKET: frames the socket received.
     kernel_drops: u64,
 }
@@ -223,18 +238,21 @@ impl Rig {
                 })??);
                 Ok(Running::Xdp)
             }
-            Lb::Afxdp(threads) => {
+            Lb::Afxdp(_) | Lb::AfxdpRtc => {
                 let opts = XdpOptions {
                     pin_path: self.afxdp_pin.clone(),
                     ..self.xdp_opts.clone()
                 };
                 // the generator and veth's receive path run on CPU 0: the I/O thread gets
-                // CPU 1, packet threads CPU 1 then CPU 0
-                let cpus = match threads {
-                    1 => vec![1, 1],
-                    _ => vec![1, 1, 0],
+                // CPU 1, packet threads CPU 1 then CPU 0; run to completion, its one thread
+                // CPU 1
+                let (threading, threads, cpus) = match lb {
+                    Lb::Afxdp(1) => (Threading::Steered, 1, vec![1, 1]),
+                    Lb::Afxdp(n) => (Threading::Steered, n, vec![1, 1, 0]),
+                    _ => (Threading::RunToCompletion, 1, vec![1]),
                 };
                 let cfg = AfxdpConfig {
+                    threading,
                     packet_threads: threads,
                     cpus,
                     pin: true,
@@ -401,6 +419,13 @@ impl Rig {
             let stats_after = self.stats(&running);
             let (user_ns, process_ns, fallback, kernel_drops) =
                 user_cost(&stats_before, &stats_after);
+            let per_batch = match (&stats_before, &stats_after) {
+                (Some(Stats::Afxdp(a)), Some(Stats::Afxdp(b))) => {
+                    let t = |l: &str| b.threads_total(l).saturating_sub(a.threads_total(l));
+                    Some(t("packets") as f64 / t("batches").max(1) as f64)
+                }
+                _ => None,
+            };
             Ok(Point {
                 lb,
                 traffic,
@@ -410,6 +435,7 @@ impl Rig {
                 user_ns,
                 process_ns,
                 fallback,
+                per_batch,
                 kernel_drops,
             })
         })();
@@ -445,7 +471,12 @@ fn user_cost(a: &Option<Stats>, b: &Option<Stats>) -> (Option<f64>, Option<f64>,
             let t = |l: &str| b.threads_total(l).saturating_sub(a.threads_total(l));
             let pkts = t("packets").max(1) as f64;
             let busy = t("busy_ns") as f64;
-            let user = (d("steer_ns") + d("mux_ns")) as f64 + busy;
+            // run to completion measures its whole turns (rings and process); steered, the
+            // I/O thread's two steps and the packet threads' batches
+            let user = match d("rtc_ns") {
+                0 => (d("steer_ns") + d("mux_ns")) as f64 + busy,
+                rtc => rtc as f64,
+            };
             let (xa, xb) = (a.xsk_totals(), b.xsk_totals());
             let drops = (xb.rx_dropped + xb.rx_ring_full + xb.rx_fill_ring_empty_descs)
                 .saturating_sub(xa.rx_dropped + xa.rx_ring_full + xa.rx_fill_ring_empty_descs);
@@ -492,11 +523,17 @@ pub fn run(args: BenchAfxdpArgs) -> Result<()> {
     let started = Instant::now();
     let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mut rig = Rig::new()?;
-    let fig8 = [Lb::Xdp, Lb::Afxdp(1), Lb::Afxdp(2), Lb::AfPacket];
+    let fig8 = [
+        Lb::Xdp,
+        Lb::Afxdp(1),
+        Lb::Afxdp(2),
+        Lb::AfxdpRtc,
+        Lb::AfPacket,
+    ];
     let mut plan: Vec<(Lb, Traffic)> = fig8.iter().map(|&l| (l, Traffic::NonSyn)).collect();
     for t in [Traffic::Syn, Traffic::Constant] {
-        for n in [1, 2] {
-            plan.push((Lb::Afxdp(n), t));
+        for lb in [Lb::Afxdp(1), Lb::Afxdp(2), Lb::AfxdpRtc] {
+            plan.push((lb, t));
         }
     }
     if !args.only.is_empty() {
@@ -521,6 +558,13 @@ pub fn run(args: BenchAfxdpArgs) -> Result<()> {
     }
     drop(rig);
     let get = |lb: Lb, t: Traffic| best.iter().find(|p| p.lb == lb && p.traffic == t);
+    // the slowest and fastest round of a row, pps
+    let spread = |lb: Lb, t: Traffic| {
+        all.iter()
+            .filter(|p| p.lb == lb && p.traffic == t)
+            .map(Point::pps)
+            .fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)))
+    };
     // `None`: not measured in this invocation (`--only` left it out)
     let pps = |lb: Lb, t: Traffic| get(lb, t).map(Point::pps);
     let rows: Vec<serde_json::Value> = plan
@@ -529,17 +573,18 @@ pub fn run(args: BenchAfxdpArgs) -> Result<()> {
         .map(|p| {
             json!({
                 "lb": p.lb.name(), "what": p.lb.what(), "traffic": p.traffic.name(),
-                "pps": p.pps(), "sent": p.sent, "delivered": p.delivered, "seconds": p.secs,
+                "pps": p.pps(), "pps_min": spread(p.lb, p.traffic).0,
+                "pps_max": spread(p.lb, p.traffic).1, "sent": p.sent, "delivered": p.delivered, "seconds": p.secs,
                 "user_ns_per_packet": p.user_ns, "process_ns_per_packet": p.process_ns,
-                "steer_fallback": p.fallback,
-                "xsk_kernel_drops": matches!(p.lb, Lb::Afxdp(_)).then_some(p.kernel_drops),
+                "steer_fallback": p.fallback, "packets_per_batch": p.per_batch,
+                "xsk_kernel_drops": matches!(p.lb, Lb::Afxdp(_) | Lb::AfxdpRtc).then_some(p.kernel_drops),
                 "af_packet_socket_rx": (p.lb == Lb::AfPacket).then_some(p.kernel_drops),
                 "ratio_to_af_packet": ratio(Some(p.pps()), pps(Lb::AfPacket, Traffic::NonSyn)),
                 "ratio_to_xdp": ratio(Some(p.pps()), pps(Lb::Xdp, Traffic::NonSyn)),
             })
         })
         .collect();
-    let bypass = [Lb::Afxdp(1), Lb::Afxdp(2)]
+    let bypass = [Lb::Afxdp(1), Lb::Afxdp(2), Lb::AfxdpRtc]
         .into_iter()
         .filter_map(|lb| pps(lb, Traffic::NonSyn))
         .reduce(f64::max);
@@ -552,7 +597,7 @@ pub fn run(args: BenchAfxdpArgs) -> Result<()> {
         "method": {
             "path": "generator ns → veth → LB ns (program/forwarder under test) → veth → sink ns (XDP counter)",
             "generator": "stator_vgen, BPF_PROG_TEST_RUN live frames, pinned to CPU 0 (veth's receive path runs there too)",
-            "afxdp": "copy mode; I/O thread on CPU 1; packet threads on CPU 1 (and CPU 0 for the second)",
+            "afxdp": "copy mode; steered: I/O thread on CPU 1, packet threads on CPU 1 (and CPU 0 for the second); run to completion: one thread on CPU 1",
             "af_packet": "XDP_PASS on in0, AF_PACKET recvmmsg/sendmmsg, one thread on CPU 1, the VIP unrouted in the kernel",
             "figure": format!("frames counted by the sink / (last delivery − first send); best of {rounds} × ~{seconds} s"),
             "loadavg_at_start": loadavg.trim(),
@@ -576,20 +621,34 @@ pub fn run(args: BenchAfxdpArgs) -> Result<()> {
         loadavg.trim()
     );
     println!(
-        "\n{:<10} {:<17} {:>8} {:>9} {:>8} {:>10} {:>10} {:>9}  what",
-        "lb", "traffic", "Mpps", "÷ pkt", "÷ xdp", "user ns", "process", "fallback"
+        "\n{:<10} {:<17} {:>8} {:>13} {:>7} {:>7} {:>8} {:>8} {:>6} {:>9}  what",
+        "lb",
+        "traffic",
+        "Mpps",
+        "spread",
+        "÷ pkt",
+        "÷ xdp",
+        "user ns",
+        "process",
+        "batch",
+        "fallback"
     );
     for r in &rows {
         let ns = |k: &str| r[k].as_f64().map_or("—".to_string(), |v| format!("{v:.0}"));
+        let mpps = |k: &str| r[k].as_f64().unwrap_or(0.0) / 1e6;
         println!(
-            "{:<10} {:<17} {:>8.3} {:>9} {:>8} {:>10} {:>10} {:>9}  {}",
+            "{:<10} {:<17} {:>8.3} {:>13} {:>7} {:>7} {:>8} {:>8} {:>6} {:>9}  {}",
             r["lb"].as_str().unwrap_or(""),
             r["traffic"].as_str().unwrap_or(""),
-            r["pps"].as_f64().unwrap_or(0.0) / 1e6,
+            mpps("pps"),
+            format!("{:.3}–{:.3}", mpps("pps_min"), mpps("pps_max")),
             ratio_cell(r["ratio_to_af_packet"].as_f64()),
             ratio_cell(r["ratio_to_xdp"].as_f64()),
             ns("user_ns_per_packet"),
             ns("process_ns_per_packet"),
+            r["packets_per_batch"]
+                .as_f64()
+                .map_or("—".to_string(), |v| format!("{v:.1}")),
             r["steer_fallback"],
             r["what"].as_str().unwrap_or(""),
         );
@@ -598,11 +657,15 @@ pub fn run(args: BenchAfxdpArgs) -> Result<()> {
         "\nFigure 8: kernel bypass (best AF_XDP) ÷ kernel stack (AF_PACKET) = {} (goal ≥ 3; the paper: the kernel path reached under 30% of bypass)",
         ratio_cell(ratio(bypass, pps(Lb::AfPacket, Traffic::NonSyn)))
     );
-    println!(
-        "user-space cost per packet, connection-table hit (non-syn, 1 thread): {} ns (goal ≤ 100; the paper: ~350 ns)",
-        get(Lb::Afxdp(1), Traffic::NonSyn)
+    let user = |lb: Lb| {
+        get(lb, Traffic::NonSyn)
             .and_then(|p| p.user_ns)
             .map_or("—".into(), |v| format!("{v:.0}"))
+    };
+    println!(
+        "user-space cost per packet, connection-table hit (non-syn): steered 1 thread {} ns, run to completion {} ns (goal ≤ 100; the paper: ~350 ns)",
+        user(Lb::Afxdp(1)),
+        user(Lb::AfxdpRtc)
     );
     println!(
         "constant 5-tuple, 2 threads: {} frames went round-robin past their full home queue (the steering fallback)",

@@ -165,14 +165,32 @@ pub enum AfxdpBindMode {
     Zerocopy,
 }
 
+/// How the AF_XDP plane's threads share the work (`dataplane.afxdp.threading`; docs/afxdp.md
+/// "Threads").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AfxdpThreading {
+    /// The paper's design: one I/O thread steers each frame by its 5-tuple to a packet thread
+    /// and muxes the decided frames into TX rings.
+    #[default]
+    Steered,
+    /// One thread per RX queue, owning that queue's socket on every interface: it reads,
+    /// decides and transmits its own frames, with no hop between threads.
+    RunToCompletion,
+}
+
 /// `[dataplane.afxdp]`: the AF_XDP forwarder's threads, packet pool, rings and timers (used
 /// when `mode = "afxdp"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Afxdp {
-    /// Packet threads, each with its own connection table.
+    /// Steered (the paper's I/O thread and packet threads) or run to completion.
+    pub threading: AfxdpThreading,
+    /// Packet threads, each with its own connection table (run to completion: one per RX
+    /// queue of every interface).
     pub packet_threads: u32,
-    /// CPUs to pin to, the I/O thread's first; empty = the process's CPUs in order.
+    /// CPUs to pin to (steered: the I/O thread's first; run to completion: one per thread);
+    /// empty = the process's CPUs in order.
     pub cpus: Vec<u32>,
     /// Pin the threads to CPUs.
     pub pin: bool,

@@ -14,8 +14,8 @@ use crate::raw::{
     DataplaneModeName, EncapName, RawAfxdp, RawApi, RawDataplane, RawEncap, RawLog, RawNode, Scalar,
 };
 use crate::types::{
-    Afxdp, Api, Dataplane, DataplaneMode, Encap, EncapDefaults, Log, Node, Secret, SocketGroup,
-    Token,
+    Afxdp, AfxdpThreading, Api, Dataplane, DataplaneMode, Encap, EncapDefaults, Log, Node, Secret,
+    SocketGroup, Token,
 };
 
 pub(super) fn node(ctx: &mut Ctx, raw: Option<&RawNode>, proxy_only: bool) -> Option<Node> {
@@ -268,10 +268,28 @@ fn afxdp(ctx: &mut Ctx, at: &FieldPath, raw: Option<&RawAfxdp>) -> Option<Afxdp>
         2,
         1 << 16,
     );
-    let queues = match raw.queues {
+    let mut queues = match raw.queues {
         None => Some(None),
         Some(n) => int("queues", Some(n), 1, 1, stator_abi::STATOR_MAX_XSK_QUEUES).map(Some),
     };
+    let threading = raw.threading.unwrap_or_default();
+    // run to completion: one thread per RX queue of every interface
+    if let (AfxdpThreading::RunToCompletion, Some(Some(q)), Some(n)) =
+        (threading, queues, packet_threads)
+        && q != n
+    {
+        ctx.error(
+            at.key("queues"),
+            Error::Invalid {
+                value: q.to_string(),
+                expected: format!(
+                    "packet_threads ({n}) with threading = \"run_to_completion\": one thread \
+                     per RX queue"
+                ),
+            },
+        );
+        queues = None;
+    }
     let frame_size = frame_size.and_then(|f| {
         if f == 2048 || f == 4096 {
             Some(f)
@@ -313,17 +331,21 @@ fn afxdp(ctx: &mut Ctx, at: &FieldPath, raw: Option<&RawAfxdp>) -> Option<Afxdp>
                 None => cpus = None,
             }
         }
+        // steered: the I/O thread and the packet threads; run to completion: the threads
+        let (extra, whom) = match threading {
+            AfxdpThreading::Steered => (1, "one for the I/O thread and one per packet thread"),
+            AfxdpThreading::RunToCompletion => (0, "one per run-to-completion thread"),
+        };
         if let (Some(n), false) = (packet_threads, list.is_empty())
-            && list.len() != n as usize + 1
+            && list.len() != n as usize + extra
         {
             ctx.error(
                 at.key("cpus"),
                 Error::Invalid {
                     value: format!("{} CPUs", list.len()),
                     expected: format!(
-                        "one for the I/O thread and one per packet thread: {} (or [] to pin \
-                         automatically)",
-                        n + 1
+                        "{whom}: {} (or [] to pin automatically)",
+                        n as usize + extra
                     ),
                 },
             );
@@ -352,6 +374,7 @@ fn afxdp(ctx: &mut Ctx, at: &FieldPath, raw: Option<&RawAfxdp>) -> Option<Afxdp>
         ),
     };
     Some(Afxdp {
+        threading,
         packet_threads: packet_threads?,
         cpus: cpus?,
         pin: raw.pin.unwrap_or(true),
