@@ -155,7 +155,9 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
                         "nginx" => start_nginx(&dir, port, one)?,
                         _ => start_haproxy(&dir, port, one, 8000)?,
                     };
-                    wait_port(port)?;
+                    if let Err(e) = wait_port(port) {
+                        return Err(failed(format!("{kind}: {}", gone(&mut p, e))));
+                    }
                     let r = wrk(port, secs, args.connections, close, pin);
                     p.stop();
                     let _ = std::fs::remove_file(&log);
@@ -184,7 +186,9 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
             for sched in ["vnswrr", "swrr"] {
                 let port = free_port()?;
                 let mut p = start_stator(stator, &dir, port, &backends.addrs[..n], sched, None)?;
-                wait_port(port)?;
+                if let Err(e) = wait_port(port) {
+                    return Err(failed(format!("stator {sched}: {}", gone(&mut p, e))));
+                }
                 // Cold: the first run opens each worker's upstream connections (2,000
                 // backends: up to 2 × 2,000 connects before one is reused). Warm: the same
                 // proxy again, its pools full — the scheduler and the proxy path alone.
@@ -715,6 +719,17 @@ async fn serve_backend(mut c: tokio::net::TcpStream) {
         have -= answered;
         if close || have == buf.len() {
             return;
+        }
+    }
+}
+
+/// `e`, with how `p` ended if it did (else it is stopped).
+fn gone(p: &mut Proc, e: BenchError) -> String {
+    match p.0.try_wait() {
+        Ok(Some(status)) => format!("{e} (it exited: {status})"),
+        _ => {
+            p.stop();
+            format!("{e} (still running)")
         }
     }
 }
