@@ -81,6 +81,27 @@ pub enum Parse {
     Complete(usize),
 }
 
+/// What `httparse` said, with the size limit applied.
+fn outcome(r: httparse::Result<usize>, buf: &[u8], max: usize) -> Result<Parse, HeadError> {
+    match r {
+        Ok(httparse::Status::Complete(n)) if n > max => Err(HeadError::TooLarge),
+        Ok(httparse::Status::Complete(n)) => Ok(Parse::Complete(n)),
+        Ok(httparse::Status::Partial) if buf.len() > max => Err(HeadError::TooLarge),
+        Ok(httparse::Status::Partial) => Ok(Parse::Partial),
+        Err(httparse::Error::TooManyHeaders) => Err(HeadError::TooLarge),
+        Err(_) => Err(HeadError::Malformed),
+    }
+}
+
+/// The header lines `httparse` found, as ranges of `buf`, into `lines` (reused).
+fn lines_of(buf: &[u8], headers: &[httparse::Header<'_>], lines: &mut Vec<Line>) {
+    lines.clear();
+    lines.extend(headers.iter().map(|h| Line {
+        name: Span::within(buf, h.name.as_bytes()),
+        value: Span::within(buf, h.value),
+    }));
+}
+
 /// A request head.
 #[derive(Debug, Clone, Default)]
 pub struct RequestHead {
@@ -101,21 +122,10 @@ impl RequestHead {
         // uninitialised: not 3 KiB of empty headers written before every parse
         let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
         let mut req = httparse::Request::new(&mut []);
-        let n = match req.parse_with_uninit_headers(buf, &mut headers) {
-            Ok(httparse::Status::Complete(n)) => n,
-            Ok(httparse::Status::Partial) => {
-                return if buf.len() > max {
-                    Err(HeadError::TooLarge)
-                } else {
-                    Ok(Parse::Partial)
-                };
-            }
-            Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooLarge),
-            Err(_) => return Err(HeadError::Malformed),
+        let n = match outcome(req.parse_with_uninit_headers(buf, &mut headers), buf, max)? {
+            Parse::Complete(n) => n,
+            partial => return Ok(partial),
         };
-        if n > max {
-            return Err(HeadError::TooLarge);
-        }
         let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version)
         else {
             return Err(HeadError::Malformed);
@@ -127,11 +137,7 @@ impl RequestHead {
         } else {
             Version::Http11
         };
-        self.lines.clear();
-        self.lines.extend(req.headers.iter().map(|h| Line {
-            name: Span::within(buf, h.name.as_bytes()),
-            value: Span::within(buf, h.value),
-        }));
+        lines_of(buf, req.headers, &mut self.lines);
         Ok(Parse::Complete(n))
     }
 }
@@ -155,25 +161,15 @@ impl ResponseHead {
     pub fn parse(&mut self, buf: &[u8], max: usize) -> Result<Parse, HeadError> {
         let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut []);
-        let n = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
             &mut resp,
             buf,
             &mut headers,
-        ) {
-            Ok(httparse::Status::Complete(n)) => n,
-            Ok(httparse::Status::Partial) => {
-                return if buf.len() > max {
-                    Err(HeadError::TooLarge)
-                } else {
-                    Ok(Parse::Partial)
-                };
-            }
-            Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooLarge),
-            Err(_) => return Err(HeadError::Malformed),
+        );
+        let n = match outcome(parsed, buf, max)? {
+            Parse::Complete(n) => n,
+            partial => return Ok(partial),
         };
-        if n > max {
-            return Err(HeadError::TooLarge);
-        }
         let (Some(status), Some(version)) = (resp.code, resp.version) else {
             return Err(HeadError::Malformed);
         };
@@ -187,11 +183,7 @@ impl ResponseHead {
         } else {
             Version::Http11
         };
-        self.lines.clear();
-        self.lines.extend(resp.headers.iter().map(|h| Line {
-            name: Span::within(buf, h.name.as_bytes()),
-            value: Span::within(buf, h.value),
-        }));
+        lines_of(buf, resp.headers, &mut self.lines);
         Ok(Parse::Complete(n))
     }
 }
