@@ -1,5 +1,6 @@
 //! `stator bench proxy --quick` runs end to end — Stator (access log off and on), nginx and
-//! HAProxy under wrk on loopback, pinned and unpinned — and reports every row. Asserts the rows and that the figures are positive,
+//! HAProxy under wrk on loopback, pinned and unpinned, then each holding 1,000 idle
+//! connections — and reports every row. Asserts the rows and that the figures are positive,
 //! never their size (benchmarks do not pass or fail on timing). Unprivileged; needs the
 //! packages `make test-deps` installs (wrk, nginx-light, haproxy).
 
@@ -45,5 +46,17 @@ fn bench_proxy_quick_reports_every_row() {
                 );
             }
         }
+    }
+    // the idle-memory run: each proxy held its idle connections (1,000 with --quick) and its
+    // resident memory was read before and after
+    let idle = v["idle_memory"].as_array().unwrap();
+    for proxy in ["stator", "nginx", "haproxy"] {
+        let r = idle
+            .iter()
+            .find(|r| r["proxy"] == proxy)
+            .unwrap_or_else(|| panic!("no idle-memory row for {proxy}: {stdout}"));
+        assert_eq!(r["connections"], 1000, "{r}");
+        assert!(r["rss_before_kib"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["rss_after_kib"].as_u64().unwrap() > 0, "{r}");
     }
 }
