@@ -130,7 +130,9 @@ impl Conn<'_> {
                     }
                 }
             }
-            // all of the buffer is used: read more into it
+            // All of the buffer is used: what is gathered for the client goes before waiting
+            // for more, or a body that streams (or stalls) would hold its last piece back.
+            self.flush(cd).await.map_err(Cut::client)?;
             self.upb.clear();
             self.resp_len = 0;
             match read(&up.stream, &mut self.upb, &mut self.timer, ud).await {
