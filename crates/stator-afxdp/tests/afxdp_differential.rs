@@ -23,7 +23,7 @@
 //!
 //! Real time runs here, so what depends on the clock is fixed for both runs: connection-table
 //! timeouts are a day (no expiry) and the SYN-flood guard is off; the differential test with
-//! an injected clock (`crates/stator-xdp/tests/differential.rs`) holds those paths equal. The
+//! an injected clock (`crates/stator-xdp/tests/xdp/differential.rs`) holds those paths equal. The
 //! generator's clock moves, CPU switches and next-hop-cache toggles are therefore skipped.
 //! Commits are applied when every frame sent before them has been decided, in both runs.
 //!
@@ -31,7 +31,7 @@
 //! decided again once the first fragment's record exists: XDP's holder thread (`stator_hold`,
 //! re-run with `BPF_PROG_TEST_RUN`) runs during the XDP run, the packet threads' own hold during
 //! the AF_XDP run; a held frame counts as decided (`act_hold`) and again when it is released.
-//! Traced packets are forwarded alike; the reports themselves are `afxdp_fragments_redirects.rs`'s business.
+//! Traced packets are forwarded alike; the reports themselves are `afxdp/afxdp_fragments_redirects.rs`'s business.
 //!
 //! `STATOR_AFXDP_DIFF_SEED` and `STATOR_AFXDP_DIFF_FRAMES` replay another seed or length.
 

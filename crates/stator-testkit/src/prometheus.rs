@@ -1,7 +1,7 @@
 //! The monitoring examples as tests read them: `examples/` (alerting rules, scrape config,
 //! Grafana dashboard), the PromQL expressions in them, the `stator_*` names those mention, and
-//! `promtool`. Shared by stator-control's `tests/monitoring_examples.rs` (what a node declares)
-//! and stator's `tests/lab_prometheus.rs` (what a real Prometheus evaluates on the lab), so the
+//! `promtool`. Shared by stator-control's `tests/node/monitoring_examples.rs` (what a node declares)
+//! and stator's `tests/labs/lab_prometheus.rs` (what a real Prometheus evaluates on the lab), so the
 //! two check the same expressions.
 
 use std::collections::BTreeSet;

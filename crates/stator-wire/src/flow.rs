@@ -3,7 +3,7 @@
 //! [`parse_flow`] reads what the forwarding decision needs and nothing more, with one bounds check
 //! per header (fixed-size array views, so the field reads that follow need none) and no
 //! allocation. It agrees with the views of the other modules: the property tests in
-//! `tests/flow.rs` compare the two on random packets.
+//! `tests/wire/flow.rs` compare the two on random packets.
 //!
 //! What it checks, so that every number it returns is meaningful:
 //! - Ethernet: 14 bytes; with an 802.1Q tag (`0x8100`), 18. One tag at most (see

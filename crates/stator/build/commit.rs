@@ -3,7 +3,7 @@
 //! does not: only paths that exist are watched (Cargo reruns a build script whose watched path
 //! is missing on every build — which made every `cargo build` of a repository without
 //! `packed-refs` re-link the whole binary). `crates/stator/build.rs` runs it, and
-//! `crates/stator/tests/build_loop.rs` builds a scratch package with it twice.
+//! `crates/stator/tests/stator_cli/build_loop.rs` builds a scratch package with it twice.
 
 use std::path::Path;
 use std::process::Command;

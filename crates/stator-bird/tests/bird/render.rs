@@ -1,7 +1,7 @@
 //! The file Stator writes for BIRD, compared with golden text in `tests/golden/`, and checked
 //! by BIRD itself (`bird -p`) inside a minimal node configuration.
 //!
-//! After an intended change of the output, `BLESS=1 cargo test -p stator-bird --test render`
+//! After an intended change of the output, `BLESS=1 cargo test -p stator-bird --test bird -- render::`
 //! rewrites the golden files — then read the diff line by line before committing it.
 
 use std::net::IpAddr;

@@ -11,7 +11,7 @@
 //!
 //! All errors of a file are compared, not just the first, so a check that starts reporting a
 //! consequence twice, or stops reporting something, fails here. After an intended change of
-//! messages, `BLESS=1 cargo test -p stator-config --test bad_configs` rewrites the expectations
+//! messages, `BLESS=1 cargo test -p stator-config --test config -- bad_configs::` rewrites the expectations
 //! — then read the diff line by line before committing it.
 
 use stator_config::check_str;

@@ -1,7 +1,7 @@
 //! A table of frames through `Forwarder::process`, one or more per case class of
 //! docs/forwarding.md, with the expected action, counters and output bytes: frames that are
 //! forwarded (every encapsulation and family, VLANs, redirects, FIB failures, counters). Frames
-//! passed or dropped before selection are in `cases_drops.rs`, ICMP in `cases_icmp.rs`. Expected
+//! passed or dropped before selection are in `core/cases_drops.rs`, ICMP in `core/cases_icmp.rs`. Expected
 //! frames are assembled independently of the core: stator-testkit for inner packets,
 //! `stator_testkit::expect::encapsulated` (written from §5) or literal bytes for outer headers.
 

@@ -1,5 +1,5 @@
 //! The shared flow-hash vectors, checked against the Rust implementation (the C header is
-//! checked against the same file by `flow_hash_c.rs`).
+//! checked against the same file by `hash/flow_hash_c.rs`).
 #[allow(unused_imports)]
 use crate::common;
 

@@ -5,7 +5,7 @@
 //! 44 bytes, and compares every hash with [`stator_hash::Toeplitz`]. The driver also checks each
 //! hash against a literal transcription of the definition. The BPF half — the same header
 //! compiled for the BPF target, verified and run by the kernel — is
-//! `crates/stator-steer/tests/steer_toeplitz_bpf.rs` (it needs root). A missing compiler fails
+//! `crates/stator-steer/tests/steer/steer_toeplitz_bpf.rs` (it needs root). A missing compiler fails
 //! the test with a message: it never skips silently.
 #[allow(unused_imports)]
 use crate::common;

@@ -4,7 +4,7 @@
 //! one wins per generation), the validate endpoint, the tracer (a Maglev slot computed
 //! independently, and a connection-table entry made by a packet through the plane),
 //! `/metrics` through a strict format checker — and the node still answering after all of
-//! it. The API over the real XDP forwarder: `xdp_plane.rs` (root).
+//! it. The API over the real XDP forwarder: `node_netns/xdp_plane.rs` (root).
 
 #[allow(unused_imports)]
 use crate::common;

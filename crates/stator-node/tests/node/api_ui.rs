@@ -3,7 +3,7 @@
 //! token, the token still required for every JSON endpoint, cross-origin requests refused even
 //! with it, `GET /v1/events` recording the start, applied and refused reloads, drains and
 //! health changes in order with `since` and `limit`, and `GET /v1/dataplane`. (The page in a
-//! real browser: `crates/stator/tests/status_page.rs`.)
+//! real browser: `crates/stator/tests/netns/status_page.rs`.)
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

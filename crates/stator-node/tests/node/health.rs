@@ -6,7 +6,7 @@
 //! Time is the test's: a [`Hold`] keeps the clock still while real I/O happens, and each
 //! step advances it by exactly one schedule step after the probes already started have
 //! finished. So a count is exact ("the third probe after the stop"), never a count within a
-//! wall-clock window. Neighbour nudges need namespaces: `health_netns.rs` (root).
+//! wall-clock window. Neighbour nudges need namespaces: `node_netns/health_netns.rs` (root).
 
 #[allow(unused_imports)]
 use crate::common;

@@ -14,7 +14,7 @@
 //!   AF_XDP plane's `stator_afxdp_*` need root and a real interface: the lab test checks them).
 //!
 //! The same names are checked for samples on the lab's nodes (real BIRD, real traffic), and
-//! every expression is evaluated by a real Prometheus, in `crates/stator/tests/lab_prometheus.rs`.
+//! every expression is evaluated by a real Prometheus, in `crates/stator/tests/labs/lab_prometheus.rs`.
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -332,7 +332,7 @@ fn live_metrics_pass_promtool_and_declare_every_name_the_examples_use() {
         used.len()
     );
     // The AF_XDP plane's families exist only on a node running it (root, a real interface):
-    // the lab test (crates/stator/tests/lab_prometheus.rs) finds their samples on its AF_XDP
+    // the lab test (crates/stator/tests/labs/lab_prometheus.rs) finds their samples on its AF_XDP
     // node; here they are only checked to be the plane's names.
     let afxdp: BTreeSet<&String> = used
         .iter()

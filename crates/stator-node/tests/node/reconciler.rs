@@ -5,7 +5,7 @@
 //! drain and its timeout, step by step on tokio's paused clock; the forwarder watchdog
 //! withdrawing and restoring on exact check counts; a commit the plane refuses keeping the
 //! old generation; a health change rebuilding only the tables it touches. The same paths over
-//! the real XDP forwarder: `xdp_plane.rs` (root).
+//! the real XDP forwarder: `node_netns/xdp_plane.rs` (root).
 
 #[allow(unused_imports)]
 use crate::common;

@@ -1,7 +1,7 @@
 //! Neighbour nudges: a backend without a health check still gets its neighbour entry
 //! resolved (the XDP forwarder's FIB lookups need it and cannot resolve it themselves).
 //! Needs two network namespaces joined by a veth; the rest of the health checks run without
-//! root in `health.rs`.
+//! root in `node/health.rs`.
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 

@@ -1,13 +1,13 @@
 //! A data plane made of stator-core alone: [`CorePlane`].
 //!
 //! The XDP program and `stator_core::Forwarder` are two implementations of one decision,
-//! held equal by the differential test (`crates/stator-xdp/tests/differential.rs`). So a
+//! held equal by the differential test (`crates/stator-xdp/tests/xdp/differential.rs`). So a
 //! controller test that commits to a `CorePlane` and pushes frames through it sees the same
 //! verdicts, backends, output bytes and counters the XDP forwarder would give — without
 //! root, without BPF, and on a clock the test drives. The reconciler, health-driven commits,
 //! drains and their timeouts, the watchdog, the tracer and the admin API are tested this way
 //! (`crates/stator-node/tests/{reconciler,api,health}.rs`); one smoke test per path keeps
-//! the real XDP plane honest (`tests/xdp_plane.rs`).
+//! the real XDP plane honest (`tests/node_netns/xdp_plane.rs`).
 //!
 //! ## The seam for user-space planes
 //!

@@ -14,12 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::{Backend, Client, refused_addr, spec};
+use crate::udp_common::{Echo, ask, eventually};
 use serde_json::Value;
 use stator_proxy::{
     AccessLog, AccessLogFormat, AccessLogSpec, ListenerSpec, Protocol, Proxy, UpstreamSpec,
 };
 use stator_testkit::scratch::TempDir;
-use crate::udp_common::{Echo, ask, eventually};
 
 const WAIT: Duration = Duration::from_secs(10);
 

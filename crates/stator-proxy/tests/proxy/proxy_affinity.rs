@@ -6,7 +6,7 @@
 //!   10,000 connections from 64 clients: every (client, worker) pair stays on one backend
 //!   (persistence within a worker holds 100%); how many clients were split across workers is
 //!   printed. (`steering = "source"` — one worker per client — needs the reuseport program
-//!   and root: `proxy_affinity_netns.rs`, from a client namespace.)
+//!   and root: `proxy_netns/proxy_affinity_netns.rs`, from a client namespace.)
 //! - Tengine's second defect: 100 backends, 4 workers, one backend's weight 1 → 2 by a reload
 //!   under steady load; its share of the first 1,000 requests after the reload stays within
 //!   2× its new steady share with VNSWRR; nginx-style SWRR's figure is printed beside it.

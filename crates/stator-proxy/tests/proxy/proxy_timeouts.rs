@@ -229,6 +229,55 @@ fn http_response_body_that_stalls_is_cut_after_upstream_read() {
     p.shutdown(Duration::from_secs(2));
 }
 
+/// A body that streams reaches the client piece by piece: the upstream sends the head and the
+/// first piece, then waits until the client has that piece before it sends the rest. A proxy
+/// that gathers small pieces for one write and waits for the next before writing holds the
+/// first one back, and the client's wait runs out (caught once by a test run beside others:
+/// the last 848 bytes of a stalled body never came).
+#[test]
+fn http_body_that_streams_reaches_the_client_piece_by_piece() {
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (up, heard) = raw_upstream(
+        TcpListener::bind("127.0.0.1:0").unwrap(),
+        move |mut s, tx| {
+            read_head(&mut s);
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello")
+                .unwrap();
+            let asked = go_rx.recv_timeout(WAIT).is_ok();
+            if asked {
+                s.write_all(b"world").unwrap();
+            }
+            let _ = tx.send(format!("asked={asked}"));
+        },
+    );
+    let (p, addr) = proxy(spec("st", Protocol::Http, vec![up]));
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(b"hello") {
+        match c.read(&mut buf) {
+            Ok(0) => panic!("closed early: {:?}", String::from_utf8_lossy(&got)),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!(
+                "the first piece did not come ({e}): {:?}",
+                String::from_utf8_lossy(&got)
+            ),
+        }
+    }
+    go_tx.send(()).unwrap();
+    while !got.ends_with(b"helloworld") {
+        match c.read(&mut buf) {
+            Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+            r => panic!("{r:?}: {:?}", String::from_utf8_lossy(&got)),
+        }
+    }
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
+    assert_eq!(heard.recv_timeout(WAIT).unwrap(), "asked=true");
+    p.shutdown(Duration::from_secs(2));
+}
+
 #[test]
 fn http_upstream_that_stops_reading_gets_504_after_upstream_write() {
     // Reads the head, nothing of the body, answers nothing.

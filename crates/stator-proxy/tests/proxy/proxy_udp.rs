@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use stator_proxy::{ListenerSpec, ListenerStats, Protocol, Proxy, UdpDrop, UpstreamState};
 use crate::udp_common::{Echo, ask, eventually};
+use stator_proxy::{ListenerSpec, ListenerStats, Protocol, Proxy, UdpDrop, UpstreamState};
 
 fn udp_proxy(spec: ListenerSpec) -> (Proxy, SocketAddr, Arc<ListenerStats>) {
     let name = spec.name.clone();

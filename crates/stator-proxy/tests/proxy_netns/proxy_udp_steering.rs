@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use crate::common::lab::{Lab, SERVER};
 use crate::common::steering::TestSteering;
-use stator_proxy::{ListenerSpec, PersistenceSpec, Protocol, Proxy, Steering, UdpDrop};
 use crate::udp_common::{Echo, ask};
+use stator_proxy::{ListenerSpec, PersistenceSpec, Protocol, Proxy, Steering, UdpDrop};
 
 const CLIENTS: u8 = 64;
 const PORTS_PER_CLIENT: usize = 4;

@@ -8,7 +8,7 @@
 //! (`crates/stator-hash/testdata/toeplitz_vectors.txt`) and 100,000 seeded random inputs — raw
 //! byte strings of every length the program and the vectors use, and client addresses (IPv4 and
 //! IPv6, with and without the port) — comparing each hash with `stator_hash::Toeplitz` and
-//! `SteeringTable::hash`. The host-compiled half is `crates/stator-hash/tests/toeplitz_c.rs`.
+//! `SteeringTable::hash`. The host-compiled half is `crates/stator-hash/tests/hash/toeplitz_c.rs`.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 

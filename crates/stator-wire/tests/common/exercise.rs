@@ -4,7 +4,7 @@
 //! - what parses re-emits, and the re-emitted bytes parse back to the same representation;
 //! - the views and `parse_flow` agree.
 //!
-//! Used by the property tests (`tests/robustness.rs`) and by every cargo-fuzz target, which
+//! Used by the property tests (`tests/wire/robustness.rs`) and by every cargo-fuzz target, which
 //! include this file with `#[path]`, so that both test the same things.
 
 use core::net::{Ipv4Addr, Ipv6Addr};

@@ -689,7 +689,7 @@ impl<'a> Run<'a> {
         }
         let _ = writeln!(
             s,
-            "  replay: STATOR_DIFF_SEED={:#x} STATOR_DIFF_FRAMES={n} cargo test --release -p stator-xdp --test differential -- --nocapture",
+            "  replay: STATOR_DIFF_SEED={:#x} STATOR_DIFF_FRAMES={n} cargo test --release -p stator-xdp --test xdp -- --nocapture differential::",
             self.opts.seed
         );
         s

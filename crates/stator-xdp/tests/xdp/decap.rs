@@ -2,7 +2,7 @@
 //! encapsulation and family combination with its exact output bytes, GRE and GUE options,
 //! traffic that must pass untouched and the address filter. Every case also checks the exact
 //! counter deltas: one outcome per packet. Rejections and cut lengths are in
-//! `decap_rejects.rs`, the attach/detach life cycle in `decap_attach.rs`. Needs root.
+//! `xdp/decap_rejects.rs`, the attach/detach life cycle in `xdp/decap_attach.rs`. Needs root.
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 

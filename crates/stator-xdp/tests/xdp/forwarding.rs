@@ -1,7 +1,7 @@
 //! Fixture tests of the XDP forwarder through BPF_PROG_TEST_RUN: every case of
 //! docs/forwarding.md with its expected action, output bytes (assembled by hand) and counter
-//! deltas, and the devmap redirect. ICMP is in `forwarding_icmp.rs`, cut and mutated frames in
-//! `forwarding_malformed.rs`. Needs root; runs inside a network namespace where
+//! deltas, and the devmap redirect. ICMP is in `xdp/forwarding_icmp.rs`, cut and mutated frames in
+//! `xdp/forwarding_malformed.rs`. Needs root; runs inside a network namespace where
 //! bpf_fib_lookup has routes and static neighbours (tests/common).
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)

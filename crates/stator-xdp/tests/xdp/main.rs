@@ -1,20 +1,20 @@
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 //!
-//! One test binary for the XDP forwarder and the decap program: BPF_PROG_TEST_RUN, pinning, namespaces: each module was a test binary of its own, and each
-//! linked the whole crate and its dependencies again (issue 26). Each module keeps its own
-//! documentation; its tests run in parallel with those of the others, so each keeps its own
-//! names, directories and ports.
+//! One test binary for the XDP forwarder and the decap program: BPF_PROG_TEST_RUN, pinning,
+//! namespaces: each module was a test binary of its own, and each linked the whole crate and its
+//! dependencies again (issue 26). Each module keeps its own documentation; its tests run in
+//! parallel with those of the others, so each keeps its own names, directories and ports.
 
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../decap_fixture/mod.rs"]
 mod decap_fixture;
-#[path = "../tunnel/mod.rs"]
-mod tunnel;
 #[path = "../diff/mod.rs"]
 mod diff;
 #[path = "../fixtures/mod.rs"]
 mod fixtures;
+#[path = "../tunnel/mod.rs"]
+mod tunnel;
 
 mod atomic;
 mod decap;

@@ -87,7 +87,7 @@ const NOT_RUN: &[(&str, &str, &str)] = &[
     (
         INSTALL,
         "make deb",
-        "builds the package; tests/packaging.rs builds it with scripts/deb.sh from this binary \
+        "builds the package; tests/stator_cli/packaging.rs builds it with scripts/deb.sh from this binary \
          and checks what it installs, both units included",
     ),
     (

@@ -1,7 +1,8 @@
-//! One test binary for the `stator` binary without privileges: the access log, the benchmark smoke runs, the build loop, packaging: each module was a test binary of its own, and each
-//! linked the whole crate and its dependencies again (issue 26). Each module keeps its own
-//! documentation; its tests run in parallel with those of the others, so each keeps its own
-//! names, directories and ports.
+//! One test binary for the `stator` binary without privileges: the access log, the benchmark smoke
+//! runs, the build loop, packaging: each module was a test binary of its own, and each linked the
+//! whole crate and its dependencies again (issue 26). Each module keeps its own documentation; its
+//! tests run in parallel with those of the others, so each keeps its own names, directories and
+//! ports.
 
 #[path = "../common/mod.rs"]
 mod common;
