@@ -53,7 +53,10 @@ timed() {
 }
 # The slowest test binaries of the log, by the time libtest reports for each.
 slowest() {
-  awk '/^ *(Running|Doc-tests) / { name = $2; if ($1 == "Doc-tests") name = "doc-tests " $2 }
+  # `Running tests/x/main.rs (target/tests/deps/x-HASH)` or `Running unittests src/lib.rs
+  # (target/tests/deps/crate-HASH)`: the binary's name without its hash says which it was
+  awk '/^ *Running / { name = $NF; gsub(/[()]/, "", name); sub(/.*\//, "", name); sub(/-[0-9a-f]+$/, "", name) }
+       /^ *Doc-tests / { name = "doc-tests " $2 }
        /^test result:/ { t = $NF; sub(/s$/, "", t); printf "%8.1f s  %s\n", t, name }' "$log" |
     sort -rn | head -n 12
 }
