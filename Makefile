@@ -14,7 +14,7 @@ BUILD_PACKAGES := clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config gcc lib
 # monitoring tests, valgrind. Some of them start services (nginx may take port 80): never on a
 # production host.
 TEST_PACKAGES := bpftool bird2 iproute2 util-linux mount ethtool tcpdump netsniff-ng wrk iperf3 \
-                 hyperfine fonts-dejavu-core procps psmisc kmod \
+                 hyperfine fonts-dejavu-core procps psmisc kmod python3 \
                  nginx-light libnginx-mod-stream haproxy valgrind chromium prometheus
 
 # Installs with apt-get whichever of the packages in $(1) are missing; quiet and quick when

@@ -7,7 +7,7 @@
 #
 # One busy loop per CPU (`nproc`), at normal priority, for as long as the tests run and at
 # most STRESS_LIMIT seconds (default 3600); the loops are killed when the tests end, however
-# they end. Extra arguments go to the root tier (e.g. --test lab_e2e).
+# they end. Extra arguments go to the root tier (e.g. --test labs -- lab_e2e::).
 #
 # STRESS_LOAD, if set, is a command run in place of each busy loop — one that keeps a CPU busy
 # just as well and does something useful meanwhile, such as a fuzz target:

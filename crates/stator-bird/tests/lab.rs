@@ -7,6 +7,7 @@
 //! bound: a dead node is gone from the router within its hold time (or BFD detection time).
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
+//! lane: alone (scripts/test-tier.sh: it times BGP sessions to the millisecond)
 
 use std::net::IpAddr;
 use std::path::PathBuf;

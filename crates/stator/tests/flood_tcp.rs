@@ -17,6 +17,7 @@
 //!
 //! tier: root (20,000 held sockets need a raised limit; a process under prlimit;
 //! scripts/test-tier.sh)
+//! lane: alone (scripts/test-tier.sh: its premise is a node with the CPU to itself)
 
 mod flood;
 

@@ -18,6 +18,7 @@
 //! Also: `stator check` under the same limit warns, naming `listener[0].udp.max_sessions`.
 //!
 //! tier: root (50,000 loopback sources and a process under prlimit; scripts/test-tier.sh)
+//! lane: alone (scripts/test-tier.sh: its premise is a node with the CPU to itself)
 
 mod flood;
 

@@ -135,7 +135,9 @@ fn ids_survive_reloads_and_a_restart() {
         vip_ids(&first)[&vip_addr(2)],
         vip_ids(&second)[&vip_addr(2)]
     );
-    assert_eq!(second.generation, report.generation);
+    // the reload's own commit, or a later one: the new backend's first health result commits
+    // again, after the apply returned when the machine is busy (seen in `make check`)
+    assert!(second.generation >= report.generation);
     assert!(second.generation > first.generation);
     println!(
         "reload (3 VIPs, 5 reals): {reload:?} end to end; build {:.3} ms, commit {:.3} ms, {} tables rebuilt",

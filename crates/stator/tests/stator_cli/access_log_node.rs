@@ -90,7 +90,21 @@ format = "text"
 }
 
 fn get(port: u16, path: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    // the listener's workers bind once the node runs; on a busy machine the first request can
+    // come before them (refused): retried, within WAIT
+    let started = Instant::now();
+    let mut s = loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                    && started.elapsed() < WAIT =>
+            {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            Err(e) => panic!("connecting to the listener on port {port}: {e}"),
+        }
+    };
     s.set_read_timeout(Some(WAIT)).unwrap();
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
         .unwrap();
