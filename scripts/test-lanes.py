@@ -78,6 +78,7 @@ def main():
     results = []  # (name, seconds, ok)
     lane_times = []
     procs = set()
+    stopping = threading.Event()  # set when interrupted: no lane starts another binary
     log = open(log_path, "a")
 
     def run(b):
@@ -91,6 +92,8 @@ def main():
             )
             with lock:
                 procs.add(p)
+                if stopping.is_set():
+                    os.killpg(p.pid, signal.SIGKILL)
             try:
                 rc = p.wait(timeout=timeout)
                 note = ""
@@ -120,19 +123,30 @@ def main():
         with lock:
             lane_times.append((", ".join(b[0] for b in bs) if len(bs) < 4 else f"{len(bs)} binaries", time.monotonic() - t0))
 
-    threads = [threading.Thread(target=lane, args=(l,)) for l in lanes]
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    # SIGTERM or SIGHUP (CI cancelled, terminal closed) ends the run like Ctrl-C: every test
+    # binary runs in a session of its own and would otherwise outlive this runner
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupted)
+    threads = [threading.Thread(target=lane, args=(l,), daemon=True) for l in lanes]
     try:
         if first:
             lane(first)
         for t in threads:
             t.start()
         for t in threads:
-            t.join()
+            # join with a timeout, so that the main thread stays interruptible by a signal
+            while t.is_alive():
+                t.join(timeout=1)
     except KeyboardInterrupt:
         with lock:
+            stopping.set()
             for p in procs:
                 os.killpg(p.pid, signal.SIGKILL)
-        raise
+        print("test-lanes: interrupted; every running test binary killed", file=sys.stderr)
+        return 130
 
     print("test-lanes: slowest test binaries:")
     for name, secs, ok in sorted(results, key=lambda r: -r[1])[:12]:
