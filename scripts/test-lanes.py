@@ -7,12 +7,13 @@ ARTIFACTS-JSON is what `cargo test --no-run --message-format=json-render-diagnos
 for the selection: one JSON object per line, the test executables among them. Every binary
 named in OWN-LANE-NAMES (comma-separated; integration tests whose crate documentation says
 `lane: own`) runs in a lane of its own; all the others run one after another in a shared lane;
-the lanes run side by side. Binaries named in ALONE-NAMES (`lane: alone`: floods whose premise
-is a node with the CPU to itself, tests that time a daemon to the millisecond) run first, one
-at a time, with nothing beside them. Why: `cargo test` runs its binaries one at a time and holds the
-artifact directory's lock while they run, so two `cargo test`s cannot overlap, and the longest
-binaries (whole labs, the benchmark smoke tests) spend most of their time waiting on timers,
-namespaces and the kernel, with the CPUs idle.
+the lanes run side by side. Binaries named in ALONE-NAMES (`lane: alone`: floods whose
+premise is a node with the CPU to itself, tests that time a daemon to the millisecond) run
+first, one at a time, with nothing beside them. Why: `cargo test` runs its binaries one at a
+time and holds the artifact directory's lock while they run, so two `cargo test`s cannot
+overlap, and some long binaries (the benchmark smoke runs) spend most of their time waiting on
+timers with the CPUs idle. The whole labs stay in the shared lane: beside other binaries they
+lost requests their tests assert are never lost (README, "make test").
 
 Each binary runs as `cargo test` would run it: in its package's directory, with
 CARGO_MANIFEST_DIR set, with LIBTEST-ARGS (test name filters, --test-threads …). Its output is
@@ -121,7 +122,8 @@ def main():
         for b in bs:
             run(b)
         with lock:
-            lane_times.append((", ".join(b[0] for b in bs) if len(bs) < 4 else f"{len(bs)} binaries", time.monotonic() - t0))
+            what = ", ".join(b[0] for b in bs) if len(bs) < 4 else f"{len(bs)} binaries"
+            lane_times.append((what, time.monotonic() - t0))
 
     def interrupted(signum, _frame):
         raise KeyboardInterrupt(f"signal {signum}")
