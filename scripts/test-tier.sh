@@ -14,10 +14,10 @@
 # Extra arguments go to cargo (e.g. --no-run: build only).
 #
 # The selection is built first (timed on its own); then scripts/test-lanes.py runs the test
-# binaries: each that carries a `lane: own` line in its crate documentation (the whole labs,
-# the CLI's benchmark smoke tests) in a lane of its own, all others one after another in a
-# shared lane, the lanes side by side; doc tests run beside them. Those with a `lane: alone`
-# line (floods, millisecond timing of BIRD) run first, with nothing beside them. Output is kept in
+# binaries: each that carries a `lane: own` line in its crate documentation (the CLI's
+# benchmark smoke tests) in a lane of its own, all others one after another in a shared lane,
+# the lanes side by side; doc tests run beside them. Those with a `lane: alone` line (floods,
+# millisecond timing of BIRD) run first, with nothing beside them. Output is kept in
 # target/test-tier-TIER.log; the end prints how long the build and the run took, each lane's
 # time and the test binaries that took longest, so that a slow CI run says where its time went.
 # Arguments after `--` go to every test binary (name filters, --test-threads).
@@ -26,10 +26,14 @@ cd "$(dirname "$0")/.."
 tier=${1:?usage: scripts/test-tier.sh check|root [cargo args] [-- test args]}
 shift
 CARGO=${CARGO:-cargo}
-cargo_args=() test_args=()
+cargo_args=() test_args=() build_only=0
 while [ $# -gt 0 ]; do
-  if [ "$1" = -- ]; then shift; test_args=("$@"); break; fi
-  cargo_args+=("$1"); shift
+  case "$1" in
+    --) shift; test_args=("$@"); break ;;
+    --no-run) build_only=1 ;;  # the build below passes --no-run itself (cargo refuses it twice)
+    *) cargo_args+=("$1") ;;
+  esac
+  shift
 done
 
 root=() pure=() names=() own=() alone=()
@@ -62,7 +66,10 @@ timed() {
   t0=$(date +%s)
   $CARGO test "${args[@]}" --no-run --message-format=json-render-diagnostics >"$log.artifacts"
   t1=$(date +%s)
-  case " ${cargo_args[*]} " in *" --no-run "*) echo "test-tier $tier: $label built in $((t1 - t0)) s" | tee -a "$log.times"; return 0 ;; esac
+  if [ $build_only = 1 ]; then
+    echo "test-tier $tier: $label built in $((t1 - t0)) s" | tee -a "$log.times"
+    return 0
+  fi
   if [ $doc = 1 ]; then
     # doc tests are built as they run; nothing else holds cargo's locks while the lanes run
     $CARGO test --workspace --profile tests --doc "${cargo_args[@]}" -- "${test_args[@]}" >"$log.doc" 2>&1 &
