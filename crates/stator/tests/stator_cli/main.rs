@@ -3,8 +3,6 @@
 //! whole crate and its dependencies again (issue 26). Each module keeps its own documentation; its
 //! tests run in parallel with those of the others, so each keeps its own names, directories and
 //! ports.
-//!
-//! lane: own (scripts/test-tier.sh: its benchmark runs wait on their timers, not the CPU)
 
 #[path = "../common/mod.rs"]
 mod common;
