@@ -5,11 +5,12 @@
 //! a benchmark does (set-up, load, timing, report) lives here, one module per benchmark:
 //! [`hashing`] (consistent hashing, the paper's §5.3), [`xdp`] (the XDP forwarder under
 //! BPF_PROG_TEST_RUN), [`veth`] (packets per second end to end on veth), [`afxdp`] (the
-//! AF_XDP forwarder against the kernel stack, with its `AF_PACKET` rival), [`proxy`],
-//! [`sched`] and [`udp`]. The BPF programs they load beside the forwarder — baselines, the
-//! kernel-repeat wrapper, the veth generator and sink — are stator-xdp's objects, driven from
-//! [`programs`] and [`veth_programs`] through `stator_xdp::UnpinnedObject`; the system calls
-//! they make (pinning, clocks, batched datagrams, raw sockets) are stator-sys's. No
+//! AF_XDP forwarder against the kernel stack, with its `AF_PACKET` rival), [`proxy`], [`tcp`]
+//! (the TCP listener against HAProxy and nginx `stream`), [`sched`] and [`udp`]. The BPF
+//! programs they load beside the forwarder — baselines, the kernel-repeat wrapper, the veth
+//! generator and sink — are stator-xdp's objects, driven from [`programs`] and
+//! [`veth_programs`] through `stator_xdp::UnpinnedObject`; the system calls they make
+//! (pinning, clocks, batched datagrams, raw sockets) are stator-sys's. No
 //! production crate carries a benchmark or a rival.
 //!
 //! **Contract.** Every benchmark starts its own baseline or rival in the same run — SWRR beside
@@ -28,12 +29,14 @@
 pub mod afxdp;
 pub mod error;
 pub mod hashing;
+mod load;
 pub mod pin;
 pub mod programs;
 pub mod proxy;
 mod report;
 mod rivals;
 pub mod sched;
+pub mod tcp;
 pub mod udp;
 pub mod veth;
 pub mod veth_programs;

@@ -1,7 +1,10 @@
 //! `stator bench proxy`: `wrk` against Stator's HTTP listener, nginx and HAProxy, proxying to
 //! the same local backends, in the same run; then Tengine's experiment (20 vs 2,000 backends,
 //! VNSWRR vs SWRR), each measured twice on the same proxy: cold (the run opens the upstream
-//! connections) and warm (pools full). Figures and ratios, never pass/fail; every load is bounded (`wrk -d`).
+//! connections) and warm (pools full); then memory per idle kept-alive connection; then the
+//! 2014 paper's experiment, new connections per second with persistence on under `steering =
+//! "kernel"` and `"source"` (from many client addresses, which wrk cannot do: [`churn`]).
+//! Figures and ratios, never pass/fail; every load is bounded (`wrk -d`, the churn's seconds).
 //!
 //! Fairness: the three proxies get the same settings — 2 workers/threads, upstream keep-alive
 //! (32 idle connections), `SO_REUSEPORT` listeners, no access log, the same timeouts, no
@@ -19,17 +22,17 @@
 //! of its own (0.53–0.59× the same binary measured second, new connections): one fixed order
 //! would have charged that to one proxy.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
 use crate::error::BenchError;
+use crate::load::{Backends, Churned, Run, churn, gone, medians, wait_port, wrk};
 use crate::rivals::{
-    self, Proc, failed, free_port, io, nginx_globals, nginx_prefix, pinned, spawn_backend_thread,
-    spawn_nginx, spawn_stator, stator_pool_config, tempdir, which,
+    self, Proc, failed, free_port, io, nginx_globals, nginx_prefix, pinned, spawn_nginx,
+    spawn_stator, stator_pool_config, tempdir, which,
 };
 
 type Result<T> = std::result::Result<T, BenchError>;
@@ -65,61 +68,17 @@ pub struct BenchProxyArgs {
     /// limit cannot hold them, said on stderr).
     #[arg(long)]
     idle: Option<usize>,
-}
-
-/// One wrk run (or the median of a mode and case's rounds).
-#[derive(Debug, Clone, serde::Serialize)]
-struct Run {
-    proxy: String,
-    case: String,
-    /// `pinned` or `unpinned`.
-    pinning: String,
-    /// The round (0-based); in medians, the number of rounds.
-    round: usize,
-    requests_per_second: f64,
-    p99_ms: f64,
-    errors: u64,
+    /// Skip the 2014 paper's experiment (new connections per second with persistence on,
+    /// `steering = "kernel"` against `"source"`; needs root for the steering program).
+    #[arg(long, conflicts_with = "steering_only")]
+    no_steering: bool,
+    /// Only the 2014 paper's experiment (needs root).
+    #[arg(long)]
+    steering_only: bool,
 }
 
 const CASES: [(&str, bool); 2] = [("keep-alive", false), ("new connection per request", true)];
 const PROXIES: [&str; 4] = [ACCESS_LOG, "stator", "nginx", "haproxy"];
-
-/// The median of the rounds of each (mode, case, proxy).
-fn medians(rounds: &[Run]) -> Vec<Run> {
-    let mut out: Vec<Run> = Vec::new();
-    for r in rounds {
-        if out
-            .iter()
-            .any(|m| m.pinning == r.pinning && m.case == r.case && m.proxy == r.proxy)
-        {
-            continue;
-        }
-        let same: Vec<&Run> = rounds
-            .iter()
-            .filter(|x| x.pinning == r.pinning && x.case == r.case && x.proxy == r.proxy)
-            .collect();
-        let median = |f: fn(&Run) -> f64| {
-            let mut v: Vec<f64> = same.iter().map(|x| f(x)).collect();
-            v.sort_by(f64::total_cmp);
-            let n = v.len();
-            if n % 2 == 1 {
-                v[n / 2]
-            } else {
-                (v[n / 2 - 1] + v[n / 2]) / 2.0
-            }
-        };
-        out.push(Run {
-            proxy: r.proxy.clone(),
-            case: r.case.clone(),
-            pinning: r.pinning.clone(),
-            round: same.len(),
-            requests_per_second: median(|x| x.requests_per_second),
-            p99_ms: median(|x| x.p99_ms),
-            errors: same.iter().map(|x| x.errors).sum(),
-        });
-    }
-    out
-}
 
 /// Runs the benchmark; `stator` is the binary whose `stator run` serves the listener.
 pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
@@ -132,7 +91,11 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
     }
     let secs = args.seconds.unwrap_or(if args.quick { 2 } else { 8 });
     let dir = tempdir()?;
-    let backends = Backends::start(if args.no_scale { 1 } else { 2000 })?;
+    let backends = Backends::start(if args.no_scale || args.steering_only {
+        2
+    } else {
+        2000
+    })?;
     let mut rounds = Vec::new();
     let one = &backends.addrs[..1];
     let n_rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 }).max(1);
@@ -141,7 +104,7 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
         Some(_) => vec![false],
         None => vec![true, false],
     };
-    for &pin in &modes {
+    for &pin in modes.iter().filter(|_| !args.steering_only) {
         rivals::set_pinning(pin);
         for round in 0..n_rounds {
             for (case, close) in CASES {
@@ -173,7 +136,11 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
         }
     }
     rivals::set_pinning(true);
-    let idle_n = args.idle.unwrap_or(if args.quick { 1000 } else { 10_000 });
+    let idle_n = if args.steering_only {
+        0
+    } else {
+        args.idle.unwrap_or(if args.quick { 1000 } else { 10_000 })
+    };
     let mut idle = Vec::new();
     // HAProxy wants 2 × maxconn descriptors (maxconn = n + 1,000 here) and refuses to start
     // beyond the hard limit, which a container may not let even root raise: n is capped to fit
@@ -192,7 +159,7 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
     }
     let runs = medians(&rounds);
     let mut scale = Vec::new();
-    if !args.no_scale {
+    if !args.no_scale && !args.steering_only {
         for n in [20usize, 2000] {
             for sched in ["vnswrr", "swrr"] {
                 let port = free_port()?;
@@ -221,17 +188,182 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
             }
         }
     }
+    let steering = if args.no_steering {
+        Vec::new()
+    } else if !stator_sys::users::is_root() {
+        if args.steering_only {
+            return Err(failed(
+                "--steering-only: steering = \"source\" needs root for its BPF program",
+            ));
+        }
+        eprintln!("steering: skipped (steering = \"source\" needs root for its BPF program)");
+        Vec::new()
+    } else {
+        steering_runs(stator, &dir, &backends.addrs[..2], secs, n_rounds, &modes)?
+    };
     let _ = std::fs::remove_dir_all(&dir);
     report(
         &runs,
         &rounds,
         &scale,
         &idle,
+        &steering,
         secs,
         args.connections,
         args.json,
     );
     Ok(())
+}
+
+/// One run of the 2014 paper's experiment.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Steered {
+    steering: &'static str,
+    pinning: &'static str,
+    round: usize,
+    load: Churned,
+    /// The listener's counters after the run (`GET /v1/listeners`): client connections, and
+    /// picks decided by a client's persistence entry.
+    connections_total: u64,
+    session_hits: u64,
+}
+
+/// Client addresses and concurrent clients of the steering runs.
+const STEER_CLIENTS: u32 = 256;
+const STEER_CONCURRENCY: usize = 64;
+
+/// The 2014 paper's experiment (`seeds/kernel-session-persistence.zh.txt`): its kernel
+/// affinity raised new connections per second by ~12% with session persistence on. Here: an
+/// HTTP listener with 2 workers, `persistence = "10m"`, two backends, new connections with
+/// `Connection: close` from 256 client addresses ([`churn`]), `steering = "kernel"` and
+/// `"source"` alternated over the rounds.
+fn steering_runs(
+    stator: &Path,
+    dir: &Path,
+    backends: &[SocketAddr],
+    secs: u64,
+    n_rounds: usize,
+    modes: &[bool],
+) -> Result<Vec<Steered>> {
+    let mut out = Vec::new();
+    for &pin in modes {
+        rivals::set_pinning(pin);
+        for round in 0..n_rounds {
+            let mut order = ["kernel", "source"];
+            order.rotate_left(round % 2);
+            for steering in order {
+                let port = free_port()?;
+                let socket = dir.join(format!("stator-{port}.sock"));
+                let mut t = stator_pool_config(backends, &socket)?;
+                t += &format!(
+                    "[[listener]]\nname = \"bench\"\naddress = \"127.0.0.1:{port}\"\n\
+                     protocol = \"http\"\npool = \"b\"\nworkers = 2\nsteering = \"{steering}\"\n\
+                     persistence = \"10m\"\nmax_connections_per_source = 0\n\
+                     [listener.timeouts]\nconnect = \"5s\"\nheader_read = \"60s\"\n\
+                     idle = \"60s\"\nresponse = \"60s\"\n[listener.http]\n\
+                     keepalive_pool = 32\nforwarded_for = false\n"
+                );
+                let mut p = spawn_stator(stator, &dir.join(format!("stator-{port}.toml")), &t)?;
+                if let Err(e) = wait_port(port) {
+                    rivals::set_pinning(true);
+                    return Err(failed(format!("stator {steering}: {}", gone(&mut p, e))));
+                }
+                let load = churn(port, STEER_CLIENTS, STEER_CONCURRENCY, secs, pin);
+                let counters = listener_counters(&socket);
+                p.stop();
+                let load = match load {
+                    Ok(l) => l,
+                    Err(e) => {
+                        rivals::set_pinning(true);
+                        return Err(e);
+                    }
+                };
+                let (connections_total, session_hits) = counters.unwrap_or((0, 0));
+                out.push(Steered {
+                    steering,
+                    pinning: if pin { "pinned" } else { "unpinned" },
+                    round,
+                    load,
+                    connections_total,
+                    session_hits,
+                });
+            }
+        }
+    }
+    rivals::set_pinning(true);
+    Ok(out)
+}
+
+/// The bench listener's client connections and persistence hits, from `GET /v1/listeners` on
+/// the node's API socket (the run's own; root is admitted).
+fn listener_counters(socket: &Path) -> Option<(u64, u64)> {
+    use std::io::{Read, Write};
+    let mut c = std::os::unix::net::UnixStream::connect(socket).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    c.write_all(b"GET /v1/listeners HTTP/1.1\r\nHost: stator\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    c.read_to_string(&mut text).ok()?;
+    let body = &text[text.find("\r\n\r\n")? + 4..];
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let l = v["listeners"].as_array()?.first()?;
+    Some((
+        l["connections"]["total"].as_u64()?,
+        l["sessions"]["hits"].as_u64()?,
+    ))
+}
+
+fn report_steering(runs: &[Steered]) {
+    if runs.is_empty() {
+        return;
+    }
+    println!(
+        "the 2014 paper's experiment (new connections, persistence on, 2 workers, 2 backends, \
+         {STEER_CONCURRENCY} clients from {STEER_CLIENTS} addresses; paper: +12% connections/s \
+         with its kernel affinity):"
+    );
+    println!(
+        "  {:<9} {:<7} {:>5} {:>12} {:>9} {:>7} {:>14}",
+        "mode", "steering", "round", "conn/s", "p99 ms", "errors", "persistence"
+    );
+    for r in runs {
+        println!(
+            "  {:<9} {:<7} {:>5} {:>12.0} {:>9.2} {:>7} {:>13.1}%",
+            r.pinning,
+            r.steering,
+            r.round,
+            r.load.connections_per_second,
+            r.load.p99_ms,
+            r.load.errors,
+            100.0 * r.session_hits as f64 / r.connections_total.max(1) as f64
+        );
+    }
+    for pin in ["pinned", "unpinned"] {
+        let med = |steering: &str| {
+            let mut v: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.pinning == pin && r.steering == steering)
+                .map(|r| r.load.connections_per_second)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            match v.len() {
+                0 => f64::NAN,
+                n if n % 2 == 1 => v[n / 2],
+                n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+            }
+        };
+        let (k, s) = (med("kernel"), med("source"));
+        if k.is_finite() && s.is_finite() {
+            println!(
+                "  {pin}: source / kernel {:.2}x connections/s (medians; the paper: ~1.12x)",
+                s / k
+            );
+        }
+    }
+    println!(
+        "  persistence = picks decided by a client's entry / client connections (a client's \
+         first connection to a worker always misses)"
+    );
 }
 
 /// Memory a proxy holds per idle kept-alive client connection.
@@ -388,11 +520,13 @@ fn report_idle(idle: &[Idle]) {
     );
 }
 
+#[allow(clippy::too_many_arguments)] // one per section of the report
 fn report(
     runs: &[Run],
     rounds: &[Run],
     scale: &[Run],
     idle: &[Idle],
+    steering: &[Steered],
     secs: u64,
     conns: u32,
     json: bool,
@@ -435,6 +569,7 @@ fn report(
             "ratios": ratios,
             "scale": scale,
             "idle_memory": idle,
+            "steering": steering,
         });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return;
@@ -507,6 +642,7 @@ fn report(
         );
     }
     report_idle(idle);
+    report_steering(steering);
 }
 
 /// The row of Stator with its access log on (JSON, every request, to a file): the log's cost
@@ -574,184 +710,4 @@ fn start_haproxy(dir: &Path, port: u16, backends: &[SocketAddr], maxconn: usize)
         .spawn()
         .map_err(io("starting haproxy"))?;
     Ok(Proc(child, "haproxy"))
-}
-
-/// Runs wrk (pinned to CPU 1) and parses its report.
-fn wrk(port: u16, secs: u64, conns: u32, close: bool, pin: bool) -> Result<Run> {
-    let mut c = if pin {
-        let mut c = Command::new("taskset");
-        c.args(["-c", "1", "wrk"]);
-        c
-    } else {
-        Command::new("wrk")
-    };
-    c.arg("-t1")
-        .arg(format!("-c{conns}"))
-        .arg(format!("-d{secs}s"))
-        .arg("--latency")
-        .arg("--timeout")
-        .arg("5s");
-    if close {
-        c.args(["-H", "Connection: close"]);
-    }
-    c.arg(format!("http://127.0.0.1:{port}/"));
-    let out = c.stdin(Stdio::null()).output().map_err(io("running wrk"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut rps = None;
-    let mut p99 = None;
-    let mut errors = 0;
-    for line in text.lines() {
-        let l = line.trim();
-        if let Some(v) = l.strip_prefix("Requests/sec:") {
-            rps = v.trim().parse::<f64>().ok();
-        } else if let Some(v) = l.strip_prefix("99%") {
-            p99 = parse_latency_ms(v.trim());
-        } else if let Some(v) = l.strip_prefix("Non-2xx or 3xx responses:") {
-            errors += v.trim().parse::<u64>().unwrap_or(0);
-        } else if let Some(v) = l.strip_prefix("Socket errors:") {
-            errors += v
-                .split(',')
-                .filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok())
-                .sum::<u64>();
-        }
-    }
-    match (rps, p99) {
-        (Some(r), Some(p)) => Ok(Run {
-            proxy: String::new(),
-            case: String::new(),
-            pinning: String::new(),
-            round: 0,
-            requests_per_second: r,
-            p99_ms: p,
-            errors,
-        }),
-        _ => Err(failed(format!("could not read wrk's report:\n{text}"))),
-    }
-}
-
-/// `1.23ms`, `456.00us`, `1.02s` → milliseconds.
-fn parse_latency_ms(v: &str) -> Option<f64> {
-    let (num, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic())?);
-    let n: f64 = num.parse().ok()?;
-    Some(match unit {
-        "us" => n / 1000.0,
-        "ms" => n,
-        "s" => n * 1000.0,
-        "m" => n * 60_000.0,
-        _ => return None,
-    })
-}
-
-/// Stator's own backends: `n` listening ports on 127.0.0.1 served by one thread pinned to
-/// CPU 1, answering every request with `200 OK` and 13 bytes, keeping connections alive.
-struct Backends {
-    addrs: Vec<SocketAddr>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Drop for Backends {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Backends {
-    fn start(n: usize) -> Result<Self> {
-        let mut listeners = Vec::with_capacity(n);
-        for _ in 0..n {
-            let l = TcpListener::bind("127.0.0.1:0").map_err(io("binding a backend"))?;
-            l.set_nonblocking(true).map_err(io("binding a backend"))?;
-            listeners.push(l);
-        }
-        let addrs = listeners
-            .iter()
-            .map(TcpListener::local_addr)
-            .collect::<std::io::Result<Vec<_>>>()
-            .map_err(io("binding a backend"))?;
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let s = std::sync::Arc::clone(&stop);
-        spawn_backend_thread("bench-backends", move || async move {
-            for l in listeners {
-                let Ok(l) = tokio::net::TcpListener::from_std(l) else {
-                    continue;
-                };
-                tokio::spawn(async move {
-                    while let Ok((c, _)) = l.accept().await {
-                        let _ = c.set_nodelay(true);
-                        tokio::spawn(serve_backend(c));
-                    }
-                });
-            }
-            while !s.load(std::sync::atomic::Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-        .map_err(io("starting the backends' thread"))?;
-        Ok(Self { addrs, stop })
-    }
-}
-
-const ANSWER: &[u8] =
-    b"HTTP/1.1 200 OK\r\ncontent-length: 13\r\ncontent-type: text/plain\r\n\r\nhello, world\n";
-
-async fn serve_backend(mut c: tokio::net::TcpStream) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut buf = vec![0u8; 16384];
-    let mut have = 0usize;
-    loop {
-        let Ok(n) = c.read(&mut buf[have..]).await else {
-            return;
-        };
-        if n == 0 {
-            return;
-        }
-        have += n;
-        // Answer every complete head (requests have no body here); keep the rest.
-        let mut answered = 0;
-        let mut close = false;
-        while let Some(end) = buf[answered..have]
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-        {
-            let head = &buf[answered..answered + end];
-            close |= head
-                .split(|&b| b == b'\n')
-                .any(|l| l.eq_ignore_ascii_case(b"connection: close\r"));
-            answered += end + 4;
-            if c.write_all(ANSWER).await.is_err() {
-                return;
-            }
-        }
-        buf.copy_within(answered..have, 0);
-        have -= answered;
-        if close || have == buf.len() {
-            return;
-        }
-    }
-}
-
-/// `e`, with how `p` ended if it did (else it is stopped).
-fn gone(p: &mut Proc, e: BenchError) -> String {
-    match p.0.try_wait() {
-        Ok(Some(status)) => format!("{e} (it exited: {status})"),
-        _ => {
-            p.stop();
-            format!("{e} (still running)")
-        }
-    }
-}
-
-fn wait_port(port: u16) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            // The proxy accepts; give its workers a moment to be all up.
-            std::thread::sleep(Duration::from_millis(200));
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Err(failed(format!(
-        "nothing listens on 127.0.0.1:{port} after 10 s"
-    )))
 }

@@ -22,6 +22,9 @@ pub enum BenchCmd {
     /// The HTTP proxy against nginx and HAProxy with wrk, same backends, same run; then
     /// Tengine's 20 vs 2,000 backends with VNSWRR and SWRR.
     Proxy(stator_bench::proxy::BenchProxyArgs),
+    /// The TCP listener against HAProxy `mode tcp` and nginx `stream` with wrk through them,
+    /// same backend, same run: bytes/s in bulk, connections/s for short connections.
+    Tcp(stator_bench::tcp::BenchTcpArgs),
     /// The AF_XDP forwarder on veth: the paper's Figures 8 (kernel bypass against the kernel
     /// stack and XDP) and 9 (SYN, non-SYN, constant 5-tuple) (needs root).
     Afxdp(BenchAfxdpArgs),
@@ -45,6 +48,10 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Proxy(args) => {
             let stator = std::env::current_exe()?;
             Ok(stator_bench::proxy::run(&args, &stator)?)
+        }
+        BenchCmd::Tcp(args) => {
+            let stator = std::env::current_exe()?;
+            Ok(stator_bench::tcp::run(&args, &stator)?)
         }
         BenchCmd::Afxdp(args) => Ok(stator_bench::afxdp::run(args)?),
         BenchCmd::Sched(args) => Ok(stator_bench::sched::run(&args)?),

@@ -13,6 +13,7 @@ mod common;
 
 mod api_access;
 mod bench_afxdp_smoke;
+mod bench_proxy_steering;
 mod bench_udp_smoke;
 mod bench_xdp_smoke;
 mod dsr_netns;

@@ -4,7 +4,8 @@
 //! figures are positive, never their size (benchmarks do not pass or fail on timing). The
 //! pinned half (with the idle run) and the unpinned half (with the scale run) are two tests, so that
 //! they run side by side: one run of both took 37 s of `make check`'s ~70. Unprivileged;
-//! needs the packages `make test-deps` installs (wrk, nginx-light, haproxy).
+//! needs the packages `make test-deps` installs (wrk, nginx-light, haproxy). The steering
+//! experiment needs root: its smoke test is in the root tier (`netns::bench_proxy_steering`).
 
 #[allow(unused_imports)]
 use crate::common;
@@ -48,6 +49,7 @@ fn bench_proxy_quick_reports_every_pinned_and_idle_row() {
         "--no-scale",
         "--idle",
         "300",
+        "--no-steering",
         "--json",
     ]);
     assert_rows(&v, &stdout, "pinned");
@@ -80,6 +82,7 @@ fn bench_proxy_quick_reports_every_unpinned_and_scale_row() {
         "unpinned",
         "--idle",
         "0",
+        "--no-steering",
         "--json",
     ]);
     assert_rows(&v, &stdout, "unpinned");

@@ -11,6 +11,7 @@ mod access_log_node;
 mod bench_hashing;
 mod bench_proxy_smoke;
 mod bench_sched;
+mod bench_tcp_smoke;
 mod bench_udp_proxy_smoke;
 mod build_loop;
 mod packaging;

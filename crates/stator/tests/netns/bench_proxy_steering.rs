@@ -1,0 +1,57 @@
+//! `stator bench proxy --steering-only --quick` as root: the 2014 paper's experiment — new
+//! connections from 256 client addresses with persistence on, `steering = "kernel"` and
+//! `"source"` — runs end to end and reports both rows with their counters. Asserts the rows and
+//! what steering by source must give (every connection after a client's first on its worker is
+//! decided by persistence, so with 256 clients the share is high; under kernel steering a
+//! client's connections are spread over both workers, and each worker's first sight of a
+//! client misses), never the rates (benchmarks do not pass or fail on timing). Root: the
+//! steering program is BPF.
+
+#[allow(unused_imports)]
+use crate::common;
+
+#[test]
+fn bench_proxy_steering_reports_kernel_and_source() {
+    assert!(
+        stator_xdp::is_root(),
+        "stator bench proxy --steering-only attaches a BPF steering program: run as root"
+    );
+    let (v, stdout) = common::bench_stdout_json(&[
+        "proxy",
+        "--quick",
+        "--seconds",
+        "1",
+        "--only",
+        "pinned",
+        "--steering-only",
+        "--json",
+    ]);
+    assert!(
+        v["runs"].as_array().is_none_or(Vec::is_empty),
+        "--steering-only: {stdout}"
+    );
+    let rows = v["steering"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "kernel and source, one round: {stdout}");
+    for steering in ["kernel", "source"] {
+        let r = rows
+            .iter()
+            .find(|r| r["steering"] == steering)
+            .unwrap_or_else(|| panic!("no {steering} row: {stdout}"));
+        let load = &r["load"];
+        let done = load["connections"].as_u64().unwrap();
+        assert!(done > 0, "{r}");
+        assert!(
+            load["connections_per_second"].as_f64().unwrap() > 0.0,
+            "{r}"
+        );
+        // the node counted at least the connections the load completed
+        let total = r["connections_total"].as_u64().unwrap();
+        assert!(total >= done, "{r}");
+        let hits = r["session_hits"].as_u64().unwrap();
+        assert!(hits <= total, "{r}");
+        if steering == "source" {
+            // each of the 256 clients misses once, on the one worker it reaches
+            assert!(hits + 256 >= total, "source steering: {r}");
+        }
+    }
+}
