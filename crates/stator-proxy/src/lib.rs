@@ -60,6 +60,7 @@
 #![warn(missing_docs)]
 
 pub mod access;
+mod copy;
 mod error;
 pub mod h1;
 pub mod http;

@@ -7,9 +7,9 @@
 //! sends, the idle timer alone would never fire. Reads have no timer of their own: silence
 //! is the protocol's business, and `idle` bounds it.
 //!
-//! Copying is tokio's `copy_bidirectional` through [`Counted`] sockets (bytes per listener and
-//! per upstream, and the time of the last byte for the idle timer). `splice(2)` would save a
-//! copy per byte; it was not tried (docs/proxy.md).
+//! Copying is [`copy::both`]: each way through a pipe with `splice(2)`, never through user
+//! space, counting bytes per listener and per upstream and noting the time of the last byte
+//! for the idle timer.
 
 use std::cell::Cell;
 use std::io;
@@ -22,7 +22,8 @@ use stator_sched::Tried;
 use tokio::net::TcpStream;
 
 use crate::access::{Kind, Record};
-use crate::io::{Counted, CounterPair, Stalled};
+use crate::copy::{self, Way};
+use crate::io::Stalled;
 use crate::stats::{ClientErrorKind, ErrorKind, Gauge32, GaugeField, add};
 use crate::worker::WorkerCtx;
 
@@ -90,28 +91,35 @@ pub(crate) async fn serve(ctx: &Rc<WorkerCtx>, client: TcpStream, peer: SocketAd
     ctx.remember(&shared, peer.ip(), index);
     let _open = Gauge32::new(Arc::clone(&ustats), GaugeField::Open);
     let _active = Gauge32::new(Arc::clone(&ustats), GaugeField::Active);
-    let last = Rc::new(Cell::new(Instant::now()));
-    let listener_counters: Arc<dyn CounterPair> = ctx.stats.clone();
-    let upstream_counters: Arc<dyn CounterPair> = ustats.clone();
+    let last = Cell::new(Instant::now());
     let t = spec.timeouts;
-    let own = Rc::new((Cell::new(0), Cell::new(0)));
-    let mut a = Counted::new(
-        client,
-        listener_counters,
-        Some(Rc::clone(&last)),
-        (t.client_write, Stalled::ClientWrite),
-    )
-    .with_own(Rc::clone(&own));
+    let own = (Cell::new(0), Cell::new(0));
     let upstream_addr = spec.upstreams[index].addr;
-    let mut b = Counted::new(
-        upstream,
-        upstream_counters,
-        Some(Rc::clone(&last)),
-        (t.upstream_write, Stalled::UpstreamWrite),
-    );
     let idle = spec.timeouts.idle;
     drop(shared);
-    let copy = tokio::io::copy_bidirectional(&mut a, &mut b);
+    let copy = copy::both(
+        &ctx.pipes,
+        Way {
+            from: &client,
+            to: &upstream,
+            read: &ctx.stats.bytes_in,
+            written: &ustats.bytes_out,
+            own: &own.0,
+            own_on_read: true,
+            last: &last,
+            stall: (t.upstream_write, Stalled::UpstreamWrite),
+        },
+        Way {
+            from: &upstream,
+            to: &client,
+            read: &ustats.bytes_in,
+            written: &ctx.stats.bytes_out,
+            own: &own.1,
+            own_on_read: false,
+            last: &last,
+            stall: (t.client_write, Stalled::ClientWrite),
+        },
+    );
     tokio::pin!(copy);
     let mut outcome = "ok";
     loop {

@@ -52,6 +52,8 @@ pub(crate) struct WorkerCtx {
     pool: RefCell<Vec<PoolSlot>>,
     /// Buffers of idle HTTP connections, for the next that wakes up.
     pub spare: RefCell<Vec<Buffers>>,
+    /// Pipes lent to TCP connections while their bytes move (`copy`).
+    pub pipes: crate::copy::Pipes,
     active: Cell<usize>,
     pub stop: watch::Receiver<bool>,
     drained: Notify,
@@ -311,6 +313,7 @@ async fn serve(setup: WorkerSetup, stop: watch::Receiver<bool>) {
         )),
         listener: setup.listener,
         stats: setup.stats,
+        pipes: crate::copy::Pipes::new(Arc::clone(&setup.budget)),
         budget: setup.budget,
         sessions: RefCell::new(None),
         pool: RefCell::new(Vec::new()),

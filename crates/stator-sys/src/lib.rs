@@ -45,6 +45,7 @@ pub mod mmsg;
 pub mod ns;
 pub mod process;
 pub mod socket;
+pub mod splice;
 pub mod users;
 
 /// A system call's `0 on success, -1 and errno on failure`, as an `io::Result`.
