@@ -26,6 +26,23 @@ pub(crate) struct Run {
     pub(crate) bytes_per_second: f64,
     pub(crate) p99_ms: f64,
     pub(crate) errors: u64,
+    /// CPU time (user and system) of the proxy's processes during the run, seconds; 0 where
+    /// no proxy ran.
+    pub(crate) cpu_seconds: f64,
+    /// The run's length, seconds.
+    pub(crate) seconds: f64,
+}
+
+impl Run {
+    /// The proxy's CPU per request, microseconds.
+    pub(crate) fn cpu_us_per_request(&self) -> f64 {
+        self.cpu_seconds * 1e6 / (self.requests_per_second * self.seconds).max(1.0)
+    }
+
+    /// The proxy's CPU per gigabyte moved to the client, seconds.
+    pub(crate) fn cpu_s_per_gb(&self) -> f64 {
+        self.cpu_seconds * 1e9 / (self.bytes_per_second * self.seconds).max(1.0)
+    }
 }
 
 /// The median of the rounds of each (mode, case, proxy).
@@ -60,6 +77,8 @@ pub(crate) fn medians(rounds: &[Run]) -> Vec<Run> {
             requests_per_second: median(|x| x.requests_per_second),
             bytes_per_second: median(|x| x.bytes_per_second),
             p99_ms: median(|x| x.p99_ms),
+            cpu_seconds: median(|x| x.cpu_seconds),
+            seconds: median(|x| x.seconds),
             errors: same.iter().map(|x| x.errors).sum(),
         });
     }
@@ -118,6 +137,8 @@ pub(crate) fn wrk(port: u16, secs: u64, conns: u32, close: bool, pin: bool) -> R
             bytes_per_second: transfer,
             p99_ms: p,
             errors,
+            cpu_seconds: 0.0,
+            seconds: secs as f64,
         }),
         _ => Err(failed(format!("could not read wrk's report:\n{text}"))),
     }
@@ -134,6 +155,67 @@ fn parse_latency_ms(v: &str) -> Option<f64> {
         "m" => n * 60_000.0,
         _ => return None,
     })
+}
+
+/// [`wrk`] against the proxy whose process is `pid`, with the CPU its processes used meanwhile.
+pub(crate) fn timed_wrk(
+    pid: u32,
+    port: u16,
+    secs: u64,
+    conns: u32,
+    close: bool,
+    pin: bool,
+) -> Result<Run> {
+    let before = tree_cpu_seconds(pid);
+    let mut r = wrk(port, secs, conns, close, pin)?;
+    r.cpu_seconds = (tree_cpu_seconds(pid) - before).max(0.0);
+    Ok(r)
+}
+
+/// Process `pid` and all its descendants (`/proc`): nginx's master and its workers.
+pub(crate) fn tree(pid: u32) -> Vec<u32> {
+    let mut children = std::collections::HashMap::<u32, Vec<u32>>::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            // the parent is the second field after the command's closing parenthesis
+            let Some(ppid) = stat_fields(p).and_then(|f| f.get(1)?.parse::<u32>().ok()) else {
+                continue;
+            };
+            children.entry(ppid).or_default().push(p);
+        }
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        out.push(p);
+        todo.extend(children.get(&p).into_iter().flatten());
+    }
+    out
+}
+
+/// The fields of `/proc/pid/stat` after the command's closing parenthesis (state first).
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// User and system CPU time of `pid` and its descendants, seconds (`/proc`'s clock ticks are
+/// USER_HZ, 100 per second on Linux whatever the kernel's own tick).
+fn tree_cpu_seconds(pid: u32) -> f64 {
+    let ticks: u64 = tree(pid)
+        .into_iter()
+        .filter_map(stat_fields)
+        .map(|f| {
+            // utime and stime: fields 14 and 15 of stat(5), 11 and 12 after the command
+            let t = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            t(11) + t(12)
+        })
+        .sum();
+    ticks as f64 / 100.0
 }
 
 /// wrk's sizes, `812.50KB`, `1.02GB`, `123.00B` → bytes (wrk's units are powers of 1024).

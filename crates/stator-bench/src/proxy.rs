@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::error::BenchError;
-use crate::load::{Backends, Churned, Run, churn, gone, medians, wait_port, wrk};
+use crate::load::{Backends, Churned, Run, churn, gone, medians, timed_wrk, tree, wait_port, wrk};
 use crate::rivals::{
     self, Proc, failed, free_port, io, nginx_globals, nginx_prefix, pinned, spawn_nginx,
     spawn_stator, stator_pool_config, tempdir, which,
@@ -122,7 +122,7 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
                     if let Err(e) = wait_port(port) {
                         return Err(failed(format!("{kind}: {}", gone(&mut p, e))));
                     }
-                    let r = wrk(port, secs, args.connections, close, pin);
+                    let r = timed_wrk(p.0.id(), port, secs, args.connections, close, pin);
                     p.stop();
                     let _ = std::fs::remove_file(&log);
                     let mut r = r?;
@@ -459,39 +459,17 @@ fn idle_memory(
 
 /// Resident memory of process `pid` and all its descendants, KiB (`/proc`).
 fn tree_rss_kib(pid: u32) -> u64 {
-    let mut parent = std::collections::HashMap::<u32, Vec<u32>>::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            // the parent is the second field after the command's closing parenthesis
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-                continue;
-            };
-            let Some(ppid) = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            parent.entry(ppid).or_default().push(p);
-        }
-    }
-    let mut todo = vec![pid];
-    let mut kib = 0;
-    while let Some(p) = todo.pop() {
-        if let Ok(status) = std::fs::read_to_string(format!("/proc/{p}/status")) {
-            kib += status
+    tree(pid)
+        .into_iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+        .map(|status| {
+            status
                 .lines()
                 .find_map(|l| l.strip_prefix("VmRSS:"))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                .unwrap_or(0);
-        }
-        todo.extend(parent.get(&p).into_iter().flatten());
-    }
-    kib
+                .unwrap_or(0)
+        })
+        .sum()
 }
 
 fn report_idle(idle: &[Idle]) {
@@ -555,6 +533,8 @@ fn report(
                 "stator_over_haproxy": s.requests_per_second / h.requests_per_second,
                 "p99_stator_over_nginx": s.p99_ms / n.p99_ms,
                 "p99_stator_over_haproxy": s.p99_ms / h.p99_ms,
+                "cpu_per_request_stator_over_nginx": s.cpu_us_per_request() / n.cpu_us_per_request(),
+                "cpu_per_request_stator_over_haproxy": s.cpu_us_per_request() / h.cpu_us_per_request(),
             }));
         }
     }
@@ -574,21 +554,29 @@ fn report(
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return;
     }
-    let n_rounds = runs.first().map_or(0, |r| r.round);
-    println!(
-        "stator bench proxy: wrk -t1 -c{conns} -d{secs}s, 13-byte responses, 2 workers/threads \
-         per proxy; pinned: proxies on CPU 0, wrk on CPU 1; unpinned: anywhere; backends on CPU \
-         1; medians of {n_rounds} round(s), the proxies' order rotated each round"
-    );
-    println!(
-        "{:<9} {:<28} {:<18} {:>12} {:>9} {:>7}",
-        "mode", "case", "proxy", "req/s", "p99 ms", "errors"
-    );
-    for r in runs {
+    if !runs.is_empty() {
+        let n_rounds = runs.first().map_or(0, |r| r.round);
         println!(
-            "{:<9} {:<28} {:<18} {:>12.0} {:>9.2} {:>7}",
-            r.pinning, r.case, r.proxy, r.requests_per_second, r.p99_ms, r.errors
+            "stator bench proxy: wrk -t1 -c{conns} -d{secs}s, 13-byte responses, 2 workers/threads \
+             per proxy; pinned: proxies on CPU 0, wrk on CPU 1; unpinned: anywhere; backends on CPU \
+             1; medians of {n_rounds} round(s), the proxies' order rotated each round"
         );
+        println!(
+            "{:<9} {:<28} {:<18} {:>12} {:>9} {:>7} {:>10}",
+            "mode", "case", "proxy", "req/s", "p99 ms", "errors", "CPU us/req"
+        );
+        for r in runs {
+            println!(
+                "{:<9} {:<28} {:<18} {:>12.0} {:>9.2} {:>7} {:>10.1}",
+                r.pinning,
+                r.case,
+                r.proxy,
+                r.requests_per_second,
+                r.p99_ms,
+                r.errors,
+                r.cpu_us_per_request()
+            );
+        }
     }
     for r in &ratios {
         let label = format!(
@@ -603,12 +591,18 @@ fn report(
             println!("{label}: access log on / off {on:.2}x req/s ({p99:.2}x p99)");
         }
         println!(
-            "{label}: stator/nginx {:.2}x req/s ({:.2}x p99), stator/haproxy {:.2}x req/s ({:.2}x p99) \
-             (goal >= 1.2x req/s, <= 1.0x p99)",
+            "{label}: stator/nginx {:.2}x req/s ({:.2}x p99, {:.2}x CPU/req), stator/haproxy \
+             {:.2}x req/s ({:.2}x p99, {:.2}x CPU/req) (goal >= 1.2x req/s, <= 1.0x p99)",
             r["stator_over_nginx"].as_f64().unwrap_or(0.0),
             r["p99_stator_over_nginx"].as_f64().unwrap_or(0.0),
+            r["cpu_per_request_stator_over_nginx"]
+                .as_f64()
+                .unwrap_or(0.0),
             r["stator_over_haproxy"].as_f64().unwrap_or(0.0),
             r["p99_stator_over_haproxy"].as_f64().unwrap_or(0.0),
+            r["cpu_per_request_stator_over_haproxy"]
+                .as_f64()
+                .unwrap_or(0.0),
         );
     }
     if !scale.is_empty() {

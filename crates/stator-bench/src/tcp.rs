@@ -29,7 +29,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::error::BenchError;
-use crate::load::{Backends, Run, gone, medians, wait_port, wrk};
+use crate::load::{Backends, Run, gone, medians, timed_wrk, wait_port, wrk};
 use crate::rivals::{
     self, Proc, failed, free_port, io, nginx_globals, nginx_prefix, pinned, spawn_nginx,
     spawn_stator, stator_pool_config, tempdir, which,
@@ -161,7 +161,7 @@ fn measure(
     if let Err(e) = wait_port(port) {
         return Err(failed(format!("{kind}: {}", gone(&mut p, e))));
     }
-    let r = wrk(port, secs, conns, close, pin);
+    let r = timed_wrk(p.0.id(), port, secs, conns, close, pin);
     p.stop();
     r
 }
@@ -215,6 +215,16 @@ fn figure(r: &Run) -> f64 {
     }
 }
 
+/// The proxy's CPU per unit of the case's figure: seconds per GB for bulk, microseconds per
+/// connection for short connections.
+fn cpu_per(r: &Run) -> f64 {
+    if r.case == BULK {
+        r.cpu_s_per_gb()
+    } else {
+        r.cpu_us_per_request()
+    }
+}
+
 fn report(runs: &[Run], rounds: &[Run], secs: u64, args: &BenchTcpArgs) {
     let find = |p: &str, c: &str, pin: &str| {
         runs.iter()
@@ -237,6 +247,8 @@ fn report(runs: &[Run], rounds: &[Run], secs: u64, args: &BenchTcpArgs) {
                     "p99_stator_over_nginx": s.p99_ms / n.p99_ms,
                     "p99_stator_over_haproxy": s.p99_ms / h.p99_ms,
                     "stator_over_direct": figure(s) / figure(d),
+                    "cpu_stator_over_nginx": cpu_per(s) / cpu_per(n),
+                    "cpu_stator_over_haproxy": cpu_per(s) / cpu_per(h),
                 }));
             }
         }
@@ -266,19 +278,20 @@ fn report(runs: &[Run], rounds: &[Run], secs: u64, args: &BenchTcpArgs) {
         args.bulk_connections, args.body, args.connections
     );
     println!(
-        "{:<9} {:<18} {:<8} {:>12} {:>12} {:>9} {:>7}",
-        "mode", "case", "proxy", "MB/s", "conn|req/s", "p99 ms", "errors"
+        "{:<9} {:<18} {:<8} {:>10} {:>11} {:>8} {:>6} {:>16}",
+        "mode", "case", "proxy", "MB/s", "conn|req/s", "p99 ms", "errors", "CPU s/GB|us/conn"
     );
     for r in runs {
         println!(
-            "{:<9} {:<18} {:<8} {:>12.1} {:>12.0} {:>9.2} {:>7}",
+            "{:<9} {:<18} {:<8} {:>10.1} {:>11.0} {:>8.2} {:>6} {:>16.2}",
             r.pinning,
             r.case,
             r.proxy,
             r.bytes_per_second / 1e6,
             r.requests_per_second,
             r.p99_ms,
-            r.errors
+            r.errors,
+            cpu_per(r)
         );
     }
     for r in &ratios {
@@ -288,15 +301,21 @@ fn report(runs: &[Run], rounds: &[Run], secs: u64, args: &BenchTcpArgs) {
             "connections/s"
         };
         println!(
-            "{}, {}: stator/nginx {:.2}x {unit} ({:.2}x p99), stator/haproxy {:.2}x ({:.2}x p99), \
-             stator/direct {:.2}x (goal >= 1.2x both rivals)",
+            "{}, {}: stator/nginx {:.2}x {unit} ({:.2}x p99, {:.2}x CPU), stator/haproxy {:.2}x \
+             ({:.2}x p99, {:.2}x CPU), stator/direct {:.2}x (goal >= 1.2x both rivals)",
             r["pinning"].as_str().unwrap_or(""),
             r["case"].as_str().unwrap_or(""),
             r["stator_over_nginx"].as_f64().unwrap_or(0.0),
             r["p99_stator_over_nginx"].as_f64().unwrap_or(0.0),
+            r["cpu_stator_over_nginx"].as_f64().unwrap_or(0.0),
             r["stator_over_haproxy"].as_f64().unwrap_or(0.0),
             r["p99_stator_over_haproxy"].as_f64().unwrap_or(0.0),
+            r["cpu_stator_over_haproxy"].as_f64().unwrap_or(0.0),
             r["stator_over_direct"].as_f64().unwrap_or(0.0),
         );
     }
+    println!(
+        "CPU: user and system time of the proxy's processes during the run, per GB moved \
+         (bulk) or per connection (short); `direct` has no proxy"
+    );
 }
