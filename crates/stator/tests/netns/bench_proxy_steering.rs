@@ -49,9 +49,10 @@ fn bench_proxy_steering_reports_kernel_and_source() {
         assert!(total >= done, "{r}");
         let hits = r["session_hits"].as_u64().unwrap();
         assert!(hits <= total, "{r}");
-        if steering == "source" {
-            // each of the 256 clients misses once, on the one worker it reaches
-            assert!(hits + 256 >= total, "source steering: {r}");
-        }
+        // the misses: each client's first connection on each worker it reaches — one worker
+        // under source steering, at most both under the kernel's — and the benchmark's own
+        // probe that the listener is up (from 127.0.0.1)
+        let workers = if steering == "source" { 1 } else { 2 };
+        assert!(hits + 256 * workers + 1 >= total, "{steering} steering: {r}");
     }
 }
