@@ -138,6 +138,9 @@ async fn one_way(pipes: &Pipes, w: &Way<'_>) -> io::Result<()> {
             match w.from.try_read(buf) {
                 Ok(0) => return end(w.to),
                 Ok(n) => {
+                    if n < BUFFER {
+                        drained(w.from);
+                    }
                     w.moved_in(n);
                     write_all(w, &buf[..n]).await?;
                 }
@@ -155,6 +158,9 @@ async fn one_way(pipes: &Pipes, w: &Way<'_>) -> io::Result<()> {
                 return end(w.to);
             }
             Ok(n) => {
+                if n < CHUNK {
+                    drained(w.from);
+                }
                 w.moved_in(n);
                 // an error leaves bytes in the pipe: it is closed with them (dropped here)
                 drain(w, &mut p.pipe).await?;
@@ -167,6 +173,17 @@ async fn one_way(pipes: &Pipes, w: &Way<'_>) -> io::Result<()> {
             }
         }
     }
+}
+
+/// A read took less than it asked: the socket had no more, and the reactor is told so now,
+/// so that the next wait begins with waiting, not with a `splice` (or `read`) that fails (one
+/// system call per read saved). Nothing is missed: the worker's runtime is single-threaded, so
+/// no readiness can arrive between the read and this; bytes that come later bring a new edge,
+/// and the end of the stream is never cleared (tokio keeps "closed" readiness).
+fn drained(from: &TcpStream) {
+    let _ = from.try_io(Interest::READABLE, || {
+        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+    });
 }
 
 /// The end of `from`'s stream: no more writes to `to` (its peer reads the end in turn).
