@@ -53,6 +53,9 @@ fn bench_proxy_steering_reports_kernel_and_source() {
         // under source steering, at most both under the kernel's — and the benchmark's own
         // probe that the listener is up (from 127.0.0.1)
         let workers = if steering == "source" { 1 } else { 2 };
-        assert!(hits + 256 * workers + 1 >= total, "{steering} steering: {r}");
+        assert!(
+            hits + 256 * workers + 1 >= total,
+            "{steering} steering: {r}"
+        );
     }
 }
