@@ -31,7 +31,7 @@ use serde_json::json;
 use crate::error::BenchError;
 use crate::load::{Backends, Churned, Run, churn, gone, medians, timed_wrk, tree, wait_port, wrk};
 use crate::rivals::{
-    self, Proc, failed, free_port, io, nginx_globals, nginx_prefix, pinned, spawn_nginx,
+    self, Proc, failed, free_port, io, nginx_globals, nginx_prefix, spawn_haproxy, spawn_nginx,
     spawn_stator, stator_pool_config, tempdir, which,
 };
 
@@ -695,13 +695,5 @@ fn start_haproxy(dir: &Path, port: u16, backends: &[SocketAddr], maxconn: usize)
          frontend f\n  bind 127.0.0.1:{port}\n  default_backend b\n\n\
          backend b\n  balance roundrobin\n  http-reuse always\n{servers}"
     );
-    let path = dir.join(format!("haproxy-{port}.cfg"));
-    std::fs::write(&path, conf).map_err(io("writing haproxy.cfg"))?;
-    let child = pinned("0", Path::new("haproxy"))
-        .arg("-db")
-        .arg("-f")
-        .arg(&path)
-        .spawn()
-        .map_err(io("starting haproxy"))?;
-    Ok(Proc(child, "haproxy"))
+    spawn_haproxy(&dir.join(format!("haproxy-{port}.cfg")), &conf)
 }

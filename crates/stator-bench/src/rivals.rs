@@ -142,6 +142,18 @@ pub(crate) fn spawn_nginx(prefix: &Path, conf: &str) -> Result<Proc> {
     Ok(Proc(child, "nginx"))
 }
 
+/// Writes `conf` to `path` and starts HAProxy in the foreground (`-db`) on CPU 0.
+pub(crate) fn spawn_haproxy(path: &Path, conf: &str) -> Result<Proc> {
+    std::fs::write(path, conf).map_err(io("writing haproxy.cfg"))?;
+    let child = pinned("0", Path::new("haproxy"))
+        .arg("-db")
+        .arg("-f")
+        .arg(path)
+        .spawn()
+        .map_err(io("starting haproxy"))?;
+    Ok(Proc(child, "haproxy"))
+}
+
 /// Runs `task()` on a thread of its own named `name`, pinned to CPU 1 (the load generator's,
 /// away from the proxies' CPU 0), in a single-threaded tokio runtime: the benchmarks' local
 /// backends. The thread ends when the future does (or at once if no runtime can be built).

@@ -31,7 +31,7 @@ use serde_json::json;
 use crate::error::BenchError;
 use crate::load::{Backends, Run, gone, medians, timed_wrk, wait_port, wrk};
 use crate::rivals::{
-    self, Proc, failed, free_port, io, nginx_globals, nginx_prefix, pinned, spawn_nginx,
+    self, Proc, failed, free_port, nginx_globals, nginx_prefix, spawn_haproxy, spawn_nginx,
     spawn_stator, stator_pool_config, tempdir, which,
 };
 
@@ -195,15 +195,7 @@ fn start_haproxy(dir: &Path, port: u16, backend: SocketAddr) -> Result<Proc> {
          frontend f\n  bind 127.0.0.1:{port}\n  default_backend b\n\n\
          backend b\n  server s0 {backend}\n"
     );
-    let path = dir.join(format!("haproxy-tcp-{port}.cfg"));
-    std::fs::write(&path, conf).map_err(io("writing haproxy.cfg"))?;
-    let child = pinned("0", Path::new("haproxy"))
-        .arg("-db")
-        .arg("-f")
-        .arg(&path)
-        .spawn()
-        .map_err(io("starting haproxy"))?;
-    Ok(Proc(child, "haproxy"))
+    spawn_haproxy(&dir.join(format!("haproxy-tcp-{port}.cfg")), &conf)
 }
 
 /// The figure a case is judged by: bytes/s for bulk, connections/s for short connections.
