@@ -8,9 +8,12 @@
 //! the pipe's 64 KiB), drains it into the destination, and gives it back empty. So an idle
 //! connection holds no pipe and a worker needs about as many pipes as it has connections whose
 //! destination is slow to take their bytes. Every pipe's two descriptors come from the node's
-//! descriptor budget; when the budget (or the kernel) refuses one, that way copies through a
-//! 16 KiB buffer of its own instead, and nothing fails. A pipe given back holding bytes (its
-//! way failed) is closed, never reused.
+//! descriptor budget, and connections come first: a pipe is made only from descriptors to
+//! spare, kept pipes are closed when a connection needs their descriptors (at once by their
+//! own worker's accept, within a second by the others' sweep when the budget is 90% spent),
+//! and a way that can have no pipe copies through a 16 KiB buffer of its own instead —
+//! nothing fails, and nothing is counted as refused. A pipe given back holding bytes (its way
+//! failed) is closed, never reused.
 //!
 //! The rest is what tokio's `copy_bidirectional` did here before: a way that reads the end of
 //! its source's stream shuts down writing on its destination (half-close) and ends; the copy
@@ -68,6 +71,11 @@ impl Pipes {
         if let Some(p) = self.free.borrow_mut().pop() {
             return Some(p);
         }
+        // only descriptors to spare: connections come first, and a pipe the budget cannot
+        // give is no refusal of anything (the way uses its buffer), so it is not counted
+        if self.budget.used() + 2 > self.budget.capacity() {
+            return None;
+        }
         let fds = self.budget.take(2)?;
         let pipe = Pipe::new().ok()?;
         Some(Lent { pipe, _fds: fds })
@@ -80,6 +88,12 @@ impl Pipes {
         if p.pipe.held() == 0 && free.len() < KEPT {
             free.push(p);
         }
+    }
+
+    /// Closes the kept pipes, giving their descriptors back to the budget: a connection
+    /// needs them more.
+    pub(crate) fn release_kept(&self) {
+        self.free.borrow_mut().clear();
     }
 
     /// Empty pipes kept now.

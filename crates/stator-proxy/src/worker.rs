@@ -384,6 +384,10 @@ async fn accept_loop(ctx: &Rc<WorkerCtx>, listener: TcpListener, mut stop: watch
         } else {
             1
         };
+        // kept pipes give their descriptors back when a connection needs them (copy.rs)
+        if ctx.budget.used() + u64::from(need) > ctx.budget.capacity() {
+            ctx.pipes.release_kept();
+        }
         let Some(descriptors) = ctx.budget.take(need) else {
             ctx.stats.client_error(ClientErrorKind::Descriptors);
             drop(stream);
@@ -448,12 +452,17 @@ async fn http_connection(live: Live, stream: tokio::net::TcpStream, peer: Socket
     }
 }
 
-/// Closes idle upstream connections past their keep-alive time, once a second.
+/// Closes idle upstream connections past their keep-alive time, once a second; and the kept
+/// pipes when the descriptor budget is 90% spent.
 async fn sweep(ctx: Rc<WorkerCtx>) {
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let shared = ctx.shared();
         ctx.sweep_pool(&shared);
         ctx.access.flush();
+        // another worker's connections may need the descriptors this one's kept pipes hold
+        if ctx.budget.used() * 10 >= ctx.budget.capacity() * 9 {
+            ctx.pipes.release_kept();
+        }
     }
 }
