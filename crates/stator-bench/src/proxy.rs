@@ -441,7 +441,7 @@ fn idle_memory(
             held.push(open().map_err(io("opening idle connections"))?);
         }
         // idle long enough for every proxy to have put its idle connections to rest (Stator
-        // after half a second; nginx and HAProxy at once)
+        // after 50 ms; nginx and HAProxy at once)
         std::thread::sleep(Duration::from_millis(1500));
         let after = tree_rss_kib(pid);
         drop(held);
