@@ -12,6 +12,49 @@ use crate::rivals::{Proc, failed, io, spawn_backend_thread};
 
 type Result<T> = std::result::Result<T, BenchError>;
 
+/// The options both proxy benchmarks take, and what they come to.
+#[derive(Debug, clap::Args)]
+pub struct RunOptions {
+    /// Short runs (2 s each, one round) for smoke tests.
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Seconds per wrk run (default 8, 2 with --quick).
+    #[arg(long)]
+    seconds: Option<u64>,
+    /// Rounds of every (mode, case), the proxies' order rotated each round; medians are
+    /// reported (default 3, 1 with --quick).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Only the pinned mode (proxies on CPU 0, wrk on CPU 1), or only the unpinned one
+    /// (default: both).
+    #[arg(long, value_parser = ["pinned", "unpinned"])]
+    only: Option<String>,
+}
+
+impl RunOptions {
+    /// Seconds per run.
+    pub(crate) fn seconds(&self) -> u64 {
+        self.seconds.unwrap_or(if self.quick { 2 } else { 8 })
+    }
+
+    /// Rounds of every (mode, case), at least one.
+    pub(crate) fn rounds(&self) -> usize {
+        self.rounds.unwrap_or(if self.quick { 1 } else { 3 }).max(1)
+    }
+
+    /// The pinning modes to measure: `true` pinned, `false` unpinned.
+    pub(crate) fn modes(&self) -> Vec<bool> {
+        match self.only.as_deref() {
+            Some("pinned") => vec![true],
+            Some(_) => vec![false],
+            None => vec![true, false],
+        }
+    }
+}
+
 /// One wrk run (or the median of a mode and case's rounds).
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct Run {

@@ -29,7 +29,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::error::BenchError;
-use crate::load::{Backends, Churned, Run, churn, gone, medians, timed_wrk, tree, wait_port, wrk};
+use crate::load::{
+    Backends, Churned, Run, RunOptions, churn, gone, medians, timed_wrk, tree, wait_port, wrk,
+};
 use crate::rivals::{
     self, Proc, failed, free_port, io, nginx_globals, nginx_prefix, spawn_haproxy, spawn_nginx,
     spawn_stator, stator_pool_config, tempdir, which,
@@ -40,29 +42,14 @@ type Result<T> = std::result::Result<T, BenchError>;
 /// Options of `stator bench proxy`.
 #[derive(Debug, clap::Args)]
 pub struct BenchProxyArgs {
-    /// Short runs (2 s each) for smoke tests.
-    #[arg(long)]
-    quick: bool,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
-    /// Seconds per wrk run (default 8, 2 with --quick).
-    #[arg(long)]
-    seconds: Option<u64>,
+    #[command(flatten)]
+    run: RunOptions,
     /// Concurrent client connections of wrk.
     #[arg(long, default_value_t = 64)]
     connections: u32,
     /// Skip Tengine's 20 vs 2,000 backends experiment.
     #[arg(long)]
     no_scale: bool,
-    /// Rounds of every (mode, case), the proxies' order rotated each round; medians are
-    /// reported (default 3, 1 with --quick).
-    #[arg(long)]
-    rounds: Option<usize>,
-    /// Only the pinned mode (proxies on CPU 0, wrk on CPU 1), or only the unpinned one
-    /// (default: both).
-    #[arg(long, value_parser = ["pinned", "unpinned"])]
-    only: Option<String>,
     /// Idle kept-alive client connections held open on each proxy to measure its memory per
     /// connection (default 10,000, 1,000 with --quick; 0 skips it; fewer when the descriptor
     /// limit cannot hold them, said on stderr).
@@ -89,7 +76,7 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
             )));
         }
     }
-    let secs = args.seconds.unwrap_or(if args.quick { 2 } else { 8 });
+    let secs = args.run.seconds();
     let dir = tempdir()?;
     let backends = Backends::start(if args.no_scale || args.steering_only {
         2
@@ -98,12 +85,8 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
     })?;
     let mut rounds = Vec::new();
     let one = &backends.addrs[..1];
-    let n_rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 }).max(1);
-    let modes: Vec<bool> = match args.only.as_deref() {
-        Some("pinned") => vec![true],
-        Some(_) => vec![false],
-        None => vec![true, false],
-    };
+    let n_rounds = args.run.rounds();
+    let modes = args.run.modes();
     for &pin in modes.iter().filter(|_| !args.steering_only) {
         rivals::set_pinning(pin);
         for round in 0..n_rounds {
@@ -139,7 +122,8 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
     let idle_n = if args.steering_only {
         0
     } else {
-        args.idle.unwrap_or(if args.quick { 1000 } else { 10_000 })
+        args.idle
+            .unwrap_or(if args.run.quick { 1000 } else { 10_000 })
     };
     let mut idle = Vec::new();
     // HAProxy wants 2 × maxconn descriptors (maxconn = n + 1,000 here) and refuses to start
@@ -210,7 +194,7 @@ pub fn run(args: &BenchProxyArgs, stator: &Path) -> Result<()> {
         &steering,
         secs,
         args.connections,
-        args.json,
+        args.run.json,
     );
     Ok(())
 }

@@ -29,7 +29,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::error::BenchError;
-use crate::load::{Backends, Run, gone, medians, timed_wrk, wait_port, wrk};
+use crate::load::{Backends, Run, RunOptions, gone, medians, timed_wrk, wait_port, wrk};
 use crate::rivals::{
     self, Proc, failed, free_port, nginx_globals, nginx_prefix, spawn_haproxy, spawn_nginx,
     spawn_stator, stator_pool_config, tempdir, which,
@@ -43,23 +43,8 @@ const NGINX_STREAM_MODULE: &str = "/usr/lib/nginx/modules/ngx_stream_module.so";
 /// Options of `stator bench tcp`.
 #[derive(Debug, clap::Args)]
 pub struct BenchTcpArgs {
-    /// Short runs (2 s each, one round) for smoke tests.
-    #[arg(long)]
-    quick: bool,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
-    /// Seconds per wrk run (default 8, 2 with --quick).
-    #[arg(long)]
-    seconds: Option<u64>,
-    /// Rounds of every (mode, case), the proxies' order rotated each round; medians are
-    /// reported (default 3, 1 with --quick).
-    #[arg(long)]
-    rounds: Option<usize>,
-    /// Only the pinned mode (proxies on CPU 0, wrk on CPU 1), or only the unpinned one
-    /// (default: both).
-    #[arg(long, value_parser = ["pinned", "unpinned"])]
-    only: Option<String>,
+    #[command(flatten)]
+    run: RunOptions,
     /// Bytes of each answer in the bulk case.
     #[arg(long, default_value_t = 1 << 20)]
     body: usize,
@@ -95,13 +80,9 @@ pub fn run(args: &BenchTcpArgs, stator: &Path) -> Result<()> {
     if args.body == 0 {
         return Err(failed("--body must be at least 1 byte"));
     }
-    let secs = args.seconds.unwrap_or(if args.quick { 2 } else { 8 });
-    let n_rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 }).max(1);
-    let modes: Vec<bool> = match args.only.as_deref() {
-        Some("pinned") => vec![true],
-        Some(_) => vec![false],
-        None => vec![true, false],
-    };
+    let secs = args.run.seconds();
+    let n_rounds = args.run.rounds();
+    let modes = args.run.modes();
     let dir = tempdir()?;
     let small = Backends::start(1)?;
     let large = Backends::serving(1, args.body)?;
@@ -245,7 +226,7 @@ fn report(runs: &[Run], rounds: &[Run], secs: u64, args: &BenchTcpArgs) {
             }
         }
     }
-    if args.json {
+    if args.run.json {
         let v = json!({
             "seconds_per_run": secs,
             "body_bytes": args.body,
