@@ -194,7 +194,15 @@ impl ReuseportSteering {
             })?
             .try_into()
             .map_err(program_error)?;
-        program.load().map_err(program_error)?;
+        // A signal during verification makes the kernel answer EAGAIN: load again.
+        stator_sys::retry_interrupted(
+            || program.load(),
+            |e| match e {
+                ProgramError::LoadError { io_error, .. } => io_error.raw_os_error(),
+                _ => None,
+            },
+        )
+        .map_err(program_error)?;
         // Every slot of a new socket array is empty: a worker without a socket is skipped.
         Ok(Self {
             ebpf,

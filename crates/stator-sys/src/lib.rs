@@ -48,11 +48,80 @@ pub mod socket;
 pub mod splice;
 pub mod users;
 
+/// How many times [`retry_interrupted`] makes a call the kernel interrupted.
+pub const INTERRUPTED_ATTEMPTS: u32 = 5;
+
+/// Calls `call` again, up to [`INTERRUPTED_ATTEMPTS`] times in all, while the kernel answers
+/// `EAGAIN` — what `BPF_PROG_LOAD` answers when a signal arrives while the verifier runs
+/// (libbpf retries the same way). `errno` reads the error's raw OS error; any other error,
+/// or the last attempt's, is returned as it came.
+pub fn retry_interrupted<T, E>(
+    mut call: impl FnMut() -> Result<T, E>,
+    errno: impl Fn(&E) -> Option<i32>,
+) -> Result<T, E> {
+    let mut attempt = 1;
+    loop {
+        match call() {
+            Err(e) if attempt < INTERRUPTED_ATTEMPTS && errno(&e) == Some(libc::EAGAIN) => {
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A system call's `0 on success, -1 and errno on failure`, as an `io::Result`.
 pub(crate) fn zero_or_errno(rc: libc::c_int) -> std::io::Result<()> {
     if rc == 0 {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn an_interrupted_call_is_made_again_and_other_errors_are_not() {
+        let mut calls = 0;
+        let r: io::Result<u32> = retry_interrupted(
+            || {
+                calls += 1;
+                if calls < 3 {
+                    Err(io::Error::from_raw_os_error(libc::EAGAIN))
+                } else {
+                    Ok(7)
+                }
+            },
+            io::Error::raw_os_error,
+        );
+        assert_eq!((r.unwrap(), calls), (7, 3));
+
+        let mut calls = 0;
+        let r: io::Result<()> = retry_interrupted(
+            || {
+                calls += 1;
+                Err(io::Error::from_raw_os_error(libc::EPERM))
+            },
+            io::Error::raw_os_error,
+        );
+        assert_eq!(
+            (r.unwrap_err().raw_os_error(), calls),
+            (Some(libc::EPERM), 1)
+        );
+
+        let mut calls = 0;
+        let r: io::Result<()> = retry_interrupted(
+            || {
+                calls += 1;
+                Err(io::Error::from_raw_os_error(libc::EAGAIN))
+            },
+            io::Error::raw_os_error,
+        );
+        assert!(r.is_err());
+        assert_eq!(calls, INTERRUPTED_ATTEMPTS);
     }
 }

@@ -449,7 +449,8 @@ pub(crate) fn load_xdp(ebpf: &mut Ebpf, name: &str) -> Result<()> {
             object: name.to_string(),
             source: Box::new(e),
         })?;
-    prog.load().map_err(|e| match e {
+    // A signal during verification makes the kernel answer EAGAIN: load again, as libbpf does.
+    stator_sys::retry_interrupted(|| prog.load(), load_errno).map_err(|e| match e {
         ProgramError::LoadError {
             io_error,
             verifier_log,
@@ -463,6 +464,14 @@ pub(crate) fn load_xdp(ebpf: &mut Ebpf, name: &str) -> Result<()> {
             source: Box::new(other),
         },
     })
+}
+
+/// The OS error of a failed program load, for [`stator_sys::retry_interrupted`].
+fn load_errno(e: &ProgramError) -> Option<i32> {
+    match e {
+        ProgramError::LoadError { io_error, .. } => io_error.raw_os_error(),
+        _ => None,
+    }
 }
 
 /// The embedded forwarder built for `opts.conntrack`.
