@@ -14,7 +14,12 @@
  * at most STATOR_RP_PROBES of them, then to the kernel's own hash. Attached as
  * BPF_SK_REUSEPORT_SELECT_OR_MIGRATE, the same decision re-homes the pending and accept-queue
  * requests of a listener that closes, keyed by the requesting client's address. Every run is
- * counted in exactly one counter of stator_rp_cnt (enum stator_rp_counter).
+ * counted in exactly one outcome counter of stator_rp_cnt (enum stator_rp_counter).
+ *
+ * steering = "cpu" (STATOR_RP_F_CPU) decides the same way; worker i is pinned to CPU
+ * stator_rp_cpus[i] and the receive-steering program (stator_rss.bpf.c) sends each client's
+ * packets to its worker's CPU, so a select run also counts whether it ran there (cpu_local) or
+ * not (cpu_remote): the client's packets were received on another CPU.
  *
  * One header per concern:
  *   reuseport.h         the client's hash (pure; shared with the Toeplitz test probe)
@@ -61,10 +66,18 @@ int stator_reuseport(struct sk_reuseport_md *md)
 		/* fails with -ENOENT when the worker's slot of stator_rp_socks is empty */
 		if (bpf_sk_select_reuseport(md, &stator_rp_socks, &id, 0))
 			continue;
-		if (migrating)
+		if (migrating) {
 			stator_rp_count(i == 0 ? STATOR_RP_CNT_MIGRATE_OWN : STATOR_RP_CNT_MIGRATE_PROBE);
-		else
-			stator_rp_count(i == 0 ? STATOR_RP_CNT_SELECT_OWN : STATOR_RP_CNT_SELECT_PROBE);
+			return SK_PASS;
+		}
+		stator_rp_count(i == 0 ? STATOR_RP_CNT_SELECT_OWN : STATOR_RP_CNT_SELECT_PROBE);
+		if (cfg->flags & STATOR_RP_F_CPU) {
+			__u32 *cpu = bpf_map_lookup_elem(&stator_rp_cpus, &id);
+
+			stator_rp_count(cpu && *cpu == bpf_get_smp_processor_id()
+						? STATOR_RP_CNT_CPU_LOCAL
+						: STATOR_RP_CNT_CPU_REMOTE);
+		}
 		return SK_PASS;
 	}
 	/* SK_PASS without a selection: the kernel picks by its own hash among live sockets */

@@ -40,6 +40,14 @@ struct {
 	__type(value, __u32);
 } stator_rp_table SEC(".maps");
 
+/* steering = "cpu" (STATOR_RP_F_CPU): worker id -> the CPU it is pinned to. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, STATOR_RP_MAX_WORKERS);
+	__type(key, __u32);
+	__type(value, __u32);
+} stator_rp_cpus SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, STATOR_RP_CNT_MAX);

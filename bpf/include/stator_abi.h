@@ -751,6 +751,7 @@ enum stator_decap_counter {
  *   stator_rp_socks  REUSEPORT_SOCKARRAY[workers]   worker id -> socket (a 4-byte fd in)
  *   stator_rp_table  ARRAY[table_size]              __u32 worker id, STATOR_RP_NO_WORKER = none
  *   stator_rp_cnt    PERCPU_ARRAY[STATOR_RP_CNT_MAX] __u64
+ *   stator_rp_cpus   ARRAY[workers]                 __u32 CPU of worker i (STATOR_RP_F_CPU only)
  * The loader sets the sizes of stator_rp_socks and stator_rp_table at load time. */
 
 /* Worker sockets one group may hold (worker ids are 0 .. workers - 1 < this). */
@@ -766,6 +767,10 @@ enum stator_decap_counter {
 #define STATOR_RSS_KEY_LEN 40
 
 #define STATOR_RP_F_PORT (1u << 0) /* hash the client's source port after its address */
+/* steering = "cpu": worker i is pinned to CPU stator_rp_cpus[i], and a receive-steering program
+ * (stator_rss) sends each client's packets to the CPU of the worker its slot names; a select run
+ * whose worker took the socket also counts whether it ran on that CPU (cpu_local / cpu_remote). */
+#define STATOR_RP_F_CPU (1u << 1)
 
 /* stator_rp_cfg[0]. The hash input is the client's address as it sits in the packet (4 bytes for
  * IPv4, also for IPv4 clients of a dual-stack IPv6 socket; 16 for IPv6), followed by its port
@@ -794,7 +799,39 @@ enum stator_rp_counter {
 	STATOR_RP_CNT_MIGRATE_KERNEL = 5,  /* no socket in the probed slots: the kernel's hash chose */
 	STATOR_RP_CNT_NO_ADDRESS = 6,      /* client address unreadable (not IPv4/IPv6): kernel's choice */
 	STATOR_RP_CNT_NOT_CONFIGURED = 7,  /* stator_rp_cfg not written yet: kernel's choice */
-	STATOR_RP_CNT_MAX = 8,
+	/* Not outcomes: with STATOR_RP_F_CPU, a select run that ended in select_own or select_probe
+	 * is counted in one of these as well. */
+	STATOR_RP_CNT_CPU_LOCAL = 8,       /* it ran on the CPU its worker is pinned to */
+	STATOR_RP_CNT_CPU_REMOTE = 9,      /* it ran on another CPU (packets not steered there) */
+	STATOR_RP_CNT_MAX = 10,
+};
+
+/* Counters below it are outcomes: every run ends in exactly one of them. */
+#define STATOR_RP_CNT_OUTCOMES 8
+
+/* ---- receive steering: a client's packets to its worker's CPU (bpf/stator_rss.bpf.c) -------
+ * The NIC's receive-side scaling done in software for steering = "cpu" (docs/steering.md §8):
+ * an XDP program on the interfaces clients arrive on hashes the source address of each packet
+ * to a listening port (Toeplitz, the key and table of the listeners' reuseport programs) and
+ * sends it through a CPUMAP to the CPU of the worker that owns the client, so the packet is
+ * received, queued and served on one CPU. Maps (not pinned; the node's process owns them):
+ *   stator_rss_cfg     ARRAY[1]                 struct stator_rp_cfg (the same key, table size)
+ *   stator_rss_table   ARRAY[table_size]        __u32 worker id (STATOR_RP_NO_WORKER = none)
+ *   stator_rss_cpus    ARRAY[STATOR_RSS_MAX_CPUS] __u32 CPU of worker i
+ *   stator_rss_cpumap  CPUMAP[STATOR_RSS_MAX_CPUS] struct bpf_cpumap_val, index = CPU
+ *   stator_rss_ports   HASH[STATOR_RSS_MAX_PORTS] __u32 (protocol << 16 | port) -> __u8 1
+ *   stator_rss_cnt     PERCPU_ARRAY[STATOR_RSS_CNT_MAX] __u64 */
+#define STATOR_RSS_MAX_CPUS 256
+#define STATOR_RSS_MAX_PORTS 256
+
+/* Counter indices of stator_rss_cnt: every run of the program ends in exactly one. */
+enum stator_rss_counter {
+	STATOR_RSS_CNT_LOCAL = 0,       /* a listener's packet already on its worker's CPU: passed */
+	STATOR_RSS_CNT_REDIRECTED = 1,  /* sent to its worker's CPU through the CPUMAP */
+	STATOR_RSS_CNT_NO_CPU = 2,      /* its slot names no worker, or the CPU has no CPUMAP entry */
+	STATOR_RSS_CNT_OTHER = 3,       /* not IPv4/IPv6 TCP/UDP to a steered port: passed */
+	STATOR_RSS_CNT_MALFORMED = 4,   /* headers cut short: passed for the kernel to judge */
+	STATOR_RSS_CNT_MAX = 5,
 };
 
 #endif /* STATOR_ABI_H */

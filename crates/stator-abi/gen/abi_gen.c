@@ -88,7 +88,16 @@
 	X(STATOR_RP_CNT_MIGRATE_PROBE, "migrate_probe")                                           \
 	X(STATOR_RP_CNT_MIGRATE_KERNEL, "migrate_kernel")                                         \
 	X(STATOR_RP_CNT_NO_ADDRESS, "no_address")                                                 \
-	X(STATOR_RP_CNT_NOT_CONFIGURED, "not_configured")
+	X(STATOR_RP_CNT_NOT_CONFIGURED, "not_configured")                                         \
+	X(STATOR_RP_CNT_CPU_LOCAL, "cpu_local")                                                   \
+	X(STATOR_RP_CNT_CPU_REMOTE, "cpu_remote")
+
+#define RSS_COUNTERS(X)                                                                           \
+	X(STATOR_RSS_CNT_LOCAL, "local")                                                          \
+	X(STATOR_RSS_CNT_REDIRECTED, "redirected")                                                \
+	X(STATOR_RSS_CNT_NO_CPU, "no_cpu")                                                        \
+	X(STATOR_RSS_CNT_OTHER, "other")                                                          \
+	X(STATOR_RSS_CNT_MALFORMED, "malformed")
 
 #define EMIT_CONST(e, label) printf("pub const %s: u32 = %u;\n", #e, (unsigned)(e));
 #define EMIT_LABEL(e, label) names[e] = label;
@@ -207,11 +216,17 @@ int main(void)
 	CONST_U32(STATOR_RSS_KEY_LEN);
 	CONST_U32(STATOR_RP_F_PORT);
 	CONST_U32(STATOR_RP_CNT_MAX);
+	CONST_U32(STATOR_RP_CNT_OUTCOMES);
+	CONST_U32(STATOR_RP_F_CPU);
+	CONST_U32(STATOR_RSS_MAX_CPUS);
+	CONST_U32(STATOR_RSS_MAX_PORTS);
+	CONST_U32(STATOR_RSS_CNT_MAX);
 
 	EMIT_TABLE("COUNTER", "Counter index", STATOR_CNT_MAX, COUNTERS);
 	EMIT_TABLE("DROP_REASON", "Drop reason code", STATOR_DROP_MAX, DROPS);
 	EMIT_TABLE("DECAP_COUNTER", "Decap counter index", STATOR_DECAP_CNT_MAX, DECAP_COUNTERS);
 	EMIT_TABLE("RP_COUNTER", "Steering counter index", STATOR_RP_CNT_MAX, RP_COUNTERS);
+	EMIT_TABLE("RSS_COUNTER", "Receive-steering counter index", STATOR_RSS_CNT_MAX, RSS_COUNTERS);
 	printf("\n");
 
 	SIZE(stator_xsk_cfg);

@@ -92,7 +92,12 @@ pub const STATOR_RP_PROBES: u32 = 8;
 pub const STATOR_RP_NO_WORKER: u32 = 4294967295;
 pub const STATOR_RSS_KEY_LEN: u32 = 40;
 pub const STATOR_RP_F_PORT: u32 = 1;
-pub const STATOR_RP_CNT_MAX: u32 = 8;
+pub const STATOR_RP_CNT_MAX: u32 = 10;
+pub const STATOR_RP_CNT_OUTCOMES: u32 = 8;
+pub const STATOR_RP_F_CPU: u32 = 2;
+pub const STATOR_RSS_MAX_CPUS: u32 = 256;
+pub const STATOR_RSS_MAX_PORTS: u32 = 256;
+pub const STATOR_RSS_CNT_MAX: u32 = 5;
 pub const STATOR_CNT_ACT_ABORTED: u32 = 0;
 pub const STATOR_CNT_ACT_DROP: u32 = 1;
 pub const STATOR_CNT_ACT_PASS: u32 = 2;
@@ -231,9 +236,11 @@ pub const STATOR_RP_CNT_MIGRATE_PROBE: u32 = 4;
 pub const STATOR_RP_CNT_MIGRATE_KERNEL: u32 = 5;
 pub const STATOR_RP_CNT_NO_ADDRESS: u32 = 6;
 pub const STATOR_RP_CNT_NOT_CONFIGURED: u32 = 7;
+pub const STATOR_RP_CNT_CPU_LOCAL: u32 = 8;
+pub const STATOR_RP_CNT_CPU_REMOTE: u32 = 9;
 
 /// Steering counter index → metric label, in index order.
-pub const RP_COUNTER_NAMES: [&str; 8] = [
+pub const RP_COUNTER_NAMES: [&str; 10] = [
     "select_own",
     "select_probe",
     "select_kernel",
@@ -242,6 +249,22 @@ pub const RP_COUNTER_NAMES: [&str; 8] = [
     "migrate_kernel",
     "no_address",
     "not_configured",
+    "cpu_local",
+    "cpu_remote",
+];
+pub const STATOR_RSS_CNT_LOCAL: u32 = 0;
+pub const STATOR_RSS_CNT_REDIRECTED: u32 = 1;
+pub const STATOR_RSS_CNT_NO_CPU: u32 = 2;
+pub const STATOR_RSS_CNT_OTHER: u32 = 3;
+pub const STATOR_RSS_CNT_MALFORMED: u32 = 4;
+
+/// Receive-steering counter index → metric label, in index order.
+pub const RSS_COUNTER_NAMES: [&str; 5] = [
+    "local",
+    "redirected",
+    "no_cpu",
+    "other",
+    "malformed",
 ];
 
 pub const SIZEOF_stator_xsk_cfg: usize = 8;

@@ -51,7 +51,7 @@ pub use frag::{FragEntry, FragKey, HoldHdr};
 pub use groups::{AddrRec, Class, ClassKey, Peer, SfxKey, low_bits};
 pub use node::{Beat, Ctl, NodeCfg};
 pub use probe::{BenchFrame, Probe};
-pub use reuseport::{RpCfg, RpCounter};
+pub use reuseport::{RpCfg, RpCounter, RssCounter};
 pub use service::{Real, Traffic, Vaddr, VaddrVip, Vip, VipKey, vtab_hash};
 pub use trace::{TraceCause, TraceEvent, TraceKeys, TraceKind, TraceMark};
 
@@ -141,6 +141,10 @@ mod tests {
         for (i, c) in RpCounter::ALL.iter().enumerate() {
             assert_eq!(c.index() as usize, i);
             assert_eq!(RpCounter::from_label(c.label()), Some(*c));
+        }
+        assert!(RpCounter::NotConfigured.is_outcome() && !RpCounter::CpuLocal.is_outcome());
+        for (i, c) in RssCounter::ALL.iter().enumerate() {
+            assert_eq!((c.index() as usize, RSS_COUNTER_NAMES[i]), (i, c.label()));
         }
         assert!(!DecapCounter::BadOuter.is_outcome());
         assert_eq!(DecapCounter::NotOurs.label(), "not_ours");

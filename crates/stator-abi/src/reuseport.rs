@@ -39,6 +39,8 @@ pub enum RpCounter {
     MigrateKernel = STATOR_RP_CNT_MIGRATE_KERNEL,
     NoAddress = STATOR_RP_CNT_NO_ADDRESS,
     NotConfigured = STATOR_RP_CNT_NOT_CONFIGURED,
+    CpuLocal = STATOR_RP_CNT_CPU_LOCAL,
+    CpuRemote = STATOR_RP_CNT_CPU_REMOTE,
 }
 
 impl RpCounter {
@@ -52,7 +54,15 @@ impl RpCounter {
         Self::MigrateKernel,
         Self::NoAddress,
         Self::NotConfigured,
+        Self::CpuLocal,
+        Self::CpuRemote,
     ];
+
+    /// Whether it is an outcome (every run ends in exactly one), not one of the locality
+    /// counters `steering = "cpu"` adds beside them.
+    pub fn is_outcome(self) -> bool {
+        self.index() < STATOR_RP_CNT_OUTCOMES
+    }
 
     /// The index in the `stator_rp_cnt` per-CPU array.
     pub fn index(self) -> u32 {
@@ -67,5 +77,39 @@ impl RpCounter {
     /// The counter with this label.
     pub fn from_label(label: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|c| c.label() == label)
+    }
+}
+
+/// Index of a receive-steering counter (`enum stator_rss_counter`): every run of the
+/// `stator_rss` XDP program ends in exactly one.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)] // each variant is documented in stator_abi.h
+pub enum RssCounter {
+    Local = STATOR_RSS_CNT_LOCAL,
+    Redirected = STATOR_RSS_CNT_REDIRECTED,
+    NoCpu = STATOR_RSS_CNT_NO_CPU,
+    Other = STATOR_RSS_CNT_OTHER,
+    Malformed = STATOR_RSS_CNT_MALFORMED,
+}
+
+impl RssCounter {
+    /// Every counter, in index order.
+    pub const ALL: [RssCounter; STATOR_RSS_CNT_MAX as usize] = [
+        Self::Local,
+        Self::Redirected,
+        Self::NoCpu,
+        Self::Other,
+        Self::Malformed,
+    ];
+
+    /// The index in the `stator_rss_cnt` per-CPU array.
+    pub fn index(self) -> u32 {
+        self as u32
+    }
+
+    /// The metric label, e.g. `"redirected"`.
+    pub fn label(self) -> &'static str {
+        RSS_COUNTER_NAMES[self as usize]
     }
 }

@@ -67,6 +67,17 @@ pub enum SteerError {
         /// What to do about it, when known.
         hint: &'static str,
     },
+    /// Receive steering (`stator_rss`, `steering = "cpu"`) could not be set up: loading the
+    /// program, filling its maps, or attaching it to an interface.
+    #[error("receive steering: {what}: {detail}{hint}")]
+    Receive {
+        /// What was being done (`loading stator_rss`, `attaching to eth0`, …).
+        what: String,
+        /// The error and its causes (the OS error), as one line.
+        detail: String,
+        /// What to do about it, when known.
+        hint: &'static str,
+    },
     /// `SO_ATTACH_REUSEPORT_EBPF` (or the detach) failed.
     #[error(
         "{op} the steering program: {detail} (the socket must have SO_REUSEPORT set and be bound)"

@@ -43,6 +43,7 @@ mod error;
 mod key;
 mod loader;
 mod rebalance;
+mod receive;
 mod table;
 
 pub use error::{Result, SteerError};
@@ -51,7 +52,11 @@ pub use loader::{
     OBJECT, PROGRAM_NAME, ProgramStats, ReuseportSteering, SteerCounters, SteeringOptions,
     WorkersChange,
 };
+pub use receive::{
+    DEFAULT_QUEUE_SIZE, RSS_OBJECT, RSS_PROGRAM_NAME, ReceiveOptions, ReceiveSteering,
+    RssAttachMode, RssCounters, Transport,
+};
 pub use stator_abi::{
-    RpCounter, STATOR_RP_MAX_TABLE_SIZE, STATOR_RP_MAX_WORKERS, STATOR_RP_PROBES,
+    RpCounter, RssCounter, STATOR_RP_MAX_TABLE_SIZE, STATOR_RP_MAX_WORKERS, STATOR_RP_PROBES,
 };
 pub use table::{Pick, SteeringTable, default_table_size};

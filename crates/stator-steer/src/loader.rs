@@ -9,7 +9,7 @@ use aya::{Ebpf, EbpfError, EbpfLoader};
 use stator_abi::{
     OFFSETOF_stator_rp_cfg_flags, OFFSETOF_stator_rp_cfg_key, OFFSETOF_stator_rp_cfg_table_size,
     OFFSETOF_stator_rp_cfg_workers, RpCounter, SIZEOF_stator_rp_cfg, STATOR_RP_CNT_MAX,
-    STATOR_RP_F_PORT,
+    STATOR_RP_F_CPU, STATOR_RP_F_PORT,
 };
 use stator_hash::SlotChange;
 
@@ -28,6 +28,7 @@ const CFG_MAP: &str = "stator_rp_cfg";
 const SOCKS_MAP: &str = "stator_rp_socks";
 const TABLE_MAP: &str = "stator_rp_table";
 const COUNTERS_MAP: &str = "stator_rp_cnt";
+const CPUS_MAP: &str = "stator_rp_cpus";
 
 /// How to build a steering group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +44,11 @@ pub struct SteeringOptions {
     pub key: Option<RssKey>,
     /// Which client fields are hashed.
     pub fields: HashFields,
+    /// `steering = "cpu"`: worker `i` is pinned to CPU `cpus[i]` (one CPU per worker id), and
+    /// a select run also counts whether it ran on its worker's CPU (`cpu_local`,
+    /// `cpu_remote`). Take these options from [`crate::ReceiveSteering::listener_options`], so
+    /// the table is the one receive steering sends packets by.
+    pub cpus: Option<Vec<u32>>,
 }
 
 impl SteeringOptions {
@@ -53,6 +59,7 @@ impl SteeringOptions {
             table_size: None,
             key: None,
             fields: HashFields::Addr,
+            cpus: None,
         }
     }
 }
@@ -75,9 +82,13 @@ impl SteerCounters {
         RpCounter::ALL.iter().map(|&c| (c, self.get(c)))
     }
 
-    /// Runs of the program, all outcomes together.
+    /// Runs of the program, all outcomes together (not the locality counters beside them).
     pub fn runs(&self) -> u64 {
-        self.values.iter().sum()
+        RpCounter::ALL
+            .iter()
+            .filter(|c| c.is_outcome())
+            .map(|&c| self.get(c))
+            .sum()
     }
 
     /// `self - earlier`, counter by counter (saturating).
@@ -164,6 +175,20 @@ impl ReuseportSteering {
             .table_size
             .unwrap_or_else(|| default_table_size(opts.workers));
         let table = SteeringTable::new(opts.workers, size, key, opts.fields)?;
+        if let Some(cpus) = &opts.cpus
+            && (cpus.len() != opts.workers as usize || opts.fields != HashFields::Addr)
+        {
+            return Err(SteerError::InvalidOption {
+                field: "cpus",
+                reason: format!(
+                    "{} CPUs for {} workers hashed by {}: steering = \"cpu\" needs one CPU \
+                         per worker and the address alone",
+                    cpus.len(),
+                    opts.workers,
+                    opts.fields
+                ),
+            });
+        }
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(SOCKS_MAP, opts.workers)
             .map_max_entries(TABLE_MAP, size)
@@ -180,11 +205,26 @@ impl ReuseportSteering {
                 .set(index, worker, 0)
                 .map_err(|e| map_error(TABLE_MAP, &format!("writing slot {index} of"), e))?;
         }
+        if let Some(cpus) = &opts.cpus {
+            // borrowed, not taken: a map taken and dropped here would close the fd the
+            // program is about to be verified with
+            let map = ebpf.map_mut(CPUS_MAP).ok_or_else(|| SteerError::Load {
+                source: format!("the object has no map {CPUS_MAP}").into(),
+                hint: "",
+            })?;
+            let mut cpus_map: Array<&mut MapData, u32> =
+                Array::try_from(map).map_err(|e| map_error(CPUS_MAP, "opening", e))?;
+            for (worker, &cpu) in (0u32..).zip(cpus) {
+                cpus_map
+                    .set(worker, cpu, 0)
+                    .map_err(|e| map_error(CPUS_MAP, "writing", e))?;
+            }
+        }
         // The configuration goes last: until it is written the program defers to the kernel.
         let mut cfg: Array<MapData, [u8; SIZEOF_stator_rp_cfg]> =
             Array::try_from(take_map(&mut ebpf, CFG_MAP)?)
                 .map_err(|e| map_error(CFG_MAP, "opening", e))?;
-        cfg.set(0, cfg_bytes(&table), 0)
+        cfg.set(0, cfg_bytes(&table, opts.cpus.is_some()), 0)
             .map_err(|e| map_error(CFG_MAP, "writing", e))?;
         let program: &mut SkReuseport = ebpf
             .program_mut(PROGRAM_NAME)
@@ -195,14 +235,7 @@ impl ReuseportSteering {
             .try_into()
             .map_err(program_error)?;
         // A signal during verification makes the kernel answer EAGAIN: load again.
-        stator_sys::retry_interrupted(
-            || program.load(),
-            |e| match e {
-                ProgramError::LoadError { io_error, .. } => io_error.raw_os_error(),
-                _ => None,
-            },
-        )
-        .map_err(program_error)?;
+        stator_sys::retry_interrupted(|| program.load(), load_errno).map_err(program_error)?;
         // Every slot of a new socket array is empty: a worker without a socket is skipped.
         Ok(Self {
             ebpf,
@@ -376,13 +409,24 @@ impl ReuseportSteering {
     }
 }
 
+/// The OS error of a failed program load, for [`stator_sys::retry_interrupted`].
+pub(crate) fn load_errno(e: &ProgramError) -> Option<i32> {
+    match e {
+        ProgramError::LoadError { io_error, .. } => io_error.raw_os_error(),
+        _ => None,
+    }
+}
+
 /// `struct stator_rp_cfg` as bytes, fields at the offsets the C header gives.
-fn cfg_bytes(table: &SteeringTable) -> [u8; SIZEOF_stator_rp_cfg] {
+fn cfg_bytes(table: &SteeringTable, cpu: bool) -> [u8; SIZEOF_stator_rp_cfg] {
     let mut b = [0u8; SIZEOF_stator_rp_cfg];
-    let flags = match table.fields() {
+    let mut flags = match table.fields() {
         HashFields::Addr => 0,
         HashFields::AddrPort => STATOR_RP_F_PORT,
     };
+    if cpu {
+        flags |= STATOR_RP_F_CPU;
+    }
     b[OFFSETOF_stator_rp_cfg_key..OFFSETOF_stator_rp_cfg_key + 40]
         .copy_from_slice(table.key().bytes());
     let mut put = |off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
@@ -465,7 +509,7 @@ mod tests {
     #[test]
     fn cfg_bytes_follow_the_header_layout() {
         let table = SteeringTable::new(5, 1009, RssKey::microsoft(), HashFields::AddrPort).unwrap();
-        let b = cfg_bytes(&table);
+        let b = cfg_bytes(&table, false);
         let cfg = RpCfg {
             key: *RssKey::microsoft().bytes(),
             table_size: 1009,

@@ -9,6 +9,7 @@
 mod common;
 
 mod steer_affinity;
+mod steer_cpu;
 mod steer_errors;
 mod steer_migrate;
 mod steer_toeplitz_bpf;
