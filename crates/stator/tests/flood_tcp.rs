@@ -378,9 +378,15 @@ fn a_flood_of_20000_tcp_connections_does_not_take_the_node_down() {
 
     assert_eq!(sent, FROM_ONE + FROM_MANY, "every connect started");
     flood::assert_the_node_held(&seen, &log, downs, (answered, asked), budget, peak);
-    // every connection accepted was served or refused under a reason (the talking client's
-    // was served, and closed before /metrics was read)
-    assert_eq!(accepted, active + refused_total + 1.0, "{refused:?}");
+    // every connection accepted was served or refused under a reason; the talking client's
+    // was served and may or may not be closed by the time /metrics is read (one CI run read
+    // it still open), so it is counted in `active` or not at all
+    let unaccounted = accepted - active - refused_total;
+    assert!(
+        unaccounted == 0.0 || unaccounted == 1.0,
+        "accepted {accepted} = active {active} + refused {refused_total} + {unaccounted}: \
+         {refused:?}"
+    );
     assert!(
         accepted >= f64::from(sent) * 0.99,
         "{accepted} accepted of {sent}"
