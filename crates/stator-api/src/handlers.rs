@@ -556,6 +556,8 @@ fn listeners_json(ctx: &Ctx) -> Value {
                 "workers": l.workers,
                 "pin_workers": l.spec.pin_workers,
                 "steering": l.spec.steering.as_str(),
+                "steering_decisions": l.steering.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+                "worker_cpus": l.spec.worker_cpus,
                 "scheduler": l.spec.algorithm.name(),
                 "persistence_seconds": l.spec.persistence.map(|p| p.timeout.as_secs_f64()),
                 "connections": { "total": s.connections.load(Relaxed), "active": s.active.load(Relaxed) },

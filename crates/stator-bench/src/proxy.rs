@@ -210,6 +210,12 @@ struct Steered {
     /// picks decided by a client's persistence entry.
     connections_total: u64,
     session_hits: u64,
+    /// `steering = "cpu"`: selections that ran on their worker's CPU, and those that did not
+    /// (the reuseport program's `cpu_local` / `cpu_remote`).
+    cpu_local: u64,
+    cpu_remote: u64,
+    /// The one-minute load average when the run ended.
+    load_average: f64,
 }
 
 /// Client addresses and concurrent clients of the steering runs.
@@ -220,7 +226,9 @@ const STEER_CONCURRENCY: usize = 64;
 /// affinity raised new connections per second by ~12% with session persistence on. Here: an
 /// HTTP listener with 2 workers, `persistence = "10m"`, two backends, new connections with
 /// `Connection: close` from 256 client addresses ([`churn`]), `steering = "kernel"` and
-/// `"source"` alternated over the rounds.
+/// `"source"` alternated over the rounds — and, unpinned, `"cpu"`: the workers pinned one per
+/// CPU (the first two the bench may use) and receive steering in generic XDP on `lo`, the
+/// paper's locality (a pinned run keeps the listener on one CPU, which `"cpu"` cannot).
 fn steering_runs(
     stator: &Path,
     dir: &Path,
@@ -230,15 +238,26 @@ fn steering_runs(
     modes: &[bool],
 ) -> Result<Vec<Steered>> {
     let mut out = Vec::new();
+    let cpus = stator_sys::cpu::allowed_cpus().unwrap_or_default();
     for &pin in modes {
         rivals::set_pinning(pin);
         for round in 0..n_rounds {
-            let mut order = ["kernel", "source"];
-            order.rotate_left(round % 2);
+            let mut order = vec!["kernel", "source"];
+            if !pin && cpus.len() >= 2 {
+                order.push("cpu");
+            }
+            let n = order.len();
+            order.rotate_left(round % n);
             for steering in order {
                 let port = free_port()?;
                 let socket = dir.join(format!("stator-{port}.sock"));
                 let mut t = stator_pool_config(backends, &socket)?;
+                if steering == "cpu" {
+                    t += &format!(
+                        "[receive_steering]\ninterfaces = [\"lo\"]\ncpus = [{}, {}]\n",
+                        cpus[0], cpus[1]
+                    );
+                }
                 t += &format!(
                     "[[listener]]\nname = \"bench\"\naddress = \"127.0.0.1:{port}\"\n\
                      protocol = \"http\"\npool = \"b\"\nworkers = 2\nsteering = \"{steering}\"\n\
@@ -262,14 +281,17 @@ fn steering_runs(
                         return Err(e);
                     }
                 };
-                let (connections_total, session_hits) = counters.unwrap_or((0, 0));
+                let c = counters.unwrap_or_default();
                 out.push(Steered {
                     steering,
                     pinning: if pin { "pinned" } else { "unpinned" },
                     round,
                     load,
-                    connections_total,
-                    session_hits,
+                    connections_total: c.connections,
+                    session_hits: c.session_hits,
+                    cpu_local: c.cpu_local,
+                    cpu_remote: c.cpu_remote,
+                    load_average: load_average(),
                 });
             }
         }
@@ -278,9 +300,26 @@ fn steering_runs(
     Ok(out)
 }
 
-/// The bench listener's client connections and persistence hits, from `GET /v1/listeners` on
-/// the node's API socket (the run's own; root is admitted).
-fn listener_counters(socket: &Path) -> Option<(u64, u64)> {
+/// The one-minute load average (`/proc/loadavg`), NaN where unreadable.
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// What the bench listener counted.
+#[derive(Debug, Default)]
+struct ListenerCounters {
+    connections: u64,
+    session_hits: u64,
+    cpu_local: u64,
+    cpu_remote: u64,
+}
+
+/// The bench listener's client connections, persistence hits and steering decisions, from
+/// `GET /v1/listeners` on the node's API socket (the run's own; root is admitted).
+fn listener_counters(socket: &Path) -> Option<ListenerCounters> {
     use std::io::{Read, Write};
     let mut c = std::os::unix::net::UnixStream::connect(socket).ok()?;
     c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
@@ -291,10 +330,13 @@ fn listener_counters(socket: &Path) -> Option<(u64, u64)> {
     let body = &text[text.find("\r\n\r\n")? + 4..];
     let v: serde_json::Value = serde_json::from_str(body).ok()?;
     let l = v["listeners"].as_array()?.first()?;
-    Some((
-        l["connections"]["total"].as_u64()?,
-        l["sessions"]["hits"].as_u64()?,
-    ))
+    let decisions = &l["steering_decisions"];
+    Some(ListenerCounters {
+        connections: l["connections"]["total"].as_u64()?,
+        session_hits: l["sessions"]["hits"].as_u64()?,
+        cpu_local: decisions["cpu_local"].as_u64().unwrap_or(0),
+        cpu_remote: decisions["cpu_remote"].as_u64().unwrap_or(0),
+    })
 }
 
 fn report_steering(runs: &[Steered]) {
@@ -307,19 +349,29 @@ fn report_steering(runs: &[Steered]) {
          with its kernel affinity):"
     );
     println!(
-        "  {:<9} {:<7} {:>5} {:>12} {:>9} {:>7} {:>14}",
-        "mode", "steering", "round", "conn/s", "p99 ms", "errors", "persistence"
+        "  {:<9} {:<7} {:>5} {:>12} {:>9} {:>7} {:>12} {:>9} {:>5}",
+        "mode", "steering", "round", "conn/s", "p99 ms", "errors", "persistence", "on-CPU", "load"
     );
     for r in runs {
+        let local = if r.steering == "cpu" {
+            format!(
+                "{:.1}%",
+                100.0 * r.cpu_local as f64 / (r.cpu_local + r.cpu_remote).max(1) as f64
+            )
+        } else {
+            "-".into()
+        };
         println!(
-            "  {:<9} {:<7} {:>5} {:>12.0} {:>9.2} {:>7} {:>13.1}%",
+            "  {:<9} {:<7} {:>5} {:>12.0} {:>9.2} {:>7} {:>11.1}% {:>9} {:>5.1}",
             r.pinning,
             r.steering,
             r.round,
             r.load.connections_per_second,
             r.load.p99_ms,
             r.load.errors,
-            100.0 * r.session_hits as f64 / r.connections_total.max(1) as f64
+            100.0 * r.session_hits as f64 / r.connections_total.max(1) as f64,
+            local,
+            r.load_average
         );
     }
     for pin in ["pinned", "unpinned"] {
@@ -336,11 +388,19 @@ fn report_steering(runs: &[Steered]) {
                 n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
             }
         };
-        let (k, s) = (med("kernel"), med("source"));
+        let (k, s, c) = (med("kernel"), med("source"), med("cpu"));
         if k.is_finite() && s.is_finite() {
             println!(
                 "  {pin}: source / kernel {:.2}x connections/s (medians; the paper: ~1.12x)",
                 s / k
+            );
+        }
+        if k.is_finite() && c.is_finite() {
+            println!(
+                "  {pin}: cpu / kernel {:.2}x, cpu / source {:.2}x connections/s (medians; the \
+                 paper: ~1.12x with its interrupt and process affinity)",
+                c / k,
+                c / s
             );
         }
     }

@@ -107,6 +107,8 @@ pub struct Summary {
     pub listeners: Vec<ListenerSummary>,
     /// The packet tracer: on (with its receivers) or off, and how to turn it on.
     pub tracer: String,
+    /// `[receive_steering]`: what it does and what the host needs for it (`None`: absent).
+    pub receive_steering: Option<String>,
 }
 
 /// One listener in a [`Summary`].
@@ -226,6 +228,35 @@ impl Summary {
                          receivers = [the prefixes reports may go to])"
                     .into(),
             },
+            receive_steering: config.receive_steering.as_ref().map(|r| {
+                let cpus = r.cpus.as_ref().map_or_else(
+                    || "every CPU the node may run on".to_string(),
+                    |c| {
+                        let list: Vec<String> = c.iter().map(u32::to_string).collect();
+                        format!("CPUs {}", list.join(","))
+                    },
+                );
+                let users: Vec<&str> = config
+                    .listeners
+                    .iter()
+                    .filter(|l| l.steering == crate::types::Steering::Cpu)
+                    .map(|l| l.name.as_str())
+                    .collect();
+                format!(
+                    "XDP ({}) on {} sends each client's packets to its worker's CPU; workers of \
+                     steering = \"cpu\" listeners ({}) pinned one per CPU on {cpus}; the host \
+                     needs: root (CAP_BPF, CAP_NET_ADMIN), the interfaces free of other XDP \
+                     programs, nothing else (no RPS mask or sysctl is changed; the programs \
+                     are removed when the node exits)",
+                    r.xdp_mode.as_str(),
+                    r.interfaces.join(", "),
+                    if users.is_empty() {
+                        "none yet".to_string()
+                    } else {
+                        users.join(", ")
+                    },
+                )
+            }),
         }
     }
 }
@@ -363,6 +394,9 @@ impl fmt::Display for CheckReport {
         )?;
         if s.dataplane != "none" {
             writeln!(f, "  tracer {}", s.tracer)?;
+        }
+        if let Some(r) = &s.receive_steering {
+            writeln!(f, "  receive steering: {r}")?;
         }
         for v in &s.vips {
             let endpoint = match (v.address, v.port) {

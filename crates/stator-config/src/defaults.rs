@@ -158,6 +158,10 @@ pub const MAX_WORKERS: u16 = 256;
 /// Most workers of a listener with `steering = "source"`: the steering program's socket array
 /// holds this many worker ids, so that reloads that add workers always fit.
 pub const MAX_SOURCE_STEERING_WORKERS: u16 = 64;
+/// `receive_steering.queue_size`: packets each CPU's queue holds (a NIC's receive ring).
+pub const RECEIVE_QUEUE_SIZE: u32 = 2048;
+/// Most `receive_steering.queue_size`.
+pub const MAX_RECEIVE_QUEUE_SIZE: u32 = 65_536;
 /// `listener.max_connections` (per worker).
 pub const MAX_CONNECTIONS: u32 = 16_384;
 /// `listener.max_connections_per_source` (the whole listener): far above a browser's 6 to 8

@@ -27,7 +27,8 @@ use crate::types::{Config, DataplaneMode, ListenerProtocol};
 /// runtime's epoll and eventfd, twice (a reload that re-binds opens the new ones while the
 /// old drain), and one connection accepted to be refused.
 pub const PER_WORKER: u64 = 7;
-/// Descriptors of a listener with `steering = "source"`: its reuseport program and maps.
+/// Descriptors of a listener with `steering = "source"` or `"cpu"`: its reuseport program and
+/// maps.
 pub const PER_STEERED_LISTENER: u64 = 4;
 /// BIRD's control socket and the file written through a temporary one, with room.
 pub const BIRD: u64 = 4;
@@ -203,9 +204,16 @@ impl Config {
         let mut steered = 0u64;
         for (i, l) in self.listeners.iter().enumerate() {
             let at = FieldPath::root().key("listener").index(i);
-            let workers = l.workers.map_or(default_workers as u64, u64::from).max(1);
+            let per_cpu = match (&self.receive_steering, l.steering) {
+                (Some(r), crate::types::Steering::Cpu) => r.cpus.as_ref().map(Vec::len),
+                _ => None,
+            };
+            let workers = l
+                .workers
+                .map_or(per_cpu.unwrap_or(default_workers) as u64, u64::from)
+                .max(1);
             listener_workers += workers;
-            steered += u64::from(l.steering == crate::types::Steering::Source);
+            steered += u64::from(l.steering != crate::types::Steering::Kernel);
             let w = plural(workers, "worker", "workers");
             match l.protocol {
                 ListenerProtocol::Tcp | ListenerProtocol::Http => {

@@ -111,6 +111,8 @@ pub struct RawConfig {
     pub vip_class: Vec<RawVipClass>,
     /// `[access_log]`; absent = no access log.
     pub access_log: Option<RawAccessLog>,
+    /// `[receive_steering]`; absent = none (listeners cannot use `steering = "cpu"`).
+    pub receive_steering: Option<RawReceiveSteering>,
 }
 
 /// `[fragments]`: how fragments reach one node and wait for their first.
@@ -129,6 +131,20 @@ pub struct RawFragments {
     pub hold_frames: Option<i64>,
     /// Bytes of early fragments held at most.
     pub hold_bytes: Option<i64>,
+}
+
+/// `[receive_steering]`: each client's packets to its worker's CPU (`steering = "cpu"`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReceiveSteering {
+    /// The interfaces clients' packets arrive on.
+    pub interfaces: Option<Vec<String>>,
+    /// The CPUs workers are pinned to, one worker each.
+    pub cpus: Option<Vec<i64>>,
+    /// `"generic"` or `"native"`.
+    pub xdp_mode: Option<String>,
+    /// Packets each CPU's queue holds.
+    pub queue_size: Option<i64>,
 }
 
 /// `[access_log]`: the proxy tier's access log.

@@ -336,6 +336,14 @@ pub fn tls_files(tls: &dyn stator_health::Tls, config: &Config) -> Result<(), Co
 
 /// Fails when `new` changes a setting that needs a restart.
 pub fn reloadable(old: &Config, new: &Config) -> Result<(), ControlError> {
+    if old.receive_steering != new.receive_steering {
+        return Err(ControlError::RestartRequired {
+            field: "receive_steering".to_owned(),
+            reason: "receive steering (its interfaces, CPUs and programs) cannot change while \
+                     running; restart stator to change it"
+                .into(),
+        });
+    }
     let (a, b) = (&old.dataplane, &new.dataplane);
     let restart = |field: &str, what: &str| {
         Err(ControlError::RestartRequired {

@@ -21,10 +21,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::time::Instant;
 
 use stator_config::Config;
+use stator_config::types::ReceiveXdpMode;
 use stator_proxy::{
     AccessLog, AccessLogSpec, HttpSpec, ListenerSpec, PersistenceSpec, Prepared, Proxy, ProxyError,
     SourcePrefixes, SourceSteering, SteeringGroup, UdpSpec, UpstreamSpec, UpstreamState,
 };
+use stator_steer::ReceiveSteering;
 use tokio::sync::watch;
 
 use crate::descriptors::{NodeDescriptors, Sizing};
@@ -36,6 +38,9 @@ use crate::view::{DrainView, View};
 #[derive(Debug, Clone)]
 pub struct ProxyTier {
     proxy: Arc<Mutex<Proxy>>,
+    /// `[receive_steering]`, loaded at start ([`ProxyTier::start_receive_steering`]) and
+    /// removed from its interfaces at shutdown.
+    receive: Arc<Mutex<Option<ReceiveSteering>>>,
     /// Reloads whose listeners could not all be applied.
     pub reload_failures: Arc<AtomicU64>,
     /// The descriptors its workers draw from, and how they were sized.
@@ -57,7 +62,10 @@ impl ProxyTier {
     /// A proxy tier with no listener yet (and an unlimited budget until
     /// [`NodeDescriptors::start`] sizes it).
     pub fn new(node: &str) -> Self {
-        let steering: Arc<dyn SourceSteering> = Arc::new(KernelSteering);
+        let receive = Arc::new(Mutex::new(None));
+        let steering: Arc<dyn SourceSteering> = Arc::new(KernelSteering {
+            receive: Arc::clone(&receive),
+        });
         let descriptors = Arc::new(NodeDescriptors::default());
         let access = AccessLog::new();
         let proxy = Proxy::new(node, Some(steering))
@@ -65,6 +73,7 @@ impl ProxyTier {
             .with_access_log(Arc::clone(&access));
         Self {
             proxy: Arc::new(Mutex::new(proxy)),
+            receive,
             reload_failures: Arc::default(),
             descriptors,
             access,
@@ -77,6 +86,56 @@ impl ProxyTier {
         self.access
             .configure(access_spec(config))
             .map_err(|e| access_error(&e))
+    }
+
+    /// Loads `config`'s `[receive_steering]` and attaches it to its interfaces (at the start:
+    /// a change needs a restart). The error names the field.
+    pub fn start_receive_steering(&self, config: &Config) -> Result<(), ControlError> {
+        let Some(r) = &config.receive_steering else {
+            return Ok(());
+        };
+        let host = |field: String, e: stator_steer::SteerError| ControlError::Host {
+            field,
+            reason: e.to_string(),
+        };
+        let mut rss = ReceiveSteering::load(&stator_steer::ReceiveOptions {
+            queue_size: r.queue_size,
+            ..stator_steer::ReceiveOptions::new(receive_cpus(r))
+        })
+        .map_err(|e| host("receive_steering".into(), e))?;
+        let mode = match r.xdp_mode {
+            ReceiveXdpMode::Generic => stator_steer::RssAttachMode::Generic,
+            ReceiveXdpMode::Native => stator_steer::RssAttachMode::Native,
+        };
+        for (i, name) in r.interfaces.iter().enumerate() {
+            rss.attach(name, mode)
+                .map_err(|e| host(format!("receive_steering.interfaces[{i}]"), e))?;
+        }
+        tracing::info!(interfaces = ?r.interfaces, cpus = ?rss.cpus(), mode = r.xdp_mode.as_str(),
+                       "receive steering attached");
+        *lock(&self.receive) = Some(rss);
+        Ok(())
+    }
+
+    /// The receive-steering program's counters by CPU, each by label, CPUs where it never
+    /// ran left out (`None`: no `[receive_steering]`).
+    pub fn receive_counters(&self) -> Option<Vec<(usize, Labelled)>> {
+        let counters = lock(&self.receive).as_ref()?.counters().ok()?;
+        Some(
+            counters
+                .per_cpu
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.iter().any(|&v| v > 0))
+                .map(|(cpu, c)| {
+                    let labelled = stator_steer::RssCounter::ALL
+                        .iter()
+                        .map(|k| (k.label(), c[k.index() as usize]))
+                        .collect();
+                    (cpu, labelled)
+                })
+                .collect(),
+        )
     }
 
     /// Opens the access log's file again by its name (`SIGUSR1`, after logrotate moved it).
@@ -161,6 +220,8 @@ impl ProxyTier {
     pub fn shutdown(&self, limit: std::time::Duration) {
         let proxy = std::mem::replace(&mut *self.lock(), Proxy::new("", None));
         proxy.shutdown(limit);
+        // detaches the receive-steering program from its interfaces
+        lock(&self.receive).take();
     }
 }
 
@@ -180,20 +241,63 @@ fn access_error(e: &std::io::Error) -> ControlError {
     }
 }
 
-/// `steering = "source"`: `stator-steer`'s `SK_REUSEPORT` program, one per listener.
+/// Counters by metric label.
+pub type Labelled = Vec<(&'static str, u64)>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The CPUs of `[receive_steering]`: as configured, else every CPU the node may run on.
+pub fn receive_cpus(r: &stator_config::types::ReceiveSteering) -> Vec<u32> {
+    r.cpus.clone().unwrap_or_else(|| {
+        stator_sys::cpu::allowed_cpus()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c as u32)
+            .collect()
+    })
+}
+
+/// `steering = "source"`: `stator-steer`'s `SK_REUSEPORT` program, one per listener;
+/// `"cpu"`: the same program with the node's receive steering's key, table and CPUs.
 #[derive(Debug)]
-struct KernelSteering;
+struct KernelSteering {
+    receive: Arc<Mutex<Option<ReceiveSteering>>>,
+}
 
 /// Worker ids a group can hold: room for reloads that add workers (a live id without a
 /// socket falls back to the next table slot, counted by the program).
 const STEERING_CAPACITY: usize = 64;
 
 impl SourceSteering for KernelSteering {
-    fn group(&self, _listener: &str, workers: usize) -> Result<Box<dyn SteeringGroup>, String> {
-        let capacity = workers.max(STEERING_CAPACITY) as u32;
-        let loaded =
-            stator_steer::ReuseportSteering::load(&stator_steer::SteeringOptions::new(capacity))
+    fn group(&self, spec: &ListenerSpec, workers: usize) -> Result<Box<dyn SteeringGroup>, String> {
+        let options = if spec.steering == stator_proxy::Steering::Cpu {
+            let mut receive = lock(&self.receive);
+            let Some(rss) = receive.as_mut() else {
+                return Err(
+                    "no receive steering is running: [receive_steering] is set up when \
+                            the node starts; restart stator after adding it"
+                        .into(),
+                );
+            };
+            if workers != rss.cpus().len() {
+                return Err(format!(
+                    "{workers} workers for {} CPUs of receive steering: one worker per CPU",
+                    rss.cpus().len()
+                ));
+            }
+            let transport = match spec.protocol {
+                stator_proxy::Protocol::Udp => stator_steer::Transport::Udp,
+                _ => stator_steer::Transport::Tcp,
+            };
+            rss.steer_port(transport, spec.address.port())
                 .map_err(|e| e.to_string())?;
+            rss.listener_options()
+        } else {
+            stator_steer::SteeringOptions::new(workers.max(STEERING_CAPACITY) as u32)
+        };
+        let loaded = stator_steer::ReuseportSteering::load(&options).map_err(|e| e.to_string())?;
         Ok(Box::new(Group(loaded)))
     }
 }
@@ -217,6 +321,13 @@ impl SteeringGroup for Group {
             .set_workers(live)
             .map(|_| ())
             .map_err(|e| e.to_string())
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.0
+            .counters()
+            .map(|c| c.iter().map(|(k, v)| (k.label(), v)).collect())
+            .unwrap_or_default()
     }
 }
 
@@ -246,10 +357,20 @@ pub fn default_workers() -> usize {
 
 /// The listeners of a configuration, as the proxy runs them.
 pub fn specs(config: &Config) -> Vec<ListenerSpec> {
+    let cpus: Option<Vec<usize>> = config
+        .receive_steering
+        .as_ref()
+        .map(|r| receive_cpus(r).into_iter().map(|c| c as usize).collect());
     config
         .listeners
         .iter()
-        .map(|l| ListenerSpec {
+        .map(|l| {
+            let worker_cpus = cpus
+                .clone()
+                .filter(|_| l.steering == stator_config::types::Steering::Cpu);
+            (l, worker_cpus)
+        })
+        .map(|(l, worker_cpus)| ListenerSpec {
             name: l.name.clone(),
             address: l.address,
             protocol: l.protocol,
@@ -267,8 +388,12 @@ pub fn specs(config: &Config) -> Vec<ListenerSpec> {
                 })
                 .collect(),
             algorithm: l.scheduler,
-            workers: l.workers.map_or_else(default_workers, usize::from),
+            workers: l.workers.map_or_else(
+                || worker_cpus.as_ref().map_or_else(default_workers, Vec::len),
+                usize::from,
+            ),
             pin_workers: l.pin_workers,
+            worker_cpus: worker_cpus.clone(),
             steering: l.steering,
             persistence: l.persistence.map(|p| PersistenceSpec {
                 timeout: p.timeout,

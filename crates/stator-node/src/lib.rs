@@ -326,6 +326,7 @@ impl Node {
                 open,
             )
             .and_then(|()| proxy.start_access_log(&first.config))
+            .and_then(|()| proxy.start_receive_steering(&first.config))
             .and_then(|()| {
                 proxy.apply(&first).map_err(|e| {
                     ControlError::io(

@@ -36,11 +36,13 @@ pub enum ProxyError {
         /// Why.
         reason: String,
     },
-    /// `steering = "source"` could not be set up.
-    #[error("listener {listener}: steering = \"source\": {reason}")]
+    /// `steering = "source"` or `"cpu"` could not be set up.
+    #[error("listener {listener}: steering = \"{steering}\": {reason}")]
     Steering {
         /// The listener.
         listener: String,
+        /// `source` or `cpu`.
+        steering: &'static str,
         /// Why.
         reason: String,
     },

@@ -30,11 +30,13 @@ use crate::worker::{self, ListenSocket, WorkerHandle, WorkerSetup};
 /// Listen backlog of every worker socket.
 const BACKLOG: i32 = 4096;
 
-/// The kernel side of `steering = "source"`, supplied by whoever can load BPF programs (the
-/// node: `stator-xdp`'s reuseport program). One group per listener.
+/// The kernel side of `steering = "source"` and `"cpu"`, supplied by whoever can load BPF
+/// programs (the node: `stator-steer`'s reuseport program, and for `"cpu"` its receive
+/// steering). One group per listener.
 pub trait SourceSteering: Send + Sync + std::fmt::Debug {
-    /// Steering for a listener of `workers` sockets.
-    fn group(&self, listener: &str, workers: usize) -> Result<Box<dyn SteeringGroup>, String>;
+    /// Steering for listener `spec` (its `steering`, protocol and address) of `workers`
+    /// sockets.
+    fn group(&self, spec: &ListenerSpec, workers: usize) -> Result<Box<dyn SteeringGroup>, String>;
 }
 
 /// Steering of one listener's reuseport group.
@@ -45,6 +47,10 @@ pub trait SteeringGroup: Send + std::fmt::Debug {
     fn attach(&mut self, fd: BorrowedFd<'_>) -> Result<(), String>;
     /// The workers that take new connections; a worker leaving moves only its own clients.
     fn set_workers(&mut self, live: &[u32]) -> Result<(), String>;
+    /// The program's counters by label (for metrics); none by default.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 #[derive(Debug)]
@@ -96,6 +102,8 @@ pub struct ListenerView {
     pub stats: Arc<ListenerStats>,
     /// Its upstreams, in the spec's order.
     pub upstreams: Vec<UpstreamView>,
+    /// Its steering program's counters, by label (empty for `steering = "kernel"`).
+    pub steering: Vec<(&'static str, u64)>,
 }
 
 /// A change to the listeners, prepared by [`Proxy::prepare`] (sockets bound, schedulers
@@ -273,7 +281,6 @@ impl Proxy {
                     .map(|u| u.name.as_str())
                     .collect();
                 stats.retain_upstreams(&keep);
-                let pin = shared.spec.pin_workers;
                 let Some(r) = self.listeners.get_mut(&name) else {
                     return Ok(());
                 };
@@ -294,7 +301,7 @@ impl Proxy {
                     if let Some(g) = r.group.as_mut() {
                         let _ = g.set_socket(i, socket.as_fd());
                     }
-                    let w = start_worker(&common, &name, i, socket, r, pin)?;
+                    let w = start_worker(&common, &name, i, socket, r)?;
                     r.workers.push(w);
                 }
                 if let Some(g) = r.group.as_mut() {
@@ -310,7 +317,6 @@ impl Proxy {
                 group,
             } => {
                 let name = shared.spec.name.clone();
-                let pin = shared.spec.pin_workers;
                 tracing::info!(listener = %name, %address, workers = sockets.len(),
                                protocol = shared.spec.protocol.as_str(), "listener started");
                 let mut r = Running {
@@ -322,7 +328,7 @@ impl Proxy {
                 };
                 let mut result = Ok(());
                 for (i, socket) in sockets.into_iter().enumerate() {
-                    match start_worker(&common, &name, i, socket, &r, pin) {
+                    match start_worker(&common, &name, i, socket, &r) {
                         Ok(w) => r.workers.push(w),
                         Err(e) => {
                             result = Err(e);
@@ -343,17 +349,18 @@ impl Proxy {
         spec: &ListenerSpec,
         sockets: &[ListenSocket],
     ) -> Result<Option<Box<dyn SteeringGroup>>, ProxyError> {
-        if spec.steering != Steering::Source {
+        if spec.steering == Steering::Kernel {
             return Ok(None);
         }
         let fail = |reason: String| ProxyError::Steering {
             listener: spec.name.clone(),
+            steering: spec.steering.as_str(),
             reason,
         };
         let Some(factory) = &self.steering else {
             return Err(fail("this node has no reuseport steering program".into()));
         };
-        let mut group = factory.group(&spec.name, sockets.len()).map_err(fail)?;
+        let mut group = factory.group(spec, sockets.len()).map_err(fail)?;
         for (i, s) in sockets.iter().enumerate() {
             group.set_socket(i, s.as_fd()).map_err(fail)?;
         }
@@ -402,6 +409,7 @@ impl Proxy {
                     address: r.address,
                     workers: r.workers.len(),
                     stats: Arc::clone(&r.stats),
+                    steering: r.group.as_ref().map(|g| g.counters()).unwrap_or_default(),
                     upstreams: shared
                         .spec
                         .upstreams
@@ -449,8 +457,8 @@ fn start_worker(
     i: usize,
     socket: ListenSocket,
     r: &Running,
-    pin: bool,
 ) -> Result<WorkerHandle, ProxyError> {
+    let cpu = r.shared.load().spec.worker_cpu(i);
     worker::spawn(WorkerSetup {
         id: i,
         node: Arc::clone(&common.node),
@@ -460,7 +468,7 @@ fn start_worker(
         stats: Arc::clone(&r.stats),
         budget: Arc::clone(&common.budget),
         access: common.access.clone(),
-        core: pin.then_some(i),
+        cpu,
         seed: rand::random(),
     })
     .map_err(|source| ProxyError::Worker {

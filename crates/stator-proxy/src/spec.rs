@@ -222,6 +222,9 @@ pub struct ListenerSpec {
     pub workers: usize,
     /// Pin worker `i` to core `i mod cores`.
     pub pin_workers: bool,
+    /// Pin worker `i` to CPU `worker_cpus[i]` instead (`steering = "cpu"`: one worker per CPU
+    /// of the node's receive steering).
+    pub worker_cpus: Option<Vec<usize>>,
     /// Client → worker steering.
     pub steering: Steering,
     /// Stickiness (`None`: off).
@@ -266,6 +269,7 @@ impl ListenerSpec {
             algorithm: Algorithm::Vnswrr,
             workers: 1,
             pin_workers: false,
+            worker_cpus: None,
             steering: Steering::Kernel,
             persistence: None,
             retries: 2,
@@ -279,6 +283,19 @@ impl ListenerSpec {
         }
     }
 
+    /// The CPU worker `i` is pinned to: `worker_cpus[i]`, else with `pin_workers` the
+    /// `i mod n`-th of the `n` CPUs the process may run on, else none.
+    pub(crate) fn worker_cpu(&self, i: usize) -> Option<usize> {
+        if let Some(cpus) = &self.worker_cpus {
+            return cpus.get(i % cpus.len().max(1)).copied();
+        }
+        if !self.pin_workers {
+            return None;
+        }
+        let cores = stator_sys::cpu::allowed_cpus().unwrap_or_default();
+        cores.get(i % cores.len().max(1)).copied()
+    }
+
     /// Whether a change from `self` to `other` needs new sockets (the rest is swapped in
     /// place).
     pub(crate) fn needs_rebind(&self, other: &Self) -> bool {
@@ -286,6 +303,7 @@ impl ListenerSpec {
             || self.protocol != other.protocol
             || self.steering != other.steering
             || self.pin_workers != other.pin_workers
+            || self.worker_cpus != other.worker_cpus
             || (self.protocol == Protocol::Udp && self.udp.gro != other.udp.gro)
     }
 }

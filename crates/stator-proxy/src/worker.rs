@@ -252,7 +252,8 @@ pub(crate) struct WorkerSetup {
     pub listener: Arc<ArcSwap<ListenerShared>>,
     pub stats: Arc<ListenerStats>,
     pub budget: Arc<DescriptorBudget>,
-    pub core: Option<usize>,
+    /// The CPU to pin the worker's thread to.
+    pub cpu: Option<usize>,
     pub seed: u64,
     pub access: Option<Arc<AccessLog>>,
 }
@@ -271,13 +272,11 @@ pub(crate) fn spawn(setup: WorkerSetup) -> std::io::Result<WorkerHandle> {
 }
 
 fn run(setup: WorkerSetup, stop: watch::Receiver<bool>) {
-    if let Some(core) = setup.core {
-        let cores = stator_sys::cpu::allowed_cpus().unwrap_or_default();
-        if let Some(&c) = cores.get(core % cores.len().max(1))
-            && stator_sys::cpu::pin_to_cpu(c).is_err()
-        {
-            tracing::warn!(listener = %setup.name, worker = setup.id, "cannot pin worker");
-        }
+    if let Some(cpu) = setup.cpu
+        && let Err(e) = stator_sys::cpu::pin_to_cpu(cpu)
+    {
+        tracing::warn!(listener = %setup.name, worker = setup.id, cpu, error = %e,
+                       "cannot pin worker");
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -19,6 +19,10 @@
 //!   programs), writes its table and configuration, puts worker sockets into the socket array,
 //!   attaches to a group, rebuilds the table over the live workers ([`ReuseportSteering::set_workers`]:
 //!   only the slots that change are written), and reads the per-CPU counters.
+//! - [`ReceiveSteering`]: `steering = "cpu"`'s receive side (`bpf/stator_rss.bpf.c`): an XDP
+//!   program that sends each client's packets to the CPU of the worker its slot names, through
+//!   a `CPUMAP` — the NIC's source-address RSS in software (docs/steering.md §8); its
+//!   [`ReceiveSteering::listener_options`] load each listener's program with the same table.
 //! - [`RssKey`], [`HashFields`]: the Toeplitz key (random per load by default, or Microsoft's
 //!   verification key, or any 40 bytes) and the hashed fields (address, or address and port).
 //!

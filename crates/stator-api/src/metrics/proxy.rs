@@ -29,8 +29,39 @@ pub(super) fn proxy_metrics(e: &mut Exposition, ctx: &Ctx) {
     )
     .sample(&[], access.errors as f64);
     descriptor_metrics(e, ctx);
+    if let Some(rss) = ctx.proxy.receive_counters() {
+        e.family(
+            "stator_receive_steering_packets_total",
+            Kind::Counter,
+            "Packets seen by the receive-steering program ([receive_steering]), by the CPU it \
+             ran on and outcome: local (already on its worker's CPU), redirected (sent there), \
+             no_cpu, other (not to a steered port), malformed. In generic mode a redirected \
+             packet is seen again, as local, on its new CPU.",
+        );
+        for (cpu, counts) in rss {
+            let cpu = cpu.to_string();
+            for (label, v) in counts {
+                e.sample(&[("cpu", &cpu), ("outcome", label)], v as f64);
+            }
+        }
+    }
     if listeners.is_empty() {
         return;
+    }
+    if listeners.iter().any(|l| !l.steering.is_empty()) {
+        e.family(
+            "stator_proxy_steering_decisions_total",
+            Kind::Counter,
+            "Runs of a listener's reuseport steering program (steering = \"source\" or \"cpu\"), \
+             by outcome (select_own, select_probe, select_kernel, migrate_*, no_address, \
+             not_configured) and, for \"cpu\", cpu_local / cpu_remote: whether a selection ran \
+             on its worker's CPU.",
+        );
+        for l in &listeners {
+            for (label, v) in &l.steering {
+                e.sample(&[("listener", &l.spec.name), ("outcome", label)], *v as f64);
+            }
+        }
     }
     crate::udp_metrics::udp_metrics(e, &listeners);
     e.family(

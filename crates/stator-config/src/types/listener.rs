@@ -31,6 +31,42 @@ pub enum AccessLogFormat {
     Text,
 }
 
+/// `[receive_steering]`: the NIC's receive-side scaling by source address, in software, for
+/// listeners with `steering = "cpu"` (docs/steering.md §8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReceiveSteering {
+    /// The interfaces clients' packets arrive on (an XDP program on each).
+    pub interfaces: Vec<String>,
+    /// Worker `i` of every `steering = "cpu"` listener is pinned to `cpus[i]`; `None`: every
+    /// CPU the node may run on, decided at start.
+    pub cpus: Option<Vec<u32>>,
+    /// How the program is attached.
+    pub xdp_mode: ReceiveXdpMode,
+    /// Packets each CPU's queue holds.
+    pub queue_size: u32,
+}
+
+/// `receive_steering.xdp_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReceiveXdpMode {
+    /// In the stack (any interface; keeps each packet's checksum state).
+    #[default]
+    Generic,
+    /// In the driver (NICs with XDP support).
+    Native,
+}
+
+impl ReceiveXdpMode {
+    /// `generic` or `native`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Generic => "generic",
+            Self::Native => "native",
+        }
+    }
+}
+
 /// What a listener speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -69,6 +105,9 @@ pub enum Steering {
     /// A reuseport BPF program: a consistent table over workers keyed by the client address
     /// (the proxy needs a `SourceSteering` implementation for it).
     Source,
+    /// `source`, with the workers pinned one per CPU of `[receive_steering]` and each
+    /// client's packets received on its worker's CPU (docs/steering.md §8).
+    Cpu,
 }
 
 impl Steering {
@@ -77,6 +116,7 @@ impl Steering {
         match self {
             Self::Kernel => "kernel",
             Self::Source => "source",
+            Self::Cpu => "cpu",
         }
     }
 }

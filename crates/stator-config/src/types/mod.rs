@@ -55,6 +55,8 @@ pub struct Config {
     pub classes: Vec<VipClass>,
     /// `[access_log]`; `None`: no access log.
     pub access_log: Option<AccessLog>,
+    /// `[receive_steering]`; `None`: none (no listener has `steering = "cpu"`).
+    pub receive_steering: Option<ReceiveSteering>,
 }
 
 impl Config {

@@ -4,15 +4,20 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
-use stator_abi::{STATOR_MAX_PEERS, STATOR_MAX_PREFIXES, STATOR_MAX_SUFFIX_LENS};
+use stator_abi::{
+    STATOR_MAX_PEERS, STATOR_MAX_PREFIXES, STATOR_MAX_SUFFIX_LENS, STATOR_RSS_MAX_CPUS,
+};
 use stator_core::Prefix;
 
 use super::Ctx;
 use crate::defaults as d;
 use crate::error::{Error, FieldPath};
-use crate::raw::{RawAccessLog, RawFragments, RawTracer, RawVip, RawVipClass, Scalar};
+use crate::raw::{
+    RawAccessLog, RawFragments, RawReceiveSteering, RawTracer, RawVip, RawVipClass, Scalar,
+};
 use crate::types::{
-    AccessLog, AccessLogFormat, Fragments, Node, Tracer, VipClass, VipGroup, VipKey,
+    AccessLog, AccessLogFormat, Fragments, Node, ReceiveSteering, ReceiveXdpMode, Tracer, VipClass,
+    VipGroup, VipKey,
 };
 
 /// `[fragments]`.
@@ -224,6 +229,120 @@ pub(super) fn access_log(ctx: &mut Ctx, raw: Option<&RawAccessLog>) -> Option<Op
         path: path?,
         format: format?,
         sample_per_million: sample?,
+    }))
+}
+
+/// `[receive_steering]`: `Some(None)` when absent, `None` when invalid (errors recorded).
+pub(super) fn receive_steering(
+    ctx: &mut Ctx,
+    raw: Option<&RawReceiveSteering>,
+) -> Option<Option<ReceiveSteering>> {
+    let Some(raw) = raw else {
+        return Some(None);
+    };
+    let at = FieldPath::root().key("receive_steering");
+    let errors = ctx.errors.len();
+    let mut interfaces = Vec::new();
+    match raw.interfaces.as_deref() {
+        None | Some([]) => ctx.error(
+            at.key("interfaces"),
+            Error::Missing {
+                hint: "the interfaces clients' packets arrive on, e.g. [\"eth0\"]".into(),
+            },
+        ),
+        Some(names) => {
+            let mut seen: HashMap<&str, usize> = HashMap::new();
+            for (i, name) in names.iter().enumerate() {
+                if !super::sections::is_interface_name(name) {
+                    ctx.error(
+                        at.key("interfaces").index(i),
+                        Error::Invalid {
+                            value: format!("{name:?}"),
+                            expected: "a Linux interface name (1-15 bytes, no '/', ':' or \
+                                       whitespace, not \".\" or \"..\")"
+                                .into(),
+                        },
+                    );
+                } else if let Some(&first) = seen.get(name.as_str()) {
+                    ctx.error(
+                        at.key("interfaces").index(i),
+                        Error::Duplicate {
+                            what: "interface",
+                            value: name.clone(),
+                            first: at.key("interfaces").index(first),
+                        },
+                    );
+                } else {
+                    seen.insert(name, i);
+                    interfaces.push(name.clone());
+                }
+            }
+        }
+    }
+    let cpus = raw.cpus.as_deref().map(|list| {
+        let mut cpus: Vec<u32> = Vec::new();
+        if list.is_empty() {
+            ctx.error(
+                at.key("cpus"),
+                Error::Empty {
+                    hint: "; list the CPUs workers are pinned to, or leave cpus out for every \
+                           CPU the node may run on"
+                        .into(),
+                },
+            );
+        }
+        for (i, &c) in list.iter().enumerate() {
+            let Some(cpu) = ctx.int::<u32>(
+                at.key("cpus").index(i),
+                c,
+                0,
+                i64::from(STATOR_RSS_MAX_CPUS) - 1,
+            ) else {
+                continue;
+            };
+            if let Some(first) = cpus.iter().position(|&x| x == cpu) {
+                ctx.error(
+                    at.key("cpus").index(i),
+                    Error::Duplicate {
+                        what: "CPU (one worker per CPU)",
+                        value: cpu.to_string(),
+                        first: at.key("cpus").index(first),
+                    },
+                );
+            } else {
+                cpus.push(cpu);
+            }
+        }
+        cpus
+    });
+    let xdp_mode = match raw.xdp_mode.as_deref() {
+        None | Some("generic") => ReceiveXdpMode::Generic,
+        Some("native") => ReceiveXdpMode::Native,
+        Some(other) => {
+            ctx.error(
+                at.key("xdp_mode"),
+                Error::Invalid {
+                    value: format!("{other:?}"),
+                    expected: "\"generic\" (any interface) or \"native\" (a NIC whose driver \
+                               has XDP)"
+                        .into(),
+                },
+            );
+            ReceiveXdpMode::Generic
+        }
+    };
+    let queue_size = match raw.queue_size {
+        None => Some(d::RECEIVE_QUEUE_SIZE),
+        Some(n) => ctx.int(at.key("queue_size"), n, 1, d::MAX_RECEIVE_QUEUE_SIZE.into()),
+    };
+    if ctx.errors.len() != errors {
+        return None;
+    }
+    Some(Some(ReceiveSteering {
+        interfaces,
+        cpus,
+        xdp_mode,
+        queue_size: queue_size?,
     }))
 }
 

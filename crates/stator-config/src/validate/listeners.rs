@@ -19,7 +19,8 @@ use crate::flatten::{flatten, sorted_members};
 use crate::raw::Scalar;
 use crate::raw::{RawListener, RawListenerTimeouts};
 use crate::types::{
-    Api, Listener, ListenerProtocol, ListenerTimeouts, Persistence, PoolId, Steering, Upstream, Vip,
+    Api, Listener, ListenerProtocol, ListenerTimeouts, Persistence, PoolId, ReceiveSteering,
+    Steering, Upstream, Vip,
 };
 
 pub(super) fn listeners(
@@ -28,6 +29,7 @@ pub(super) fn listeners(
     pools: &Pools,
     api: Option<&Api>,
     vips: Option<&[Vip]>,
+    receive: Option<Option<&ReceiveSteering>>,
 ) -> Option<Vec<Listener>> {
     let mut out = Vec::with_capacity(raw.len());
     let mut ok = true;
@@ -107,6 +109,33 @@ pub(super) fn listeners(
                     hint: "; use fewer workers, or steering = \"kernel\"".into(),
                 },
             );
+        }
+        if l.steering == Some(Steering::Cpu) {
+            match receive {
+                None => ctx.error(
+                    at.key("steering"),
+                    Error::NotApplicable {
+                        reason: "steering = \"cpu\" needs a [receive_steering] table naming the \
+                                 interfaces clients' packets arrive on (docs/steering.md §8)"
+                            .into(),
+                    },
+                ),
+                Some(Some(ReceiveSteering {
+                    cpus: Some(cpus), ..
+                })) if workers.flatten().is_some_and(|n| usize::from(n) != cpus.len()) => ctx
+                    .error(
+                        at.key("workers"),
+                        Error::NotApplicable {
+                            reason: format!(
+                                "steering = \"cpu\" runs one worker per CPU of \
+                                 receive_steering.cpus ({} CPUs): leave workers out or set it to {}",
+                                cpus.len(),
+                                cpus.len()
+                            ),
+                        },
+                    ),
+                _ => {}
+            }
         }
         let persistence = persistence(ctx, &at, l);
         let retries = match l.retries {

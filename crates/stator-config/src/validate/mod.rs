@@ -41,6 +41,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
     let tracer = cluster::tracer(&mut ctx, &raw.tracer);
     let classes = cluster::classes(&mut ctx, &raw.vip_class);
     let access_log = cluster::access_log(&mut ctx, raw.access_log.as_ref());
+    let receive_steering = cluster::receive_steering(&mut ctx, raw.receive_steering.as_ref());
     let vips = vips::vips(
         &mut ctx,
         &raw.vip,
@@ -57,6 +58,9 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
         &pools,
         api.as_ref(),
         vips.as_deref(),
+        raw.receive_steering
+            .is_some()
+            .then_some(receive_steering.as_ref().and_then(|r| r.as_ref())),
     );
     if let (Some(v), Some(f), Some(dp)) = (&vips, &fragments, &dataplane)
         && !f.peers.is_empty()
@@ -76,7 +80,18 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
         }
     }
     match (
-        node, dataplane, encap, api, bgp, vips, listeners, fragments, tracer, classes, access_log,
+        node,
+        dataplane,
+        encap,
+        api,
+        bgp,
+        vips,
+        listeners,
+        fragments,
+        tracer,
+        classes,
+        access_log,
+        receive_steering,
     ) {
         (
             Some(node),
@@ -90,6 +105,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
             Some(tracer),
             Some(classes),
             Some(access_log),
+            Some(receive_steering),
         ) if ctx.errors.is_empty() => Ok(Config {
             node,
             dataplane,
@@ -105,6 +121,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
             tracer,
             classes,
             access_log,
+            receive_steering,
         }),
         _ => {
             if ctx.errors.is_empty() {

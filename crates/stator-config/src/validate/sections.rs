@@ -449,7 +449,7 @@ fn interfaces(ctx: &mut Ctx, at: &FieldPath, raw: Option<&[String]>) -> Option<V
 
 /// Linux's `dev_valid_name()`: 1–15 bytes (IFNAMSIZ − 1), not `.` or `..`, no `/`, `:` or
 /// whitespace.
-fn is_interface_name(name: &str) -> bool {
+pub(super) fn is_interface_name(name: &str) -> bool {
     (1..=15).contains(&name.len())
         && name != "."
         && name != ".."

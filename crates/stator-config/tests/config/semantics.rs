@@ -713,6 +713,51 @@ idle = "5m"
     assert!(r.to_string().contains("data plane none"), "{r}");
 }
 
+/// `steering = "cpu"` with `[receive_steering]`: defaults, the workers left to the CPUs, and
+/// what `stator check` says the host needs.
+#[test]
+fn receive_steering_defaults_and_what_check_says() {
+    let text = r#"
+[node]
+name = "p1"
+[dataplane]
+mode = "none"
+[receive_steering]
+interfaces = ["eth0", "lo"]
+[[pool]]
+name = "web"
+[[pool.backend]]
+address = "10.1.1.3"
+port = 80
+[pool.health]
+method = "none"
+[[listener]]
+name = "h"
+address = "0.0.0.0:8080"
+protocol = "http"
+pool = "web"
+steering = "cpu"
+"#;
+    let c = stator_config::from_toml_str("t.toml", text).unwrap();
+    let r = c.receive_steering.as_ref().unwrap();
+    assert_eq!(r.interfaces, ["eth0", "lo"]);
+    assert_eq!(r.cpus, None);
+    assert_eq!(r.xdp_mode, stator_config::types::ReceiveXdpMode::Generic);
+    assert_eq!(r.queue_size, 2048);
+    assert_eq!(c.listeners[0].steering, stator_config::Steering::Cpu);
+    assert_eq!(c.listeners[0].workers, None);
+    let report = check_str("t.toml", text);
+    assert!(report.is_ok(), "{report}");
+    let out = report.to_string();
+    assert!(
+        out.contains("steering cpu")
+            && out.contains("receive steering: XDP (generic) on eth0, lo")
+            && out.contains("listeners (h) pinned one per CPU on every CPU the node may run on")
+            && out.contains("root (CAP_BPF, CAP_NET_ADMIN)"),
+        "{out}"
+    );
+}
+
 /// The stall timeouts and the forwarding-header modes as written, old booleans included.
 #[test]
 fn listener_stall_timeouts_and_forwarding_modes() {

@@ -27,7 +27,11 @@ impl Group {
 }
 
 impl SourceSteering for TestSteering {
-    fn group(&self, _listener: &str, workers: usize) -> Result<Box<dyn SteeringGroup>, String> {
+    fn group(
+        &self,
+        _spec: &stator_proxy::ListenerSpec,
+        workers: usize,
+    ) -> Result<Box<dyn SteeringGroup>, String> {
         let s = ReuseportSteering::load(&SteeringOptions::new(workers as u32))
             .map_err(|e| e.to_string())?;
         let s = Arc::new(Mutex::new(s));

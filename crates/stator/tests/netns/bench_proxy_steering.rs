@@ -1,6 +1,9 @@
 //! `stator bench proxy --steering-only --quick` as root: the 2014 paper's experiment — new
 //! connections from 256 client addresses with persistence on, `steering = "kernel"` and
-//! `"source"` — runs end to end and reports both rows with their counters. Asserts the rows and
+//! `"source"`, pinned and unpinned, and unpinned `"cpu"` (receive steering in generic XDP on
+//! `lo`, the workers pinned one per CPU) — runs end to end and reports every row with its
+//! counters; under `"cpu"` every selection ran on its worker's CPU (`cpu_local`, none
+//! `cpu_remote`). Asserts the rows and
 //! what steering by source must give (every connection after a client's first on its worker is
 //! decided by persistence, so with 256 clients the share is high; under kernel steering a
 //! client's connections are spread over both workers, and each worker's first sight of a
@@ -21,8 +24,6 @@ fn bench_proxy_steering_reports_kernel_and_source() {
         "--quick",
         "--seconds",
         "1",
-        "--only",
-        "pinned",
         "--steering-only",
         "--json",
     ]);
@@ -31,12 +32,26 @@ fn bench_proxy_steering_reports_kernel_and_source() {
         "--steering-only: {stdout}"
     );
     let rows = v["steering"].as_array().unwrap();
-    assert_eq!(rows.len(), 2, "kernel and source, one round: {stdout}");
-    for steering in ["kernel", "source"] {
+    assert!(
+        stator_sys::cpu::allowed_cpus().unwrap().len() >= 2,
+        "steering = \"cpu\" needs two CPUs"
+    );
+    assert_eq!(
+        rows.len(),
+        5,
+        "pinned kernel and source, unpinned kernel, source and cpu, one round: {stdout}"
+    );
+    for (pinning, steering) in [
+        ("pinned", "kernel"),
+        ("pinned", "source"),
+        ("unpinned", "kernel"),
+        ("unpinned", "source"),
+        ("unpinned", "cpu"),
+    ] {
         let r = rows
             .iter()
-            .find(|r| r["steering"] == steering)
-            .unwrap_or_else(|| panic!("no {steering} row: {stdout}"));
+            .find(|r| r["steering"] == steering && r["pinning"] == pinning)
+            .unwrap_or_else(|| panic!("no {pinning} {steering} row: {stdout}"));
         let load = &r["load"];
         let done = load["connections"].as_u64().unwrap();
         assert!(done > 0, "{r}");
@@ -52,7 +67,17 @@ fn bench_proxy_steering_reports_kernel_and_source() {
         // the misses: each client's first connection on each worker it reaches — one worker
         // under source steering, at most both under the kernel's — and the benchmark's own
         // probe that the listener is up (from 127.0.0.1)
-        let workers = if steering == "source" { 1 } else { 2 };
+        let workers = if steering == "kernel" { 2 } else { 1 };
+        let (local, remote) = (
+            r["cpu_local"].as_u64().unwrap(),
+            r["cpu_remote"].as_u64().unwrap(),
+        );
+        if steering == "cpu" {
+            // every SYN went through receive steering on lo: selected on its worker's CPU
+            assert!(local >= done && remote == 0, "{r}");
+        } else {
+            assert_eq!((local, remote), (0, 0), "{r}");
+        }
         assert!(
             hits + 256 * workers + 1 >= total,
             "{steering} steering: {r}"
