@@ -40,6 +40,7 @@ const TABLES: &[(&str, &str)] = &[
     ("[fragments]", "[fragments]\nzz_unknown = 1\n"),
     ("[tracer]", "[tracer]\nzz_unknown = 1\n"),
     ("[access_log]", "[access_log]\nzz_unknown = 1\n"),
+    ("[receive_steering]", "[receive_steering]\nzz_unknown = 1\n"),
 ];
 
 /// The keys the schema accepts in a table, from its "unknown key" message.
