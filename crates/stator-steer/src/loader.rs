@@ -366,6 +366,27 @@ impl ReuseportSteering {
         Ok(out)
     }
 
+    /// The program's counters on each CPU (index = CPU): where each decision ran.
+    ///
+    /// # Errors
+    /// [`SteerError::Map`] when the map cannot be read.
+    pub fn counters_per_cpu(&self) -> Result<Vec<SteerCounters>> {
+        let mut out: Vec<SteerCounters> = Vec::new();
+        for counter in RpCounter::ALL {
+            let per_cpu = self
+                .counters
+                .get(&counter.index(), 0)
+                .map_err(|e| map_error(COUNTERS_MAP, "reading", e))?;
+            if out.len() < per_cpu.len() {
+                out.resize(per_cpu.len(), SteerCounters::default());
+            }
+            for (cpu, v) in per_cpu.iter().enumerate() {
+                out[cpu].values[counter.index() as usize] = *v;
+            }
+        }
+        Ok(out)
+    }
+
     /// The kernel's statistics of the program (run time, runs, verified size).
     ///
     /// # Errors

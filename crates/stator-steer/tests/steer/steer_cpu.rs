@@ -223,6 +223,16 @@ fn every_packet_of_a_client_is_received_and_served_on_its_workers_cpu() {
         per_cpu.iter().all(|&n| n > 0),
         "64 clients should reach every CPU: {per_cpu:?}"
     );
+    // counted per CPU by the program itself: each CPU made exactly its worker's selections
+    let on_cpu = steering.counters_per_cpu().expect("per-CPU counters");
+    for (worker, &cpu) in cpus.iter().enumerate() {
+        let c = &on_cpu[cpu as usize];
+        assert_eq!(
+            (c.get(RpCounter::CpuLocal), c.get(RpCounter::CpuRemote)),
+            (per_cpu[worker] as u64, 0),
+            "CPU {cpu}: the selections for worker {worker}'s clients, all local"
+        );
+    }
     assert_eq!(counters.get(RpCounter::SelectOwn), connections as u64);
     assert_eq!(counters.get(RpCounter::CpuLocal), connections as u64);
     assert_eq!(counters.get(RpCounter::CpuRemote), 0);

@@ -83,4 +83,11 @@ fn bench_proxy_steering_reports_kernel_and_source() {
             "{steering} steering: {r}"
         );
     }
+    // the node removed receive steering from lo when it exited
+    let link = std::process::Command::new("ip")
+        .args(["link", "show", "dev", "lo"])
+        .output()
+        .expect("ip link show dev lo");
+    let link = String::from_utf8_lossy(&link.stdout);
+    assert!(!link.contains("xdp"), "an XDP program left on lo: {link}");
 }
