@@ -434,23 +434,28 @@ pub(crate) fn wait_port(port: u16) -> Result<()> {
 pub(crate) struct Churned {
     pub(crate) connections: u64,
     pub(crate) connections_per_second: f64,
+    /// Requests answered (`requests` per connection), and per second.
+    pub(crate) requests: u64,
+    pub(crate) requests_per_second: f64,
     /// Connect to the last byte of the answer, 99th percentile.
     pub(crate) p99_ms: f64,
     pub(crate) errors: u64,
 }
 
-/// New connections from many client addresses, which `wrk` cannot do (it connects from
+/// Connections from many client addresses, which `wrk` cannot do (it connects from
 /// 127.0.0.1 alone): `concurrency` clients on one thread (pinned to CPU 1 when `pin`), each
 /// connecting from the next of `addresses` loopback addresses (127.1.0.1, 127.1.0.2, …: all of
-/// 127/8 is the loopback interface's), sending one `GET /` with `Connection: close` and reading
-/// the answer to its end, then the next, for `secs` seconds. Bounded: by time, and each
-/// connect and read by 5 s.
+/// 127/8 is the loopback interface's), sending `requests` `GET /` on the connection (the last
+/// with `Connection: close`) and reading each answer to its end, then the next connection, for
+/// `secs` seconds. `requests = 1` is new connections per second; more is requests per second
+/// over kept-alive connections. Bounded: by time, and each connection by 5 s.
 pub(crate) fn churn(
     port: u16,
     addresses: u32,
     concurrency: usize,
     secs: u64,
     pin: bool,
+    requests: u32,
 ) -> Result<Churned> {
     use std::sync::atomic::{AtomicU32, Ordering};
     let worker = std::thread::Builder::new()
@@ -476,8 +481,8 @@ pub(crate) fn churn(
                             let k = next.fetch_add(1, Ordering::Relaxed) % addresses.max(1);
                             let src = std::net::Ipv4Addr::from(0x7f01_0001 + k);
                             let t = Instant::now();
-                            match tokio::time::timeout(Duration::from_secs(5), one(src, port)).await
-                            {
+                            let conn = one(src, port, requests);
+                            match tokio::time::timeout(Duration::from_secs(5), conn).await {
                                 Ok(Ok(())) => micros.push(t.elapsed().as_micros() as u64),
                                 _ => errors += 1,
                             }
@@ -498,9 +503,12 @@ pub(crate) fn churn(
                 let p99 = all
                     .get((all.len() * 99 / 100).min(all.len().saturating_sub(1)))
                     .map_or(0.0, |&m| m as f64 / 1000.0);
+                let done = all.len() as u64;
                 Ok(Churned {
-                    connections: all.len() as u64,
-                    connections_per_second: all.len() as f64 / elapsed,
+                    connections: done,
+                    connections_per_second: done as f64 / elapsed,
+                    requests: done * u64::from(requests),
+                    requests_per_second: (done * u64::from(requests)) as f64 / elapsed,
                     p99_ms: p99,
                     errors,
                 })
@@ -513,28 +521,55 @@ pub(crate) fn churn(
         .map_err(io("running the connection load"))
 }
 
-/// One connection of [`churn`]: from `src`, one request, the answer read to its end.
-async fn one(src: std::net::Ipv4Addr, port: u16) -> std::io::Result<()> {
+/// One connection of [`churn`]: from `src`, `requests` requests, each answer read whole (the
+/// last one to the connection's end, after its `Connection: close`).
+async fn one(src: std::net::Ipv4Addr, port: u16, requests: u32) -> std::io::Result<()> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let s = tokio::net::TcpSocket::new_v4()?;
     s.bind(SocketAddr::from((src, 0)))?;
     let mut c = s.connect(SocketAddr::from(([127, 0, 0, 1], port))).await?;
-    c.write_all(b"GET / HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
-        .await?;
-    let mut buf = [0u8; 1024];
-    let mut first = true;
-    loop {
-        let n = c.read(&mut buf).await?;
-        if n == 0 {
-            return if first {
-                Err(std::io::ErrorKind::UnexpectedEof.into())
-            } else {
-                Ok(())
-            };
+    let mut buf = Vec::with_capacity(4096);
+    for i in 1..=requests.max(1) {
+        let last = i >= requests;
+        let req: &[u8] = if last {
+            b"GET / HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
+        } else {
+            b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
+        };
+        c.write_all(req).await?;
+        // the head, then Content-Length bytes of body (the bench backends always send one)
+        buf.clear();
+        let mut chunk = [0u8; 4096];
+        let (head, length) = loop {
+            let n = c.read(&mut chunk).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                if !head.starts_with("http/1.1 200") {
+                    return Err(std::io::Error::other("not a 200 answer"));
+                }
+                let length = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .ok_or_else(|| std::io::Error::other("an answer without Content-Length"))?;
+                break (end + 4, length);
+            }
+            if buf.len() > 64 * 1024 {
+                return Err(std::io::Error::other("an answer head over 64 KiB"));
+            }
+        };
+        let mut have = buf.len() - head;
+        while have < length {
+            let n = c.read(&mut chunk).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            have += n;
         }
-        if first && !buf[..n].starts_with(b"HTTP/1.1 200") {
-            return Err(std::io::Error::other("not a 200 answer"));
-        }
-        first = false;
     }
+    Ok(())
 }

@@ -206,6 +206,8 @@ struct Steered {
     pinning: &'static str,
     round: usize,
     load: Churned,
+    /// The same clients on kept-alive connections ([`STEER_KEEPALIVE`] requests each).
+    keepalive: Churned,
     /// The listener's counters after the run (`GET /v1/listeners`): client connections, and
     /// picks decided by a client's persistence entry.
     connections_total: u64,
@@ -221,6 +223,8 @@ struct Steered {
 /// Client addresses and concurrent clients of the steering runs.
 const STEER_CLIENTS: u32 = 256;
 const STEER_CONCURRENCY: usize = 64;
+/// Requests per connection of the steering runs' second load (requests per second).
+const STEER_KEEPALIVE: u32 = 100;
 
 /// The 2014 paper's experiment (`seeds/kernel-session-persistence.zh.txt`): its kernel
 /// affinity raised new connections per second by ~12% with session persistence on. Here: an
@@ -271,12 +275,21 @@ fn steering_runs(
                     rivals::set_pinning(true);
                     return Err(failed(format!("stator {steering}: {}", gone(&mut p, e))));
                 }
-                let load = churn(port, STEER_CLIENTS, STEER_CONCURRENCY, secs, pin);
+                let load = churn(port, STEER_CLIENTS, STEER_CONCURRENCY, secs, pin, 1);
+                // the decisions counted so far are the new connections'
                 let counters = listener_counters(&socket);
+                let keepalive = churn(
+                    port,
+                    STEER_CLIENTS,
+                    STEER_CONCURRENCY,
+                    secs,
+                    pin,
+                    STEER_KEEPALIVE,
+                );
                 p.stop();
-                let load = match load {
-                    Ok(l) => l,
-                    Err(e) => {
+                let (load, keepalive) = match (load, keepalive) {
+                    (Ok(l), Ok(k)) => (l, k),
+                    (Err(e), _) | (_, Err(e)) => {
                         rivals::set_pinning(true);
                         return Err(e);
                     }
@@ -287,6 +300,7 @@ fn steering_runs(
                     pinning: if pin { "pinned" } else { "unpinned" },
                     round,
                     load,
+                    keepalive,
                     connections_total: c.connections,
                     session_hits: c.session_hits,
                     cpu_local: c.cpu_local,
@@ -349,8 +363,17 @@ fn report_steering(runs: &[Steered]) {
          with its kernel affinity):"
     );
     println!(
-        "  {:<9} {:<7} {:>5} {:>12} {:>9} {:>7} {:>12} {:>9} {:>5}",
-        "mode", "steering", "round", "conn/s", "p99 ms", "errors", "persistence", "on-CPU", "load"
+        "  {:<9} {:<7} {:>5} {:>12} {:>9} {:>7} {:>12} {:>9} {:>10} {:>5}",
+        "mode",
+        "steering",
+        "round",
+        "conn/s",
+        "p99 ms",
+        "errors",
+        "persistence",
+        "on-CPU",
+        "req/s",
+        "load"
     );
     for r in runs {
         let local = if r.steering == "cpu" {
@@ -362,24 +385,25 @@ fn report_steering(runs: &[Steered]) {
             "-".into()
         };
         println!(
-            "  {:<9} {:<7} {:>5} {:>12.0} {:>9.2} {:>7} {:>11.1}% {:>9} {:>5.1}",
+            "  {:<9} {:<7} {:>5} {:>12.0} {:>9.2} {:>7} {:>11.1}% {:>9} {:>10.0} {:>5.1}",
             r.pinning,
             r.steering,
             r.round,
             r.load.connections_per_second,
             r.load.p99_ms,
-            r.load.errors,
+            r.load.errors + r.keepalive.errors,
             100.0 * r.session_hits as f64 / r.connections_total.max(1) as f64,
             local,
+            r.keepalive.requests_per_second,
             r.load_average
         );
     }
     for pin in ["pinned", "unpinned"] {
-        let med = |steering: &str| {
+        let med_of = |steering: &str, rate: fn(&Steered) -> f64| {
             let mut v: Vec<f64> = runs
                 .iter()
                 .filter(|r| r.pinning == pin && r.steering == steering)
-                .map(|r| r.load.connections_per_second)
+                .map(rate)
                 .collect();
             v.sort_by(f64::total_cmp);
             match v.len() {
@@ -388,6 +412,8 @@ fn report_steering(runs: &[Steered]) {
                 n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
             }
         };
+        let med = |steering: &str| med_of(steering, |r| r.load.connections_per_second);
+        let req = |steering: &str| med_of(steering, |r| r.keepalive.requests_per_second);
         let (k, s, c) = (med("kernel"), med("source"), med("cpu"));
         if k.is_finite() && s.is_finite() {
             println!(
@@ -402,6 +428,18 @@ fn report_steering(runs: &[Steered]) {
                 c / k,
                 c / s
             );
+        }
+        let (rk, rs, rc) = (req("kernel"), req("source"), req("cpu"));
+        if rk.is_finite() && rs.is_finite() {
+            print!(
+                "  {pin}: requests/s over kept-alive connections ({STEER_KEEPALIVE} each): \
+                 source / kernel {:.2}x",
+                rs / rk
+            );
+            if rc.is_finite() {
+                print!(", cpu / kernel {:.2}x", rc / rk);
+            }
+            println!(" (medians)");
         }
     }
     println!(

@@ -62,6 +62,24 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
             .is_some()
             .then_some(receive_steering.as_ref().and_then(|r| r.as_ref())),
     );
+    if let (Some(Some(r)), Some(dp)) = (&receive_steering, &dataplane) {
+        for (i, name) in r.interfaces.iter().enumerate() {
+            if dp.interfaces.contains(name) {
+                ctx.error(
+                    FieldPath::root()
+                        .key("receive_steering")
+                        .key("interfaces")
+                        .index(i),
+                    Error::NotApplicable {
+                        reason: format!(
+                            "{name} is also in dataplane.interfaces: an interface has one XDP \
+                             program, the forwarder's or receive steering's"
+                        ),
+                    },
+                );
+            }
+        }
+    }
     if let (Some(v), Some(f), Some(dp)) = (&vips, &fragments, &dataplane)
         && !f.peers.is_empty()
     {
