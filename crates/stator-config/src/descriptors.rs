@@ -27,6 +27,10 @@ use crate::types::{Config, DataplaneMode, ListenerProtocol};
 /// runtime's epoll and eventfd, twice (a reload that re-binds opens the new ones while the
 /// old drain), and one connection accepted to be refused.
 pub const PER_WORKER: u64 = 7;
+/// Descriptors of each TCP listener worker's kept pipes (32 empty pipes of 2): outside the
+/// budget, so that they never stand between a connection and its descriptors (pipes lent to
+/// connections draw on the budget).
+pub const PIPES_PER_TCP_WORKER: u64 = 64;
 /// Descriptors of a listener with `steering = "source"` or `"cpu"`: its reuseport program and
 /// maps.
 pub const PER_STEERED_LISTENER: u64 = 4;
@@ -201,6 +205,7 @@ impl Config {
         let mut reserved = Vec::new();
         let mut min_traffic = 0u64;
         let mut listener_workers = 0u64;
+        let mut tcp_workers = 0u64;
         let mut steered = 0u64;
         for (i, l) in self.listeners.iter().enumerate() {
             let at = FieldPath::root().key("listener").index(i);
@@ -213,6 +218,9 @@ impl Config {
                 .map_or(per_cpu.unwrap_or(default_workers) as u64, u64::from)
                 .max(1);
             listener_workers += workers;
+            if l.protocol == ListenerProtocol::Tcp {
+                tcp_workers += workers;
+            }
             steered += u64::from(l.steering != crate::types::Steering::Kernel);
             let w = plural(workers, "worker", "workers");
             match l.protocol {
@@ -285,15 +293,25 @@ impl Config {
             reserved.push(Part {
                 path: FieldPath::root().key("listener"),
                 what: format!(
-                    "{} × {PER_WORKER} (sockets and runtimes){}",
+                    "{} × {PER_WORKER} (sockets and runtimes){}{}",
                     plural(listener_workers, "worker", "workers"),
+                    if tcp_workers > 0 {
+                        format!(
+                            " + {} × {PIPES_PER_TCP_WORKER} (kept pipes)",
+                            plural(tcp_workers, "TCP worker", "TCP workers")
+                        )
+                    } else {
+                        String::new()
+                    },
                     if steered > 0 {
                         format!(" + {steered} steering programs × {PER_STEERED_LISTENER}")
                     } else {
                         String::new()
                     }
                 ),
-                count: listener_workers * PER_WORKER + steered * PER_STEERED_LISTENER,
+                count: listener_workers * PER_WORKER
+                    + tcp_workers * PIPES_PER_TCP_WORKER
+                    + steered * PER_STEERED_LISTENER,
                 kind: PartKind::Reserved,
             });
         }

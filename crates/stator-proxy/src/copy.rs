@@ -7,13 +7,15 @@
 //! for its source to be readable holding nothing, fills an empty pipe with one `splice` (up to
 //! the pipe's 64 KiB), drains it into the destination, and gives it back empty. So an idle
 //! connection holds no pipe and a worker needs about as many pipes as it has connections whose
-//! destination is slow to take their bytes. Every pipe's two descriptors come from the node's
-//! descriptor budget, and connections come first: a pipe is made only from descriptors to
-//! spare, kept pipes are closed when a connection needs their descriptors (at once by their
-//! own worker's accept, within a second by the others' sweep when the budget is 90% spent),
-//! and a way that can have no pipe copies through a 16 KiB buffer of its own instead —
-//! nothing fails, and nothing is counted as refused. A pipe given back holding bytes (its way
-//! failed) is closed, never reused.
+//! destination is slow to take their bytes. A lent pipe's two descriptors are taken from the
+//! node's descriptor budget, and connections come first: a pipe is lent only from descriptors
+//! to spare, and a way that can have no pipe copies through a 16 KiB buffer of its own instead
+//! — nothing fails, and nothing is counted as refused. A pipe given back gives its
+//! descriptors back to the budget at once; the empty pipes a worker keeps (at most [`KEPT`])
+//! are outside the budget, counted once in the node's reserve
+//! (`stator_config::descriptors::PIPES_PER_TCP_WORKER`), so they never stand between a
+//! connection and its descriptors. A pipe given back holding bytes (its way failed) is
+//! closed, never reused.
 //!
 //! The rest is what tokio's `copy_bidirectional` did here before: a way that reads the end of
 //! its source's stream shuts down writing on its destination (half-close) and ends; the copy
@@ -41,17 +43,18 @@ use crate::stats::add;
 const CHUNK: usize = 64 * 1024;
 /// Bytes of the buffer a way copies through when it can have no pipe.
 const BUFFER: usize = 16 * 1024;
-/// Empty pipes a worker keeps for its next ways; more are closed when given back.
-const KEPT: usize = 32;
+/// Empty pipes a worker keeps for its next ways; more are closed when given back. Their
+/// descriptors (2 each) are in the node's reserve, not its budget.
+pub(crate) const KEPT: usize = 32;
 
 /// A worker's pipes, lent to the ways of its TCP connections while their bytes are in flight.
 #[derive(Debug)]
 pub(crate) struct Pipes {
-    free: RefCell<Vec<Lent>>,
+    free: RefCell<Vec<Pipe>>,
     budget: Arc<DescriptorBudget>,
 }
 
-/// A pipe and the descriptors it holds of the budget.
+/// A pipe lent to a way, and the descriptors it holds of the budget while lent.
 #[derive(Debug)]
 pub(crate) struct Lent {
     pipe: Pipe,
@@ -66,34 +69,31 @@ impl Pipes {
         }
     }
 
-    /// An empty pipe: a kept one, or a new one if the budget and the kernel allow.
+    /// An empty pipe — a kept one, or a new one if the kernel allows — with two descriptors
+    /// of the budget, if the budget has them to spare.
     fn take(&self) -> Option<Lent> {
-        if let Some(p) = self.free.borrow_mut().pop() {
-            return Some(p);
-        }
         // only descriptors to spare: connections come first, and a pipe the budget cannot
         // give is no refusal of anything (the way uses its buffer), so it is not counted
         if self.budget.used() + 2 > self.budget.capacity() {
             return None;
         }
         let fds = self.budget.take(2)?;
-        let pipe = Pipe::new().ok()?;
+        let kept = self.free.borrow_mut().pop();
+        let pipe = match kept {
+            Some(p) => p,
+            None => Pipe::new().ok()?,
+        };
         Some(Lent { pipe, _fds: fds })
     }
 
-    /// Gives `p` back: kept if it is empty and the worker keeps fewer than [`KEPT`], else
-    /// closed.
+    /// Gives `p` back: its descriptors to the budget; the pipe kept if it is empty and the
+    /// worker keeps fewer than [`KEPT`], else closed.
     fn give(&self, p: Lent) {
+        let Lent { pipe, _fds } = p;
         let mut free = self.free.borrow_mut();
-        if p.pipe.held() == 0 && free.len() < KEPT {
-            free.push(p);
+        if pipe.held() == 0 && free.len() < KEPT {
+            free.push(pipe);
         }
-    }
-
-    /// Closes the kept pipes, giving their descriptors back to the budget: a connection
-    /// needs them more.
-    pub(crate) fn release_kept(&self) {
-        self.free.borrow_mut().clear();
     }
 
     /// Empty pipes kept now.
@@ -268,7 +268,8 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (mut client, c) = pair().await;
         let (u, mut upstream) = pair().await;
-        let pipes = Pipes::new(Arc::new(DescriptorBudget::new(budget)));
+        let descriptors = Arc::new(DescriptorBudget::new(budget));
+        let pipes = Pipes::new(Arc::clone(&descriptors));
         let counters: [AtomicU64; 4] = Default::default();
         let own = (Cell::new(0), Cell::new(0));
         let last = Cell::new(Instant::now());
@@ -336,6 +337,16 @@ mod tests {
         } else {
             assert!(pipes.kept() >= 1, "the pipes came back empty and were kept");
         }
+        // kept pipes are in the node's reserve, not the budget: all of it is free again
+        assert_eq!(descriptors.used(), 0);
+    }
+
+    #[test]
+    fn the_kept_pipes_are_what_the_node_reserves_for_them() {
+        assert_eq!(
+            KEPT as u64 * 2,
+            stator_config::descriptors::PIPES_PER_TCP_WORKER
+        );
     }
 
     #[tokio::test]

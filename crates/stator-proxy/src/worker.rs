@@ -386,10 +386,6 @@ async fn accept_loop(ctx: &Rc<WorkerCtx>, listener: TcpListener, mut stop: watch
         } else {
             1
         };
-        // kept pipes give their descriptors back when a connection needs them (copy.rs)
-        if ctx.budget.used() + u64::from(need) > ctx.budget.capacity() {
-            ctx.pipes.release_kept();
-        }
         let Some(descriptors) = ctx.budget.take(need) else {
             ctx.stats.client_error(ClientErrorKind::Descriptors);
             drop(stream);
@@ -469,8 +465,8 @@ fn spawn_serve(
 /// pages back to the kernel.
 const TRIM_AFTER_PARKED: u32 = 256;
 
-/// Closes idle upstream connections past their keep-alive time, once a second; and the kept
-/// pipes when the descriptor budget is 90% spent. And after a burst of connections has gone
+/// Closes idle upstream connections past their keep-alive time, once a second. And after a
+/// burst of connections has gone
 /// idle — their serving tasks (heads, state) freed, the allocator still holding the pages —
 /// gives those pages back (`trim_heap`), so the node's resident memory follows its idle
 /// connections down instead of staying at the burst's peak.
@@ -480,10 +476,6 @@ async fn sweep(ctx: Rc<WorkerCtx>) {
         let shared = ctx.shared();
         ctx.sweep_pool(&shared);
         ctx.access.flush();
-        // another worker's connections may need the descriptors this one's kept pipes hold
-        if ctx.budget.used() * 10 >= ctx.budget.capacity() * 9 {
-            ctx.pipes.release_kept();
-        }
         if ctx.parked.get() >= TRIM_AFTER_PARKED {
             ctx.parked.set(0);
             stator_sys::process::trim_heap();
