@@ -63,13 +63,25 @@ pub fn listener<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Val
         .unwrap_or_else(|| panic!("no listener {name} in {v}"))
 }
 
-/// A loopback TCP port nothing listens on (it was free a moment ago).
+/// A loopback TCP port for a listener the node will bind, held until the test process exits:
+/// a socket bound to it with `SO_REUSEPORT` and `SO_REUSEADDR` and never listening. The node's
+/// own socket (both options, same user) binds beside it, while nothing else can take the port
+/// in between — not another test's `bind(0)`, not an outgoing connection's ephemeral port
+/// (connect skips explicitly bound ports). A port only picked free and released raced the
+/// node's bind in CI ("Address already in use"). A socket that never listens receives no
+/// connections.
 pub fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static HELD: std::sync::Mutex<Vec<socket2::Socket>> = std::sync::Mutex::new(Vec::new());
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_reuse_address(true).unwrap();
+    s.set_reuse_port(true).unwrap();
+    s.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = s.local_addr().unwrap().as_socket().unwrap().port();
+    HELD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(s);
+    port
 }
 
 /// A loopback UDP port nothing is bound to (it was free a moment ago).
