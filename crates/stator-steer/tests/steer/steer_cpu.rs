@@ -7,7 +7,8 @@
 //! that worker's CPU (`SO_INCOMING_CPU` of the accepted socket, read after the request's data
 //! arrived), the worker served it there (`sched_getcpu`), and the programs' own counters agree.
 //! Then the same traffic without receive steering: the checks that passed now fail for some
-//! connections — what they measure is the steering.
+//! connections — what they measure is the steering. And UDP, IPv4 and IPv6: every datagram
+//! selected on its worker's CPU, by the program's own per-CPU counters.
 
 use std::io::{Read as _, Write as _};
 use std::net::{IpAddr, SocketAddr};
@@ -266,4 +267,77 @@ fn every_packet_of_a_client_is_received_and_served_on_its_workers_cpu() {
     );
     // persistence does not depend on it: the table still decides the worker
     assert_eq!(after.get(RpCounter::SelectOwn), connections as u64);
+}
+
+/// The same for UDP, IPv4 and IPv6: every datagram of 64 clients is selected on the CPU of the
+/// worker its client is steered to (the reuseport program's per-CPU counters: `cpu_local` on
+/// that CPU only, never `cpu_remote`), and reaches the predicted worker.
+#[test]
+fn every_udp_datagram_is_selected_on_its_workers_cpu() {
+    let lab = Lab::new("cpuu");
+    let allowed = stator_sys::cpu::allowed_cpus().expect("the CPUs this test may use");
+    assert!(
+        allowed.len() >= 2,
+        "steering = \"cpu\" needs two CPUs to show anything; this test may run on {allowed:?} only"
+    );
+    let cpus: Vec<u32> = allowed.iter().take(4).map(|&c| c as u32).collect();
+    let opts = ReceiveOptions {
+        key: Some(RssKey::microsoft()),
+        ..ReceiveOptions::new(cpus.clone())
+    };
+    let rss = lab
+        .server
+        .run_in(move || {
+            let mut rss = ReceiveSteering::load(&opts).expect("load stator_rss");
+            rss.steer_port(Transport::Udp, PORT)
+                .expect("steer the port");
+            rss.attach("vs", RssAttachMode::Generic)
+                .expect("attach to vs");
+            rss
+        })
+        .expect("enter the server namespace");
+    for family in [Family::V4, Family::V6] {
+        let server = Lab::server_addr(family);
+        let workers =
+            crate::common::Workers::start(&lab.server, Proto::Udp, server, cpus.len() as u32);
+        let mut steering =
+            ReuseportSteering::load(&rss.listener_options()).expect("load the reuseport program");
+        workers.steer(&mut steering);
+        let round = crate::common::drive(
+            &lab.client,
+            Proto::Udp,
+            server,
+            &Lab::client_ips(family),
+            PER_CLIENT,
+            cpus.len(),
+        );
+        assert_eq!(round.failed, 0, "{:?}", round.last_error);
+        let wrong = round.mispredicted(|c| rss.table().owner(c));
+        assert!(wrong.is_empty(), "{family:?}: {wrong:?}");
+        let total = steering.counters().expect("counters");
+        let on_cpu = steering.counters_per_cpu().expect("per-CPU counters");
+        eprintln!("UDP {family:?}: {total}");
+        assert_eq!(total.get(RpCounter::CpuRemote), 0, "{family:?}: {total}");
+        assert_eq!(
+            total.get(RpCounter::CpuLocal),
+            total.get(RpCounter::SelectOwn),
+            "{family:?}: {total}"
+        );
+        assert!(total.get(RpCounter::SelectOwn) >= round.answers.len() as u64);
+        // every CPU counted only its own worker's datagrams, and each worker had some
+        for (worker, &cpu) in cpus.iter().enumerate() {
+            let answered = round.per_worker(cpus.len() as u32)[worker] as u64;
+            assert!(answered > 0, "{family:?}: worker {worker} got no client");
+            assert!(
+                on_cpu[cpu as usize].get(RpCounter::CpuLocal) >= answered,
+                "{family:?}: CPU {cpu} selected fewer datagrams than worker {worker} answered"
+            );
+        }
+    }
+    let c = rss.counters().expect("receive-steering counters");
+    assert_eq!(
+        (c.get(RssCounter::NoCpu), c.get(RssCounter::Malformed)),
+        (0, 0),
+        "{c}"
+    );
 }
