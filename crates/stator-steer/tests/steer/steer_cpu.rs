@@ -160,32 +160,36 @@ fn once(ip: IpAddr, server: SocketAddr) -> std::io::Result<Served> {
     })
 }
 
-#[test]
-fn every_packet_of_a_client_is_received_and_served_on_its_workers_cpu() {
-    let lab = Lab::new("cpu");
+/// The lab `tag`, the CPUs the workers go on (up to four the test may use; at least two), and
+/// receive steering for `transport` on the server's veth (generic XDP, Microsoft's key).
+fn receive_lab(tag: &str, transport: Transport) -> (Lab, Vec<u32>, ReceiveSteering) {
+    let lab = Lab::new(tag);
     let allowed = stator_sys::cpu::allowed_cpus().expect("the CPUs this test may use");
     assert!(
         allowed.len() >= 2,
         "steering = \"cpu\" needs two CPUs to show anything; this test may run on {allowed:?} only"
     );
     let cpus: Vec<u32> = allowed.iter().take(4).map(|&c| c as u32).collect();
-
     let opts = ReceiveOptions {
         key: Some(RssKey::microsoft()),
         ..ReceiveOptions::new(cpus.clone())
     };
-    let (rss, mode) = lab
+    let rss = lab
         .server
         .run_in(move || {
             let mut rss = ReceiveSteering::load(&opts).expect("load stator_rss");
-            rss.steer_port(Transport::Tcp, PORT)
-                .expect("steer the port");
-            let mode = rss
-                .attach("vs", RssAttachMode::Generic)
+            rss.steer_port(transport, PORT).expect("steer the port");
+            rss.attach("vs", RssAttachMode::Generic)
                 .expect("attach to vs");
-            (rss, mode)
+            rss
         })
         .expect("enter the server namespace");
+    (lab, cpus, rss)
+}
+
+#[test]
+fn every_packet_of_a_client_is_received_and_served_on_its_workers_cpu() {
+    let (lab, cpus, rss) = receive_lab("cpu", Transport::Tcp);
     let workers = PinnedWorkers::start(&lab, &cpus);
     let mut steering =
         ReuseportSteering::load(&rss.listener_options()).expect("load the reuseport program");
@@ -202,7 +206,7 @@ fn every_packet_of_a_client_is_received_and_served_on_its_workers_cpu() {
     let (served, failed) = drive(&lab, &cpus);
     let counters = steering.counters().expect("reuseport counters");
     let rss_counters = rss.counters().expect("receive-steering counters");
-    eprintln!("XDP {mode}: {rss_counters}; reuseport: {counters}");
+    eprintln!("XDP generic: {rss_counters}; reuseport: {counters}");
     let connections = CLIENTS * PER_CLIENT;
     assert_eq!((served.len(), failed), (connections, 0));
     let mut per_cpu = vec![0usize; cpus.len()];
@@ -274,28 +278,7 @@ fn every_packet_of_a_client_is_received_and_served_on_its_workers_cpu() {
 /// that CPU only, never `cpu_remote`), and reaches the predicted worker.
 #[test]
 fn every_udp_datagram_is_selected_on_its_workers_cpu() {
-    let lab = Lab::new("cpuu");
-    let allowed = stator_sys::cpu::allowed_cpus().expect("the CPUs this test may use");
-    assert!(
-        allowed.len() >= 2,
-        "steering = \"cpu\" needs two CPUs to show anything; this test may run on {allowed:?} only"
-    );
-    let cpus: Vec<u32> = allowed.iter().take(4).map(|&c| c as u32).collect();
-    let opts = ReceiveOptions {
-        key: Some(RssKey::microsoft()),
-        ..ReceiveOptions::new(cpus.clone())
-    };
-    let rss = lab
-        .server
-        .run_in(move || {
-            let mut rss = ReceiveSteering::load(&opts).expect("load stator_rss");
-            rss.steer_port(Transport::Udp, PORT)
-                .expect("steer the port");
-            rss.attach("vs", RssAttachMode::Generic)
-                .expect("attach to vs");
-            rss
-        })
-        .expect("enter the server namespace");
+    let (lab, cpus, rss) = receive_lab("cpuu", Transport::Udp);
     for family in [Family::V4, Family::V6] {
         let server = Lab::server_addr(family);
         let workers =
