@@ -98,6 +98,21 @@ impl ProxyTier {
             field,
             reason: e.to_string(),
         };
+        let allowed = stator_sys::cpu::allowed_cpus().unwrap_or_default();
+        if let Some(cpus) = &r.cpus
+            && let Some((i, cpu)) = cpus
+                .iter()
+                .enumerate()
+                .find(|(_, c)| !allowed.contains(&(**c as usize)))
+        {
+            return Err(ControlError::Host {
+                field: format!("receive_steering.cpus[{i}]"),
+                reason: format!(
+                    "CPU {cpu} is not one this node may run on ({allowed:?}): its worker could \
+                     not be pinned there"
+                ),
+            });
+        }
         let mut rss = ReceiveSteering::load(&stator_steer::ReceiveOptions {
             queue_size: r.queue_size,
             ..stator_steer::ReceiveOptions::new(receive_cpus(r))
