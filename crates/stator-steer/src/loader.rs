@@ -438,8 +438,9 @@ pub(crate) fn load_errno(e: &ProgramError) -> Option<i32> {
     }
 }
 
-/// `struct stator_rp_cfg` as bytes, fields at the offsets the C header gives.
-fn cfg_bytes(table: &SteeringTable, cpu: bool) -> [u8; SIZEOF_stator_rp_cfg] {
+/// `struct stator_rp_cfg` as bytes, fields at the offsets the C header gives (also the
+/// receive-steering program's configuration, with `cpu` false and the address alone hashed).
+pub(crate) fn cfg_bytes(table: &SteeringTable, cpu: bool) -> [u8; SIZEOF_stator_rp_cfg] {
     let mut b = [0u8; SIZEOF_stator_rp_cfg];
     let mut flags = match table.fields() {
         HashFields::Addr => 0,

@@ -9,9 +9,7 @@ use aya::maps::{Array, CpuMap, HashMap as BpfHashMap, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use stator_abi::{
-    OFFSETOF_stator_rp_cfg_flags, OFFSETOF_stator_rp_cfg_key, OFFSETOF_stator_rp_cfg_table_size,
-    OFFSETOF_stator_rp_cfg_workers, RssCounter, SIZEOF_stator_rp_cfg, STATOR_RSS_CNT_MAX,
-    STATOR_RSS_MAX_CPUS, STATOR_RSS_MAX_PORTS,
+    RssCounter, SIZEOF_stator_rp_cfg, STATOR_RSS_CNT_MAX, STATOR_RSS_MAX_CPUS, STATOR_RSS_MAX_PORTS,
 };
 
 use crate::error::{ROOT_HINT, chain};
@@ -226,7 +224,7 @@ impl ReceiveSteering {
         let mut cfg: Array<MapData, [u8; SIZEOF_stator_rp_cfg]> =
             Array::try_from(take(&mut ebpf, CFG_MAP)?)
                 .map_err(|e| receive_error("opening stator_rss_cfg", &e))?;
-        cfg.set(0, cfg_bytes(&table), 0)
+        cfg.set(0, crate::loader::cfg_bytes(&table, false), 0)
             .map_err(|e| receive_error("writing stator_rss_cfg", &e))?;
         let program: &mut Xdp = ebpf
             .program_mut(RSS_PROGRAM_NAME)
@@ -372,18 +370,6 @@ impl ReceiveSteering {
 
 fn port_key(transport: Transport, port: u16) -> u32 {
     transport.number() << 16 | u32::from(port)
-}
-
-/// `struct stator_rp_cfg` of the table (the address alone is hashed).
-fn cfg_bytes(table: &SteeringTable) -> [u8; SIZEOF_stator_rp_cfg] {
-    let mut b = [0u8; SIZEOF_stator_rp_cfg];
-    b[OFFSETOF_stator_rp_cfg_key..OFFSETOF_stator_rp_cfg_key + 40]
-        .copy_from_slice(table.key().bytes());
-    let mut put = |off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
-    put(OFFSETOF_stator_rp_cfg_table_size, table.size());
-    put(OFFSETOF_stator_rp_cfg_flags, 0);
-    put(OFFSETOF_stator_rp_cfg_workers, table.workers());
-    b
 }
 
 fn take(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map> {
