@@ -465,7 +465,7 @@ fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map> {
     })
 }
 
-fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
+pub(crate) fn is_eperm(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(e);
     while let Some(err) = cur {
         if let Some(io) = err.downcast_ref::<std::io::Error>()

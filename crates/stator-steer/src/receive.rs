@@ -111,13 +111,6 @@ impl RssCounters {
             .map(|c| c[counter.index() as usize])
             .sum()
     }
-
-    /// One counter on one CPU.
-    pub fn on_cpu(&self, cpu: usize, counter: RssCounter) -> u64 {
-        self.per_cpu
-            .get(cpu)
-            .map_or(0, |c| c[counter.index() as usize])
-    }
 }
 
 impl fmt::Display for RssCounters {
@@ -281,19 +274,6 @@ impl ReceiveSteering {
         Ok(())
     }
 
-    /// Stops steering a port's packets (they keep the CPU they arrive on).
-    ///
-    /// # Errors
-    /// [`SteerError::Receive`] when the map write fails.
-    pub fn unsteer_port(&mut self, transport: Transport, port: u16) -> Result<()> {
-        if self.steered.remove(&(transport, port)) {
-            self.ports
-                .remove(&port_key(transport, port))
-                .map_err(|e| receive_error("removing from stator_rss_ports", &e))?;
-        }
-        Ok(())
-    }
-
     /// Attaches the program at XDP on `interface`; it stays attached until `self` is dropped.
     /// Returns the mode's name (`"generic"` or `"native"`).
     ///
@@ -339,12 +319,6 @@ impl ReceiveSteering {
         &self.table
     }
 
-    /// The CPU a client's packets are received on.
-    pub fn cpu_of(&self, client: std::net::IpAddr) -> Option<u32> {
-        let worker = self.table.owner(std::net::SocketAddr::new(client, 0))?;
-        self.cpus.get(worker as usize).copied()
-    }
-
     /// The program's counters, per CPU.
     ///
     /// # Errors
@@ -381,12 +355,12 @@ fn take(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map> {
 }
 
 fn receive_error(what: &str, e: &(dyn std::error::Error + 'static)) -> SteerError {
-    let detail = chain(e);
-    let hint = if detail.contains("Operation not permitted") {
+    let hint = if crate::loader::is_eperm(e) {
         ROOT_HINT
     } else {
         ""
     };
+    let detail = chain(e);
     SteerError::Receive {
         what: what.to_string(),
         detail,
