@@ -9,6 +9,7 @@
  * Stages, one header per concern:
  *   decap_outer.h   Ethernet, classification, outer IPv4 / IPv6, our addresses   §1–§3
  *   decap_tunnel.h  GRE / GUE / IPIP headers, the inner packet, ECN              §4–§5
+ *   decap_second.h  second chance: deliver here or pass on to the previous backend §7
  *   decap_maps.h    maps and counters
  * This file strips the outer headers (§6).
  */
@@ -16,6 +17,7 @@
 #include "decap_maps.h"
 #include "decap_outer.h"
 #include "decap_tunnel.h"
+#include "decap_second.h"
 #include "license.h"
 
 /* §6: removes everything between the Ethernet header and the inner packet, keeping the MAC
@@ -79,6 +81,9 @@ int stator_decap(struct xdp_md *ctx)
 	if (rc != STATOR_CONTINUE)
 		return rc;
 	rc = stator_decap_inner(ctx, &p);
+	if (rc != STATOR_CONTINUE)
+		return rc;
+	rc = stator_decap_second_chance(ctx, &p, cfg);
 	if (rc != STATOR_CONTINUE)
 		return rc;
 	return stator_decap_strip(ctx, &p);

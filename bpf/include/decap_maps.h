@@ -2,9 +2,9 @@
 /*
  * decap_maps.h — the decap program's maps and counters (docs/decap.md).
  *
- * Three maps, pinned by name (default directory /sys/fs/bpf/stator-decap): the configuration
- * (GUE port, flags), the set of outer destination addresses that are ours, and the per-CPU
- * counters. Every packet ends in exactly one outcome counter; a rejected packet is also counted
+ * Four maps, pinned by name (default directory /sys/fs/bpf/stator-decap): the configuration
+ * (GUE port, flags, second chance's source addresses), the set of outer destination addresses
+ * that are ours, the sources allowed to ask for a second chance, and the per-CPU counters. Every packet ends in exactly one outcome counter; a rejected packet is also counted
  * in exactly one reason (enum stator_decap_counter).
  */
 #ifndef STATOR_DECAP_MAPS_H
@@ -31,6 +31,15 @@ struct {
 	__type(value, __u8);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } stator_daddrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, STATOR_MAX_DECAP_PREFIXES);
+	__type(key, struct stator_decap_prefix);
+	__type(value, __u8);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_dscfrom SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

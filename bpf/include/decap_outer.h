@@ -30,7 +30,9 @@ struct stator_dpkt {
 	__u8 proto;   /* outer protocol / next header */
 	__u8 inner_v6; /* the inner packet is IPv6 (else IPv4) */
 	__u8 outer_ecn; /* ECN bits of the outer header */
-	__u8 _pad0;
+	__u8 outer_v6; /* the outer header is IPv6 (else IPv4) */
+	__u32 sc;     /* GUE private data that may be a second chance (0: none): its offset */
+	__u32 sc_words; /* its length in 32-bit words (GUE Hlen) */
 };
 
 /* §1: the ethertype (network order) behind at most one 802.1Q tag; sets p->l3. 0 = too short. */
@@ -172,6 +174,7 @@ static __always_inline int stator_decap_ipv6(const struct xdp_md *ctx, struct st
 	if ((ip[0] >> 4) != 6 || plen == 0 || p->l3 + STATOR_IPV6_LEN + plen > p->len)
 		return stator_dreject(STATOR_DECAP_CNT_BAD_OUTER);
 	p->proto = ip[6];
+	p->outer_v6 = 1;
 	p->outer_ecn = (ip[1] >> 4) & 3;
 	p->l4 = p->l3 + STATOR_IPV6_LEN;
 	p->end = p->l4 + plen;

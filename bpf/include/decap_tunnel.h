@@ -6,7 +6,8 @@
  * Each stage finds where the inner packet starts and which family it announces, within the
  * bytes the outer header says it carries (p->end); then the inner IP header is checked against
  * that family and those bytes. Optional fields are skipped, never interpreted: GRE's checksum
- * (not verified), key and sequence number; GUE's flags and extension fields.
+ * (not verified), key and sequence number; GUE's flags and extension fields — except GUE private
+ * data that is a second chance, which decap_second.h reads.
  */
 #ifndef STATOR_DECAP_TUNNEL_H
 #define STATOR_DECAP_TUNNEL_H
@@ -85,6 +86,10 @@ static __always_inline int stator_decap_gue(const struct xdp_md *ctx, struct sta
 		if (g + hlen > p->end)
 			return stator_dreject(STATOR_DECAP_CNT_BAD_OUTER);
 		p->inner = g + hlen;
+		if (hlen > 4) { /* private data: perhaps a second chance (decap_second.h) */
+			p->sc = g + 4;
+			p->sc_words = h[0] & 0x1f;
+		}
 		break;
 	case 1: /* variant 1: direct IP, told apart by the IP version nibble */
 		if ((h[0] >> 4) == 4)

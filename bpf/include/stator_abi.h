@@ -42,6 +42,8 @@
 #define STATOR_MAX_IPV6_EXT_HDRS 4
 /* Addresses the backend-side decap program accepts as outer destinations. */
 #define STATOR_MAX_DECAP_ADDRS 64
+/* Source prefixes the decap program accepts second chances from. */
+#define STATOR_MAX_DECAP_PREFIXES 64
 /* Stator nodes a fragment may be redirected to (fragments.peers; stator_peers per generation). */
 #define STATOR_MAX_PEERS 64
 /* Prefix groups (stator_classes entries) per generation. */
@@ -228,6 +230,7 @@ enum stator_drop_reason {
  *  /sys/fs/bpf/stator-decap/)
  *   stator_dcfg      ARRAY[1]                      struct stator_decap_cfg
  *   stator_daddrs    HASH[STATOR_MAX_DECAP_ADDRS]  struct stator_decap_addr → __u8 (1)
+ *   stator_dscfrom   LPM_TRIE[STATOR_MAX_DECAP_PREFIXES] struct stator_decap_prefix → __u8 (1)
  *   stator_dcnt      PERCPU_ARRAY[STATOR_DECAP_CNT_MAX] __u64
  */
 
@@ -709,13 +712,34 @@ struct stator_decap_addr {
 };
 
 #define STATOR_DECAP_F_ADDRS (1u << 0) /* the outer destination must be in stator_daddrs */
+/* second chance (docs/decap.md §7): a GUE packet naming a previous backend, from a source in
+ * stator_dscfrom, is passed on to that backend when no socket here owns its connection */
+#define STATOR_DECAP_F_SECOND_CHANCE (1u << 1)
 
 /* stator_dcfg[0]. */
 struct stator_decap_cfg {
 	__be16 gue_port; /* GUE UDP destination port (network order); 0 = GUE not decapsulated */
 	__u16 flags;     /* STATOR_DECAP_F_* */
-	__u32 _pad0;
+	__be32 src_v4;   /* outer source of a packet passed on over IPv4; 0 = none */
+	__be32 src_v6[4]; /* outer source of a packet passed on over IPv6; all zero = none */
 };
+
+/* stator_dscfrom key (LPM trie): an outer source allowed to ask for a second chance.
+ * prefixlen = 32 + the prefix length; family and the three zero bytes are matched as the first
+ * 32 bits. Value: __u8 1. */
+struct stator_decap_prefix {
+	__u32 prefixlen;
+	__u8 family; /* STATOR_FAMILY_V4 / V6 */
+	__u8 _pad0[3];
+	__be32 addr[4]; /* IPv4 in addr[0] */
+};
+
+/* The GUE private data of a second chance (docs/forwarding.md §12.3): magic "SC", the
+ * previous backend's family, the hop (0 from a node, 1 once passed on by a backend), the
+ * address (4 or 16 bytes). GUE Hlen is 2 (IPv4) or 5 (IPv6). */
+#define STATOR_SC_MAGIC 0x5343
+#define STATOR_SC_HLEN_V4 2
+#define STATOR_SC_HLEN_V6 5
 
 /*
  * Counter indices of the per-CPU array stator_dcnt (names without the prefix are metric labels;
@@ -737,11 +761,25 @@ enum stator_decap_counter {
 	STATOR_DECAP_CNT_GUE_UNSUPPORTED = 9, /* GUE control message, version 2/3, payload not IP */
 	STATOR_DECAP_CNT_BAD_INNER = 10, /* inner packet not a well-formed header of its family */
 	STATOR_DECAP_CNT_ADJUST = 11,    /* bpf_xdp_adjust_head failed */
-	STATOR_DECAP_CNT_MAX = 12,
+	/* second chance (docs/decap.md §7) */
+	STATOR_DECAP_CNT_SC_FORWARDED = 12, /* outcome: passed on to the previous backend */
+	STATOR_DECAP_CNT_SC_FIB = 13,       /* reason: no route or neighbour to the previous backend */
+	STATOR_DECAP_CNT_SC_MTU = 14,       /* reason: too big for the way to the previous backend */
+	/* details of `gue` (neither outcomes nor reasons): what a second chance met here */
+	STATOR_DECAP_CNT_SC_LOCAL = 15,     /* hop 0, a socket here owns it: delivered here */
+	STATOR_DECAP_CNT_SC_DELIVERED = 16, /* hop 1, a socket here owns it: delivered here */
+	STATOR_DECAP_CNT_SC_ORPHAN = 17,    /* hop 1, no socket owns it: delivered (to be reset) */
+	STATOR_DECAP_CNT_SC_NOT_TCP = 18,   /* inner not a TCP segment without SYN: delivered */
+	STATOR_DECAP_CNT_SC_REFUSED = 19,   /* second chance off, or source not allowed: delivered */
+	STATOR_DECAP_CNT_SC_NO_SOURCE = 20, /* no source address of the family: delivered */
+	STATOR_DECAP_CNT_SC_MALFORMED = 21, /* "SC" with a bad family or length: delivered */
+	STATOR_DECAP_CNT_MAX = 22,
 };
 
-/* The first reason index: counters below it are outcomes. */
+/* The first reason index: counters below it are outcomes (and so is SC_FORWARDED); SC_FIB and
+ * SC_MTU are reasons too; from STATOR_DECAP_CNT_FIRST_DETAIL on, details. */
 #define STATOR_DECAP_CNT_FIRST_REASON STATOR_DECAP_CNT_BAD_OUTER
+#define STATOR_DECAP_CNT_FIRST_DETAIL STATOR_DECAP_CNT_SC_LOCAL
 
 /* ---- proxy tier: client steering and receive steering -------------------------------------
  * In their own header (the same ABI, generated into stator-abi the same way). */

@@ -78,7 +78,17 @@
 	X(STATOR_DECAP_CNT_GRE_UNSUPPORTED, "gre_unsupported")                                    \
 	X(STATOR_DECAP_CNT_GUE_UNSUPPORTED, "gue_unsupported")                                    \
 	X(STATOR_DECAP_CNT_BAD_INNER, "bad_inner")                                                \
-	X(STATOR_DECAP_CNT_ADJUST, "adjust")
+	X(STATOR_DECAP_CNT_ADJUST, "adjust")                                                      \
+	X(STATOR_DECAP_CNT_SC_FORWARDED, "sc_forwarded")                                          \
+	X(STATOR_DECAP_CNT_SC_FIB, "sc_fib")                                                      \
+	X(STATOR_DECAP_CNT_SC_MTU, "sc_mtu")                                                      \
+	X(STATOR_DECAP_CNT_SC_LOCAL, "sc_local")                                                  \
+	X(STATOR_DECAP_CNT_SC_DELIVERED, "sc_delivered")                                          \
+	X(STATOR_DECAP_CNT_SC_ORPHAN, "sc_orphan")                                                \
+	X(STATOR_DECAP_CNT_SC_NOT_TCP, "sc_not_tcp")                                              \
+	X(STATOR_DECAP_CNT_SC_REFUSED, "sc_refused")                                              \
+	X(STATOR_DECAP_CNT_SC_NO_SOURCE, "sc_no_source")                                          \
+	X(STATOR_DECAP_CNT_SC_MALFORMED, "sc_malformed")
 
 #define RP_COUNTERS(X)                                                                            \
 	X(STATOR_RP_CNT_SELECT_OWN, "select_own")                                                 \
@@ -132,6 +142,7 @@ int main(void)
 	CONST_U32(STATOR_MAX_TX_PORTS);
 	CONST_U32(STATOR_MAX_IPV6_EXT_HDRS);
 	CONST_U32(STATOR_MAX_DECAP_ADDRS);
+	CONST_U32(STATOR_MAX_DECAP_PREFIXES);
 	CONST_U32(STATOR_MAX_PEERS);
 	CONST_U32(STATOR_MAX_PREFIXES);
 	CONST_U32(STATOR_MAX_SUFFIX_LENS);
@@ -204,7 +215,12 @@ int main(void)
 	CONST_U32(STATOR_DROP_MAX);
 	CONST_U32(STATOR_DECAP_CNT_MAX);
 	CONST_U32(STATOR_DECAP_CNT_FIRST_REASON);
+	CONST_U32(STATOR_DECAP_CNT_FIRST_DETAIL);
 	CONST_U32(STATOR_DECAP_F_ADDRS);
+	CONST_U32(STATOR_DECAP_F_SECOND_CHANCE);
+	CONST_U32(STATOR_SC_MAGIC);
+	CONST_U32(STATOR_SC_HLEN_V4);
+	CONST_U32(STATOR_SC_HLEN_V6);
 	CONST_U32(STATOR_VSINK_PACKETS);
 	CONST_U32(STATOR_VSINK_BYTES);
 	CONST_U32(STATOR_VSINK_TUNNELLED);
@@ -449,6 +465,12 @@ int main(void)
 	SIZE(stator_decap_cfg);
 	OFF(stator_decap_cfg, gue_port);
 	OFF(stator_decap_cfg, flags);
+	OFF(stator_decap_cfg, src_v4);
+	OFF(stator_decap_cfg, src_v6);
+	SIZE(stator_decap_prefix);
+	OFF(stator_decap_prefix, prefixlen);
+	OFF(stator_decap_prefix, family);
+	OFF(stator_decap_prefix, addr);
 
 	SIZE(stator_rp_cfg);
 	OFF(stator_rp_cfg, key);

@@ -27,16 +27,40 @@ pub struct DecapCfg {
     pub gue_port: [u8; 2],
     /// `STATOR_DECAP_F_*`.
     pub flags: u16,
-    /// Padding.
-    pub _pad0: u32,
+    /// Outer source of a packet passed on over IPv4 (second chance), network order; zero =
+    /// none.
+    pub src_v4: [u8; 4],
+    /// Outer source of a packet passed on over IPv6, network order; zero = none.
+    pub src_v6: [u8; 16],
 }
 assert_layout!(DecapCfg, SIZEOF_stator_decap_cfg,
     gue_port => OFFSETOF_stator_decap_cfg_gue_port,
-    flags => OFFSETOF_stator_decap_cfg_flags);
+    flags => OFFSETOF_stator_decap_cfg_flags,
+    src_v4 => OFFSETOF_stator_decap_cfg_src_v4,
+    src_v6 => OFFSETOF_stator_decap_cfg_src_v6);
 
-/// Index of a decap counter (`enum stator_decap_counter`): the first six are outcomes (every
-/// packet ends in exactly one), the rest are the reasons of `rejected` (every rejected packet
-/// is counted in exactly one).
+/// `struct stator_decap_prefix` — key of the `stator_dscfrom` LPM trie: an outer source
+/// allowed to ask for a second chance.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct DecapPrefix {
+    /// 32 + the prefix length (the family and padding bytes are matched first).
+    pub prefixlen: u32,
+    /// `STATOR_FAMILY_V4` / `V6`.
+    pub family: u8,
+    /// Padding (zero).
+    pub _pad0: [u8; 3],
+    /// Address, network order; IPv4 in the first 4 bytes.
+    pub addr: [u8; 16],
+}
+assert_layout!(DecapPrefix, SIZEOF_stator_decap_prefix,
+    prefixlen => OFFSETOF_stator_decap_prefix_prefixlen,
+    family => OFFSETOF_stator_decap_prefix_family,
+    addr => OFFSETOF_stator_decap_prefix_addr);
+
+/// Index of a decap counter (`enum stator_decap_counter`): outcomes (every packet ends in
+/// exactly one), reasons of `rejected` (every rejected packet is counted in exactly one), and
+/// details of second chances delivered here (see [`DecapCounter::kind`]).
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[allow(missing_docs)] // each variant is documented in stator_abi.h
@@ -53,6 +77,27 @@ pub enum DecapCounter {
     GueUnsupported = STATOR_DECAP_CNT_GUE_UNSUPPORTED,
     BadInner = STATOR_DECAP_CNT_BAD_INNER,
     Adjust = STATOR_DECAP_CNT_ADJUST,
+    ScForwarded = STATOR_DECAP_CNT_SC_FORWARDED,
+    ScFib = STATOR_DECAP_CNT_SC_FIB,
+    ScMtu = STATOR_DECAP_CNT_SC_MTU,
+    ScLocal = STATOR_DECAP_CNT_SC_LOCAL,
+    ScDelivered = STATOR_DECAP_CNT_SC_DELIVERED,
+    ScOrphan = STATOR_DECAP_CNT_SC_ORPHAN,
+    ScNotTcp = STATOR_DECAP_CNT_SC_NOT_TCP,
+    ScRefused = STATOR_DECAP_CNT_SC_REFUSED,
+    ScNoSource = STATOR_DECAP_CNT_SC_NO_SOURCE,
+    ScMalformed = STATOR_DECAP_CNT_SC_MALFORMED,
+}
+
+/// What a decap counter counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecapCounterKind {
+    /// Every packet ends in exactly one outcome.
+    Outcome,
+    /// Every rejected packet is counted in exactly one reason.
+    Reason,
+    /// A detail of a delivered GUE packet (second chance), beside its outcome.
+    Detail,
 }
 
 impl DecapCounter {
@@ -70,6 +115,16 @@ impl DecapCounter {
         Self::GueUnsupported,
         Self::BadInner,
         Self::Adjust,
+        Self::ScForwarded,
+        Self::ScFib,
+        Self::ScMtu,
+        Self::ScLocal,
+        Self::ScDelivered,
+        Self::ScOrphan,
+        Self::ScNotTcp,
+        Self::ScRefused,
+        Self::ScNoSource,
+        Self::ScMalformed,
     ];
 
     /// The index in the `stator_dcnt` per-CPU array.
@@ -82,9 +137,25 @@ impl DecapCounter {
         DECAP_COUNTER_NAMES[self as usize]
     }
 
-    /// True for the outcomes (every packet ends in exactly one), false for reject reasons.
+    /// Outcome, reason or detail.
+    pub fn kind(self) -> DecapCounterKind {
+        match self {
+            Self::ScForwarded => DecapCounterKind::Outcome,
+            Self::ScFib | Self::ScMtu => DecapCounterKind::Reason,
+            c if c.index() < STATOR_DECAP_CNT_FIRST_REASON => DecapCounterKind::Outcome,
+            c if c.index() < STATOR_DECAP_CNT_FIRST_DETAIL => DecapCounterKind::Reason,
+            _ => DecapCounterKind::Detail,
+        }
+    }
+
+    /// True for the outcomes (every packet ends in exactly one).
     pub fn is_outcome(self) -> bool {
-        self.index() < STATOR_DECAP_CNT_FIRST_REASON
+        self.kind() == DecapCounterKind::Outcome
+    }
+
+    /// True for the reasons of `rejected` (every rejected packet is counted in exactly one).
+    pub fn is_reason(self) -> bool {
+        self.kind() == DecapCounterKind::Reason
     }
 
     /// The counter with this label.

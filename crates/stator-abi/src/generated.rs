@@ -11,6 +11,7 @@ pub const STATOR_DEFAULT_CT_ENTRIES: u32 = 1048576;
 pub const STATOR_MAX_TX_PORTS: u32 = 64;
 pub const STATOR_MAX_IPV6_EXT_HDRS: u32 = 4;
 pub const STATOR_MAX_DECAP_ADDRS: u32 = 64;
+pub const STATOR_MAX_DECAP_PREFIXES: u32 = 64;
 pub const STATOR_MAX_PEERS: u32 = 64;
 pub const STATOR_MAX_PREFIXES: u32 = 256;
 pub const STATOR_MAX_SUFFIX_LENS: u32 = 4;
@@ -79,9 +80,14 @@ pub const STATOR_MAX_XSK_QUEUES: u32 = 64;
 pub const STATOR_FIBQ_OFF: u32 = 14;
 pub const STATOR_CNT_MAX: u32 = 29;
 pub const STATOR_DROP_MAX: u32 = 18;
-pub const STATOR_DECAP_CNT_MAX: u32 = 12;
+pub const STATOR_DECAP_CNT_MAX: u32 = 22;
 pub const STATOR_DECAP_CNT_FIRST_REASON: u32 = 6;
+pub const STATOR_DECAP_CNT_FIRST_DETAIL: u32 = 15;
 pub const STATOR_DECAP_F_ADDRS: u32 = 1;
+pub const STATOR_DECAP_F_SECOND_CHANCE: u32 = 2;
+pub const STATOR_SC_MAGIC: u32 = 21315;
+pub const STATOR_SC_HLEN_V4: u32 = 2;
+pub const STATOR_SC_HLEN_V6: u32 = 5;
 pub const STATOR_VSINK_PACKETS: u32 = 0;
 pub const STATOR_VSINK_BYTES: u32 = 1;
 pub const STATOR_VSINK_TUNNELLED: u32 = 2;
@@ -212,9 +218,19 @@ pub const STATOR_DECAP_CNT_GRE_UNSUPPORTED: u32 = 8;
 pub const STATOR_DECAP_CNT_GUE_UNSUPPORTED: u32 = 9;
 pub const STATOR_DECAP_CNT_BAD_INNER: u32 = 10;
 pub const STATOR_DECAP_CNT_ADJUST: u32 = 11;
+pub const STATOR_DECAP_CNT_SC_FORWARDED: u32 = 12;
+pub const STATOR_DECAP_CNT_SC_FIB: u32 = 13;
+pub const STATOR_DECAP_CNT_SC_MTU: u32 = 14;
+pub const STATOR_DECAP_CNT_SC_LOCAL: u32 = 15;
+pub const STATOR_DECAP_CNT_SC_DELIVERED: u32 = 16;
+pub const STATOR_DECAP_CNT_SC_ORPHAN: u32 = 17;
+pub const STATOR_DECAP_CNT_SC_NOT_TCP: u32 = 18;
+pub const STATOR_DECAP_CNT_SC_REFUSED: u32 = 19;
+pub const STATOR_DECAP_CNT_SC_NO_SOURCE: u32 = 20;
+pub const STATOR_DECAP_CNT_SC_MALFORMED: u32 = 21;
 
 /// Decap counter index → metric label, in index order.
-pub const DECAP_COUNTER_NAMES: [&str; 12] = [
+pub const DECAP_COUNTER_NAMES: [&str; 22] = [
     "gre",
     "ipip",
     "gue",
@@ -227,6 +243,16 @@ pub const DECAP_COUNTER_NAMES: [&str; 12] = [
     "gue_unsupported",
     "bad_inner",
     "adjust",
+    "sc_forwarded",
+    "sc_fib",
+    "sc_mtu",
+    "sc_local",
+    "sc_delivered",
+    "sc_orphan",
+    "sc_not_tcp",
+    "sc_refused",
+    "sc_no_source",
+    "sc_malformed",
 ];
 pub const STATOR_RP_CNT_SELECT_OWN: u32 = 0;
 pub const STATOR_RP_CNT_SELECT_PROBE: u32 = 1;
@@ -455,9 +481,15 @@ pub const OFFSETOF_stator_bench_frame_bytes: usize = 16;
 pub const SIZEOF_stator_decap_addr: usize = 20;
 pub const OFFSETOF_stator_decap_addr_addr: usize = 0;
 pub const OFFSETOF_stator_decap_addr_family: usize = 16;
-pub const SIZEOF_stator_decap_cfg: usize = 8;
+pub const SIZEOF_stator_decap_cfg: usize = 24;
 pub const OFFSETOF_stator_decap_cfg_gue_port: usize = 0;
 pub const OFFSETOF_stator_decap_cfg_flags: usize = 2;
+pub const OFFSETOF_stator_decap_cfg_src_v4: usize = 4;
+pub const OFFSETOF_stator_decap_cfg_src_v6: usize = 8;
+pub const SIZEOF_stator_decap_prefix: usize = 24;
+pub const OFFSETOF_stator_decap_prefix_prefixlen: usize = 0;
+pub const OFFSETOF_stator_decap_prefix_family: usize = 4;
+pub const OFFSETOF_stator_decap_prefix_addr: usize = 8;
 pub const SIZEOF_stator_rp_cfg: usize = 56;
 pub const OFFSETOF_stator_rp_cfg_key: usize = 0;
 pub const OFFSETOF_stator_rp_cfg_table_size: usize = 40;

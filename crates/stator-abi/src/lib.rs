@@ -45,7 +45,7 @@ mod trace;
 
 pub use afxdp::{FibQueryRec, XskCfg};
 pub use codes::{Counter, DropReason, Encap, Exported, Family};
-pub use decap::{DecapAddr, DecapCfg, DecapCounter};
+pub use decap::{DecapAddr, DecapCfg, DecapCounter, DecapCounterKind, DecapPrefix};
 pub use flow::{Ct4Bucket, Ct4Entry, CtEntry, Flood, FlowKey, Nh};
 pub use frag::{FragEntry, FragKey, HoldHdr};
 pub use groups::{AddrRec, Class, ClassKey, Peer, SfxKey, low_bits};
@@ -146,7 +146,10 @@ mod tests {
         for (i, c) in RssCounter::ALL.iter().enumerate() {
             assert_eq!((c.index() as usize, RSS_COUNTER_NAMES[i]), (i, c.label()));
         }
-        assert!(!DecapCounter::BadOuter.is_outcome());
+        assert!(!DecapCounter::BadOuter.is_outcome() && DecapCounter::BadOuter.is_reason());
+        assert!(DecapCounter::ScForwarded.is_outcome() && DecapCounter::ScMtu.is_reason());
+        assert!(!DecapCounter::ScLocal.is_outcome() && !DecapCounter::ScLocal.is_reason());
+        assert!(!DecapCounter::ScMalformed.is_reason() && DecapCounter::Adjust.is_reason());
         assert_eq!(DecapCounter::NotOurs.label(), "not_ours");
     }
 

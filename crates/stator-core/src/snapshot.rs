@@ -143,6 +143,36 @@ impl fmt::Display for Prefix {
     }
 }
 
+impl std::str::FromStr for Prefix {
+    type Err = String;
+
+    /// `10.100.0.0/16`, `2001:db8::/32`, or an address alone (a host prefix). Host bits must
+    /// be zero: `10.1.2.3/16` is refused rather than read as `10.1.0.0/16`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (addr, len) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let addr: IpAddr = addr
+            .parse()
+            .map_err(|_| format!("{s:?}: not an IP address or prefix"))?;
+        let width = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match len {
+            None => width,
+            Some(l) => l
+                .parse::<u8>()
+                .ok()
+                .filter(|l| *l <= width)
+                .ok_or_else(|| format!("{s:?}: a prefix length is 0 to {width}"))?,
+        };
+        let p = Prefix::new(addr, len).ok_or_else(|| format!("{s:?}: bad prefix"))?;
+        if p.addr != addr {
+            return Err(format!("{s:?}: host bits set (the prefix is {p})"));
+        }
+        Ok(p)
+    }
+}
+
 /// The low `bits` bits of `addr` (an IPv4 suffix of more than 32 bits is the whole address).
 pub fn suffix_of(addr: IpAddr, bits: u8) -> IpAddr {
     match addr {
@@ -296,4 +326,29 @@ pub struct Snapshot {
     pub classes: BTreeMap<Prefix, ClassId>,
     /// The fragment peers (docs/forwarding.md §9).
     pub peers: Peers,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Prefix;
+
+    #[test]
+    fn prefixes_parse_and_refuse_what_is_not_one() {
+        let p: Prefix = "10.1.0.0/16".parse().unwrap();
+        assert_eq!((p.to_string(), p.len), ("10.1.0.0/16".to_string(), 16));
+        assert_eq!("2001:db8::".parse::<Prefix>().unwrap().len, 128);
+        assert_eq!(
+            "192.0.2.7".parse::<Prefix>().unwrap().to_string(),
+            "192.0.2.7/32"
+        );
+        for (bad, why) in [
+            ("10.1.2.3/16", "host bits"),
+            ("10.0.0.0/33", "0 to 32"),
+            ("fd00::/129", "0 to 128"),
+            ("nope/8", "not an IP"),
+        ] {
+            let e = bad.parse::<Prefix>().unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
 }

@@ -11,13 +11,16 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
+use aya::maps::lpm_trie::{Key as LpmKey, LpmTrie};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::programs::ProgramFd;
 use aya::{Ebpf, EbpfLoader};
 use stator_abi::{
     DecapAddr, DecapCfg, DecapCounter, STATOR_DECAP_CNT_MAX, STATOR_DECAP_F_ADDRS,
-    STATOR_FAMILY_V4, STATOR_FAMILY_V6, STATOR_GUE_PORT, STATOR_MAX_DECAP_ADDRS,
+    STATOR_DECAP_F_SECOND_CHANCE, STATOR_FAMILY_V4, STATOR_FAMILY_V6, STATOR_GUE_PORT,
+    STATOR_MAX_DECAP_ADDRS, STATOR_MAX_DECAP_PREFIXES,
 };
+use stator_core::Prefix;
 
 use crate::attach::{AttachStatus, Attachment, attach_loaded, attached_interfaces, attachments};
 use crate::error::{Result, XdpError};
@@ -36,7 +39,12 @@ pub const DECAP_PROGRAM_NAME: &str = "stator_decap";
 pub const DEFAULT_DECAP_PIN_PATH: &str = "/sys/fs/bpf/stator-decap";
 
 /// Names of the decap program's maps (also their pin names).
-pub const DECAP_MAPS: [&str; 3] = ["stator_dcfg", "stator_daddrs", "stator_dcnt"];
+pub const DECAP_MAPS: [&str; 4] = [
+    "stator_dcfg",
+    "stator_daddrs",
+    "stator_dscfrom",
+    "stator_dcnt",
+];
 
 /// What the decap program accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,14 +55,31 @@ pub struct DecapConfig {
     pub addrs: BTreeSet<IpAddr>,
     /// GUE's UDP destination port; `None`: UDP is never decapsulated.
     pub gue_port: Option<u16>,
+    /// Second chance (docs/decap.md §7): `None` delivers every packet here, as before.
+    pub second_chance: Option<SecondChance>,
+}
+
+/// What second chance needs on a backend: who may ask for it and this host's addresses to
+/// pass packets on from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SecondChance {
+    /// Outer sources allowed to ask for a second chance: the load balancers' addresses (a
+    /// second chance from anywhere else is delivered here, counted `sc_refused`).
+    pub from: BTreeSet<Prefix>,
+    /// This host's IPv4 address, the outer source of a packet passed on over IPv4.
+    pub source_v4: Option<Ipv4Addr>,
+    /// This host's IPv6 address, the outer source of a packet passed on over IPv6.
+    pub source_v6: Option<Ipv6Addr>,
 }
 
 impl Default for DecapConfig {
-    /// Any destination, GUE on the IANA port 6080 (what the forwarder sends by default).
+    /// Any destination, GUE on the IANA port 6080 (what the forwarder sends by default), no
+    /// second chance.
     fn default() -> Self {
         Self {
             addrs: BTreeSet::new(),
             gue_port: Some(STATOR_GUE_PORT as u16),
+            second_chance: None,
         }
     }
 }
@@ -83,20 +108,83 @@ impl DecapConfig {
                 "GUE port 0: leave the port out to turn GUE off".into(),
             ));
         }
+        if let Some(sc) = &self.second_chance {
+            if self.gue_port.is_none() {
+                return Err(invalid(
+                    "second chance rides on GUE: it needs a GUE port".into(),
+                ));
+            }
+            if sc.from.is_empty() || sc.from.len() > STATOR_MAX_DECAP_PREFIXES as usize {
+                return Err(invalid(format!(
+                    "second chance needs 1 to {STATOR_MAX_DECAP_PREFIXES} source prefixes \
+                     (--second-chance-from: the load balancers), not {}",
+                    sc.from.len()
+                )));
+            }
+            if sc.source_v4.is_none() && sc.source_v6.is_none() {
+                return Err(invalid(
+                    "second chance needs this host's address to pass packets on from \
+                     (--source-v4 and/or --source-v6)"
+                        .into(),
+                ));
+            }
+            let sources = [sc.source_v4.map(IpAddr::V4), sc.source_v6.map(IpAddr::V6)];
+            if let Some(a) = sources
+                .iter()
+                .flatten()
+                .find(|a| a.is_unspecified() || a.is_multicast())
+            {
+                return Err(invalid(format!(
+                    "second-chance source {a} is not a unicast address"
+                )));
+            }
+        }
         Ok(())
     }
 
     fn encode(&self) -> DecapCfg {
+        let mut flags = if self.addrs.is_empty() {
+            0
+        } else {
+            STATOR_DECAP_F_ADDRS as u16
+        };
+        let (mut src_v4, mut src_v6) = ([0; 4], [0; 16]);
+        if let Some(sc) = &self.second_chance {
+            flags |= STATOR_DECAP_F_SECOND_CHANCE as u16;
+            src_v4 = sc.source_v4.map_or([0; 4], |a| a.octets());
+            src_v6 = sc.source_v6.map_or([0; 16], |a| a.octets());
+        }
         DecapCfg {
             gue_port: self.gue_port.unwrap_or(0).to_be_bytes(),
-            flags: if self.addrs.is_empty() {
-                0
-            } else {
-                STATOR_DECAP_F_ADDRS as u16
-            },
-            _pad0: 0,
+            flags,
+            src_v4,
+            src_v6,
         }
     }
+}
+
+/// The `stator_dscfrom` key of `p`: family and padding, then the address (the trie's
+/// prefix length counts the first 32 bits too).
+fn prefix_key(p: &Prefix) -> LpmKey<[u8; 20]> {
+    let (addr, family) = addr_bytes(p.addr);
+    let mut data = [0u8; 20];
+    data[0] = family;
+    data[4..].copy_from_slice(&addr);
+    LpmKey::new(32 + u32::from(p.len), data)
+}
+
+fn key_prefix(k: &LpmKey<[u8; 20]>) -> Option<Prefix> {
+    let mut addr = [0u8; 16];
+    addr.copy_from_slice(&k.data()[4..]);
+    let key = DecapAddr {
+        addr,
+        family: k.data()[0],
+        _pad0: [0; 3],
+    };
+    Prefix::new(
+        key_addr(&key)?,
+        u8::try_from(k.prefix_len().checked_sub(32)?).ok()?,
+    )
 }
 
 /// Options of [`Decap::load`].
@@ -133,6 +221,7 @@ pub struct DecapMaps {
     pin_path: PathBuf,
     cfg: Array<MapData, Rec<DecapCfg>>,
     addrs: HashMap<MapData, Rec<DecapAddr>, u8>,
+    sc_from: LpmTrie<MapData, [u8; 20], u8>,
     counters: PerCpuArray<MapData, u64>,
 }
 
@@ -191,6 +280,11 @@ impl DecapMaps {
                 "stator_daddrs",
             )?))
             .map_err(|e| typed("stator_daddrs", e))?,
+            sc_from: LpmTrie::try_from(aya::maps::Map::LpmTrie(open_pin(
+                pin_path,
+                "stator_dscfrom",
+            )?))
+            .map_err(|e| typed("stator_dscfrom", e))?,
             counters: PerCpuArray::try_from(aya::maps::Map::PerCpuArray(open_pin(
                 pin_path,
                 "stator_dcnt",
@@ -221,15 +315,32 @@ impl DecapMaps {
             }
         }
         let port = u16::from_be_bytes(cfg.gue_port);
+        let second_chance = if cfg.flags & STATOR_DECAP_F_SECOND_CHANCE as u16 != 0 {
+            let mut from = BTreeSet::new();
+            for k in self.sc_from.keys() {
+                let k = k.map_err(|e| XdpError::map("stator_dscfrom", "iterate", e))?;
+                from.insert(key_prefix(&k).ok_or_else(|| {
+                    XdpError::invalid("stator_dscfrom holds an unknown address family")
+                })?);
+            }
+            Some(SecondChance {
+                from,
+                source_v4: (cfg.src_v4 != [0; 4]).then(|| Ipv4Addr::from(cfg.src_v4)),
+                source_v6: (cfg.src_v6 != [0; 16]).then(|| Ipv6Addr::from(cfg.src_v6)),
+            })
+        } else {
+            None
+        };
         Ok(DecapConfig {
             addrs,
             gue_port: (port != 0).then_some(port),
+            second_chance,
         })
     }
 
-    /// Makes `cfg` the configuration. No address that both the old and the new configuration
-    /// accept is ever refused in between: new addresses are added first, the address check is
-    /// switched on (or off) next, stale addresses are removed last.
+    /// Makes `cfg` the configuration. No address (or second-chance source) that both the old
+    /// and the new configuration accept is ever refused in between: new ones are added first,
+    /// the checks are switched on (or off) next, stale ones are removed last.
     pub fn configure(&mut self, cfg: &DecapConfig) -> Result<()> {
         cfg.validate()?;
         let old: Vec<Rec<DecapAddr>> = self
@@ -244,6 +355,25 @@ impl DecapMaps {
                 .insert(Rec(addr_key(*a)), 1u8, 0)
                 .map_err(|e| XdpError::map("stator_daddrs", "update", e))?;
         }
+        let old_from: Vec<LpmKey<[u8; 20]>> = self
+            .sc_from
+            .keys()
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| XdpError::map("stator_dscfrom", "iterate", e))?;
+        let from = cfg.second_chance.as_ref().map(|sc| &sc.from);
+        let wanted_from: BTreeSet<(u32, [u8; 20])> = from
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                let k = prefix_key(p);
+                (k.prefix_len(), k.data())
+            })
+            .collect();
+        for p in from.into_iter().flatten() {
+            self.sc_from
+                .insert(&prefix_key(p), 1u8, 0)
+                .map_err(|e| XdpError::map("stator_dscfrom", "update", e))?;
+        }
         self.cfg
             .set(0, Rec(cfg.encode()), 0)
             .map_err(|e| XdpError::map("stator_dcfg", "update", e))?;
@@ -251,6 +381,14 @@ impl DecapMaps {
             self.addrs
                 .remove(k)
                 .map_err(|e| XdpError::map("stator_daddrs", "delete", e))?;
+        }
+        for k in old_from
+            .iter()
+            .filter(|k| !wanted_from.contains(&(k.prefix_len(), k.data())))
+        {
+            self.sc_from
+                .remove(k)
+                .map_err(|e| XdpError::map("stator_dscfrom", "delete", e))?;
         }
         Ok(())
     }
@@ -513,6 +651,46 @@ mod tests {
             c.addrs.insert(IpAddr::V4(Ipv4Addr::from(0x0a00_0001 + i)));
         }
         assert!(c.validate().unwrap_err().to_string().contains("at most 64"));
+    }
+
+    #[test]
+    fn second_chance_encodes_its_flag_and_sources_and_is_checked() {
+        let mut c = DecapConfig {
+            second_chance: Some(SecondChance::default()),
+            ..DecapConfig::default()
+        };
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("source prefixes")
+        );
+        let sc = c.second_chance.as_mut().unwrap();
+        sc.from
+            .insert(Prefix::new("10.1.0.0".parse().unwrap(), 24).unwrap());
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("--source-v4")
+        );
+        c.second_chance.as_mut().unwrap().source_v4 = Some(Ipv4Addr::new(10, 2, 0, 5));
+        c.validate().unwrap();
+        let e = c.encode();
+        assert_eq!(e.flags, STATOR_DECAP_F_SECOND_CHANCE as u16);
+        assert_eq!((e.src_v4, e.src_v6), ([10, 2, 0, 5], [0; 16]));
+        c.gue_port = None;
+        assert!(c.validate().unwrap_err().to_string().contains("GUE port"));
+    }
+
+    #[test]
+    fn prefix_keys_round_trip() {
+        for (a, len) in [("10.1.0.0", 24), ("2001:db8::", 48), ("192.0.2.7", 32)] {
+            let p = Prefix::new(a.parse().unwrap(), len).unwrap();
+            let k = prefix_key(&p);
+            assert_eq!(k.prefix_len(), 32 + u32::from(len));
+            assert_eq!(key_prefix(&k), Some(p));
+        }
     }
 
     #[test]

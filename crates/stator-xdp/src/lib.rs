@@ -67,7 +67,7 @@ pub use ct4::{BUCKET_BYTES as CT4_BUCKET_BYTES, Occupancy as Ct4Occupancy, bucke
 pub use dataplane::{XdpPlane, XdpReader};
 pub use decap::{
     DECAP_MAPS, DECAP_PROGRAM_NAME, DEFAULT_DECAP_PIN_PATH, Decap, DecapConfig, DecapCounters,
-    DecapMaps, DecapOptions, DecapStatus, decap_purge, decap_status,
+    DecapMaps, DecapOptions, DecapStatus, SecondChance, decap_purge, decap_status,
 };
 pub use error::{Result, XdpError};
 pub use forwarder::{CommitReport, Forwarder, PROGRAM_NAME, SelfTest, TAIL_PROGRAMS, verify};

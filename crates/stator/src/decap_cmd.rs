@@ -11,13 +11,16 @@
 //! unit can pass a list from its environment file as one word.
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use anyhow::Result;
 use serde_json::json;
-use stator_abi::STATOR_GUE_PORT;
-use stator_xdp::{AttachMode, DEFAULT_DECAP_PIN_PATH, Decap, DecapConfig, DecapMaps, DecapOptions};
+use stator_abi::{DecapCounterKind, STATOR_GUE_PORT};
+use stator_core::Prefix;
+use stator_xdp::{
+    AttachMode, DEFAULT_DECAP_PIN_PATH, Decap, DecapConfig, DecapMaps, DecapOptions, SecondChance,
+};
 
 /// The backend-side decapsulation program.
 #[derive(Debug, clap::Subcommand)]
@@ -50,6 +53,17 @@ pub struct AttachArgs {
     /// UDP destination port of GUE packets; 0 turns GUE off.
     #[arg(long, default_value_t = STATOR_GUE_PORT as u16)]
     gue_port: u16,
+    /// Turns second chance on (docs/decap.md §7): the load balancers' source prefixes (repeat,
+    /// or separate with commas) — a GUE packet from them that names a previous backend, for a
+    /// connection no socket here owns, is passed on to that backend once.
+    #[arg(long = "second-chance-from", value_delimiter = ',')]
+    second_chance_from: Vec<Prefix>,
+    /// This host's IPv4 address: the source of second-chance packets passed on over IPv4.
+    #[arg(long)]
+    source_v4: Option<Ipv4Addr>,
+    /// This host's IPv6 address: the source of second-chance packets passed on over IPv6.
+    #[arg(long)]
+    source_v6: Option<Ipv6Addr>,
     /// auto (native, else generic with a warning) | native | generic.
     #[arg(long, default_value = "auto")]
     mode: AttachMode,
@@ -100,6 +114,24 @@ pub fn run(cmd: DecapCmd) -> Result<()> {
     }
 }
 
+/// Second chance in words: `off`, or its sources and the addresses it passes packets on from.
+fn describe_second_chance(cfg: &DecapConfig) -> String {
+    let Some(sc) = &cfg.second_chance else {
+        return "off".into();
+    };
+    let from: Vec<String> = sc.from.iter().map(Prefix::to_string).collect();
+    let sources: Vec<String> = [sc.source_v4.map(IpAddr::V4), sc.source_v6.map(IpAddr::V6)]
+        .iter()
+        .flatten()
+        .map(IpAddr::to_string)
+        .collect();
+    format!(
+        "from {}; passed on from {}",
+        from.join(" "),
+        sources.join(" ")
+    )
+}
+
 fn describe(cfg: &DecapConfig) -> (String, String) {
     let addrs = if cfg.addrs.is_empty() {
         "any".to_string()
@@ -117,9 +149,20 @@ fn describe(cfg: &DecapConfig) -> (String, String) {
 }
 
 fn attach(a: AttachArgs) -> Result<()> {
+    if a.second_chance_from.is_empty() && (a.source_v4.is_some() || a.source_v6.is_some()) {
+        anyhow::bail!(
+            "--source-v4/--source-v6 are for second chance: name the load balancers with \
+             --second-chance-from"
+        );
+    }
     let cfg = DecapConfig {
         addrs: a.addrs.iter().copied().collect::<BTreeSet<_>>(),
         gue_port: (a.gue_port != 0).then_some(a.gue_port),
+        second_chance: (!a.second_chance_from.is_empty()).then(|| SecondChance {
+            from: a.second_chance_from.iter().copied().collect(),
+            source_v4: a.source_v4,
+            source_v6: a.source_v6,
+        }),
     };
     cfg.validate()?;
     let opts = DecapOptions {
@@ -138,7 +181,9 @@ fn attach(a: AttachArgs) -> Result<()> {
     }
     let (addrs, gue) = describe(&cfg);
     println!(
-        "decapsulating GRE, IPIP and GUE ({gue}) to {addrs}; maps pinned under {}",
+        "decapsulating GRE, IPIP and GUE ({gue}) to {addrs}; second chance {}; maps pinned \
+         under {}",
+        describe_second_chance(&cfg),
         a.pin_path.display()
     );
     Ok(())
@@ -185,6 +230,11 @@ fn status(s: ShowArgs) -> Result<()> {
             "addrs": st.config.addrs.iter().map(IpAddr::to_string).collect::<Vec<_>>(),
             "any_addr": st.config.addrs.is_empty(),
             "gue_port": st.config.gue_port,
+            "second_chance": st.config.second_chance.as_ref().map(|sc| json!({
+                "from": sc.from.iter().map(Prefix::to_string).collect::<Vec<_>>(),
+                "source_v4": sc.source_v4,
+                "source_v6": sc.source_v6,
+            })),
             "attachments": crate::attach_out::attachments_json(&st.attachments),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -194,6 +244,7 @@ fn status(s: ShowArgs) -> Result<()> {
     println!("pin path      {}", st.pin_path.display());
     println!("addresses     {addrs}");
     println!("GUE           {gue}");
+    println!("second chance {}", describe_second_chance(&st.config));
     crate::attach_out::print_attachments(&st.attachments);
     Ok(())
 }
@@ -213,14 +264,19 @@ fn stats(s: ShowArgs) -> Result<()> {
     for (k, n) in c.iter().filter(|(k, _)| k.is_outcome()) {
         println!("  {:<18} {n:>14}", k.label());
     }
-    println!("rejected, by reason");
-    let mut any = false;
-    for (k, n) in c.iter().filter(|(k, n)| !k.is_outcome() && *n != 0) {
-        println!("  {:<18} {n:>14}", k.label());
-        any = true;
-    }
-    if !any {
-        println!("  (none)");
+    for (title, kind) in [
+        ("rejected, by reason", DecapCounterKind::Reason),
+        ("second chances delivered here", DecapCounterKind::Detail),
+    ] {
+        println!("{title}");
+        let mut any = false;
+        for (k, n) in c.iter().filter(|(k, n)| k.kind() == kind && *n != 0) {
+            println!("  {:<18} {n:>14}", k.label());
+            any = true;
+        }
+        if !any {
+            println!("  (none)");
+        }
     }
     Ok(())
 }
@@ -250,6 +306,10 @@ mod tests {
             "10.1.1.11,2001:db8::11",
             "--vip",
             "192.0.2.10",
+            "--second-chance-from",
+            "10.1.0.0/24,fd01::/64",
+            "--source-v4",
+            "10.1.1.11",
         ])
         .unwrap();
         let DecapCmd::Attach(a) = cli.cmd else {
@@ -258,6 +318,20 @@ mod tests {
         assert_eq!(a.ifaces, ["eth0", "eth1"]);
         assert_eq!(a.addrs, [ip("10.1.1.11"), ip("2001:db8::11")]);
         assert_eq!(a.vips, [ip("192.0.2.10")]);
+        let from: Vec<String> = a.second_chance_from.iter().map(Prefix::to_string).collect();
+        assert_eq!(from, ["10.1.0.0/24", "fd01::/64"]);
+        assert_eq!(a.source_v4, Some(std::net::Ipv4Addr::new(10, 1, 1, 11)));
+        // a prefix with host bits is refused with a reason, not silently widened
+        let e = Cli::try_parse_from([
+            "decap",
+            "attach",
+            "--iface",
+            "eth0",
+            "--second-chance-from",
+            "10.1.0.7/24",
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("host bits"), "{e}");
         let cli = Cli::try_parse_from([
             "decap",
             "detach",

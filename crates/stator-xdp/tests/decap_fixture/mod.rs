@@ -69,7 +69,7 @@ impl Fixture {
         );
         let reasons: u64 = delta
             .iter()
-            .filter(|(c, _)| !c.is_outcome())
+            .filter(|(c, _)| c.is_reason())
             .map(|(_, n)| n)
             .sum();
         assert_eq!(

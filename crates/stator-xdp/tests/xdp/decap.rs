@@ -238,6 +238,7 @@ fn configured_addresses_decide_what_is_ours() {
     let next = DecapConfig {
         addrs: [backend(false), other4].into_iter().collect(),
         gue_port: Some(7000),
+        second_chance: None,
     };
     fx.decap.configure(&next).unwrap();
     assert_eq!(fx.decap.config().unwrap(), next);

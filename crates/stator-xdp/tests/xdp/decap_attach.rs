@@ -46,6 +46,14 @@ fn attach_reattach_status_detach() {
         let cfg = DecapConfig {
             addrs: [v4(10, 20, 0, 1)].into_iter().collect(),
             gue_port: Some(6080),
+            // read back from the maps below, the trie included
+            second_chance: Some(stator_xdp::SecondChance {
+                from: ["10.1.0.0/24".parse().unwrap(), "fd01::/64".parse().unwrap()]
+                    .into_iter()
+                    .collect(),
+                source_v4: Some(std::net::Ipv4Addr::new(10, 20, 0, 1)),
+                source_v6: None,
+            }),
         };
         let mut d = Decap::load(&DecapOptions::with_pin_path(&p)).unwrap();
         d.configure(&cfg).unwrap();

@@ -21,6 +21,7 @@ mod decap;
 mod decap_agree;
 mod decap_attach;
 mod decap_rejects;
+mod decap_second_chance;
 mod differential;
 mod errors;
 mod forwarding;
