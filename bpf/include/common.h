@@ -76,7 +76,8 @@ struct stator_pkt {
 	__u8 frag_proto;   /* IPv4 protocol / the fragment header's next header */
 	__u8 class_done;   /* `class` was looked up */
 	__u8 cause;        /* enum stator_trace_cause of the selection */
-	__u8 _pad0;
+	__u8 sc;           /* sent with a second chance naming real sc_real (§12.2) */
+	__u32 sc_real;     /* the previous backend's real id, when `sc` */
 };
 
 /*

@@ -272,6 +272,8 @@ decide:
 	real_id = stator_maglev(pkt, vip, real, reason);
 	if (real_id == STATOR_NO_REAL || mode == STATOR_SEL_ICMP_ERR)
 		return real_id;
+	if (mode == STATOR_SEL_FLOW && stator_second_chance(pkt, vip, real_id, *real))
+		return real_id; /* never inserted: §12.2 */
 	if (!stator_ct_guard_allows(cfg, now))
 		return real_id;
 	if (!e) {
@@ -303,7 +305,10 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 
 	if (vip->flags & STATOR_VIP_F_NO_CT) {
 		pkt->cause = STATOR_TRACE_C_NO_CT;
-		return stator_maglev(pkt, vip, real, reason);
+		real_id = stator_maglev(pkt, vip, real, reason);
+		if (real_id != STATOR_NO_REAL && mode == STATOR_SEL_FLOW)
+			stator_second_chance(pkt, vip, real_id, *real);
+		return real_id;
 	}
 	if (stator_ct4_buckets && pkt->family == STATOR_FAMILY_V4)
 		return stator_select4(pkt, vip, cfg, mode, real, reason);
@@ -333,6 +338,9 @@ static __always_inline __u32 stator_select(struct stator_pkt *pkt,
 	}
 decide:
 	real_id = stator_maglev(pkt, vip, real, reason);
+	if (real_id != STATOR_NO_REAL && mode == STATOR_SEL_FLOW &&
+	    stator_second_chance(pkt, vip, real_id, *real))
+		return real_id; /* never inserted: §12.2 */
 	if (real_id != STATOR_NO_REAL && mode != STATOR_SEL_ICMP_ERR)
 		stator_ct_insert(pkt, cfg, real_id, now, e);
 	return real_id;

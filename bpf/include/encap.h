@@ -27,7 +27,7 @@ struct stator_outer {
 	__u8 proto;      /* outer protocol / next header */
 	__u8 v6;         /* outer family is IPv6 */
 	__u8 inner_v6;   /* inner family is IPv6 */
-	__u8 _pad0;
+	__u8 sc_words;   /* GUE Hlen of a second chance's private data: 0, 2 or 5 (§12.3) */
 };
 
 /* Writes the 4-byte GRE or 12-byte UDP + GUE header at `e` (nothing for IPIP). */
@@ -44,11 +44,26 @@ static __always_inline void stator_write_encap(__u8 *e, const struct stator_oute
 	} else if (real->encap == STATOR_ENCAP_GUE) {
 		*(__be16 *)e = bpf_htons(STATOR_GUE_SPORT_BASE | (stator_pkt_hash(pkt) & 0x3fff));
 		*(__be16 *)(e + 2) = cfg->gue_port;
-		*(__be16 *)(e + 4) = bpf_htons(STATOR_GUE_LEN + o->inner_len);
+		*(__be16 *)(e + 4) = bpf_htons(o->encap_len + o->inner_len);
 		*(__be16 *)(e + 6) = 0; /* zero UDP checksum (RFC 6935/6936) */
-		e[8] = 0;               /* version 0, C 0, Hlen 0 */
+		e[8] = o->sc_words;     /* version 0, C 0, Hlen: the private data's words */
 		e[9] = o->inner_v6 ? STATOR_IPPROTO_IPV6 : IPPROTO_IPIP;
 		*(__be16 *)(e + 10) = 0;
+	}
+}
+
+/* §12.3: a second chance's GUE private data after the 12-byte UDP + GUE header at `e`:
+ * "SC", the previous backend's family, hop 0, its address. */
+static __always_inline void stator_write_sc(__u8 *e, const struct stator_real *prev)
+{
+	*(__be16 *)(e + 12) = bpf_htons(STATOR_SC_MAGIC);
+	e[14] = prev->family == STATOR_FAMILY_V6 ? 6 : 4;
+	e[15] = 0;
+	*(__be32 *)(e + 16) = prev->addr[0];
+	if (prev->family == STATOR_FAMILY_V6) {
+		*(__be32 *)(e + 20) = prev->addr[1];
+		*(__be32 *)(e + 24) = prev->addr[2];
+		*(__be32 *)(e + 28) = prev->addr[3];
 	}
 }
 
@@ -199,6 +214,7 @@ static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_p
 					     const int redirect)
 {
 	struct bpf_fib_lookup fib; /* zeroed by stator_next_hop before a lookup */
+	const struct stator_real *prev = NULL;
 	struct stator_outer o = {};
 	__u32 reason, grow;
 	__u8 *data, *data_end;
@@ -229,6 +245,15 @@ static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_p
 	} else if (real->encap == STATOR_ENCAP_GUE) {
 		o.encap_len = STATOR_GUE_LEN;
 		o.proto = IPPROTO_UDP;
+		/* 3. a second chance names the previous backend in GUE private data (§12.3) */
+		if (!redirect && pkt->sc) {
+			prev = stator_real_lookup(pkt->gen, pkt->sc_real);
+			if (!prev) /* never: stator_second_chance found it */
+				return stator_drop(STATOR_DROP_BAD_CONFIG);
+			o.sc_words = prev->family == STATOR_FAMILY_V6 ? STATOR_SC_HLEN_V6
+								     : STATOR_SC_HLEN_V4;
+			o.encap_len += o.sc_words * 4;
+		}
 	} else {
 		return stator_drop(STATOR_DROP_BAD_CONFIG);
 	}
@@ -252,6 +277,11 @@ static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_p
 		stator_write_ipv6(data + STATOR_ETH_LEN, &o, pkt, cfg, real);
 		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV6_LEN, &o, pkt, cfg, real,
 				   redirect);
+		if (prev) {
+			if (data + STATOR_ETH_LEN + STATOR_IPV6_LEN + STATOR_GUE_LEN + 20 > data_end)
+				return stator_drop(STATOR_DROP_ADJUST);
+			stator_write_sc(data + STATOR_ETH_LEN + STATOR_IPV6_LEN, prev);
+		}
 		*(__be16 *)(data + 12) = bpf_htons(ETH_P_IPV6);
 	} else {
 		if (data + STATOR_ETH_LEN + STATOR_IPV4_LEN + STATOR_GUE_LEN > data_end)
@@ -259,6 +289,11 @@ static __always_inline int stator_encap_xmit(struct xdp_md *ctx, struct stator_p
 		stator_write_ipv4(data + STATOR_ETH_LEN, &o, pkt, cfg, real);
 		stator_write_encap(data + STATOR_ETH_LEN + STATOR_IPV4_LEN, &o, pkt, cfg, real,
 				   redirect);
+		if (prev) {
+			if (data + STATOR_ETH_LEN + STATOR_IPV4_LEN + STATOR_GUE_LEN + 20 > data_end)
+				return stator_drop(STATOR_DROP_ADJUST);
+			stator_write_sc(data + STATOR_ETH_LEN + STATOR_IPV4_LEN, prev);
+		}
 		*(__be16 *)(data + 12) = bpf_htons(ETH_P_IP);
 	}
 	stator_copy_mac(data, fib.dmac);

@@ -70,4 +70,43 @@ static __always_inline __u32 stator_maglev(struct stator_pkt *pkt, const struct 
 	return real_id;
 }
 
+/*
+ * §12.2: after Maglev chose `real_id` (`real`) for a packet that is neither a SYN nor a
+ * connection-table hit, nor a fragment: the VIP's previous table. 1 when the packet goes with a
+ * second chance naming the previous table's backend (pkt->sc, pkt->sc_real set; the caller must
+ * not insert, so every later packet of the flow takes this path again); 0 for the ordinary path.
+ */
+static __always_inline int stator_second_chance(struct stator_pkt *pkt,
+						const struct stator_vip *vip, __u32 real_id,
+						const struct stator_real *real)
+{
+	const struct stator_real *prev;
+	const struct stator_prev *p;
+	__u32 idx, prev_id;
+	__u32 *slot;
+
+	if (pkt->is_frag || vip->vip_id >= STATOR_MAX_VIPS)
+		return 0;
+	idx = pkt->gen * STATOR_MAX_VIPS + vip->vip_id;
+	p = bpf_map_lookup_elem(&stator_prev, &idx);
+	if (!p || !p->table_size)
+		return 0;
+	idx = p->table_off + stator_pkt_hash(pkt) % p->table_size;
+	slot = bpf_map_lookup_elem(&stator_slots, &idx);
+	if (!slot || *slot == real_id || *slot == STATOR_NO_REAL)
+		return 0;
+	prev_id = *slot;
+	prev = stator_real_lookup(pkt->gen, prev_id);
+	if (!prev || !prev->flags)
+		return 0;
+	if (real->encap != STATOR_ENCAP_GUE || prev->family != real->family) {
+		stator_count(STATOR_CNT_SC_UNSUPPORTED);
+		return 0;
+	}
+	pkt->sc = 1;
+	pkt->sc_real = prev_id;
+	stator_count(STATOR_CNT_SC_SENT);
+	return 1;
+}
+
 #endif /* STATOR_MAGLEV_H */

@@ -186,6 +186,16 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } stator_failover SEC(".maps");
 
+/* §12: each VIP's previous Maglev table (second chance). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * STATOR_MAX_VIPS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct stator_prev);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stator_prev SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__uint(max_entries, 2 * STATOR_MAX_PREFIXES);

@@ -97,6 +97,9 @@ enum stator_encap {
 /* Real flags (struct stator_real.flags). */
 #define STATOR_REAL_F_USABLE (1u << 0)   /* healthy: new and existing flows may use it */
 #define STATOR_REAL_F_DRAINING (1u << 1) /* existing flows keep it; it is absent from the table */
+/* only a second chance's previous backend (docs/forwarding.md §12): named by a VIP's previous
+ * table, chosen by neither Maglev nor the connection table */
+#define STATOR_REAL_F_PREVIOUS (1u << 2)
 
 /* Node flags (struct stator_node_cfg.flags). */
 #define STATOR_NODE_F_ICMP_ECHO (1u << 0) /* answer ICMP/ICMPv6 echo requests to VIPs in XDP */
@@ -144,7 +147,9 @@ enum stator_counter {
 	STATOR_CNT_TRACE_LOST = 26,     /* traced packet not reported: stator_trace full */
 	STATOR_CNT_TRACE_UNAUTH = 27,   /* a mark whose MAC no tracer key verifies: not traced */
 	STATOR_CNT_STALE_PASS = 28,     /* VIP packet passed: the controller's heartbeat is stale */
-	STATOR_CNT_MAX = 29,
+	STATOR_CNT_SC_SENT = 29,        /* sent with a second chance naming the previous backend */
+	STATOR_CNT_SC_UNSUPPORTED = 30, /* a second chance was due, but not GUE or not one family */
+	STATOR_CNT_MAX = 31,
 };
 
 /*
@@ -197,6 +202,7 @@ enum stator_drop_reason {
  *   stator_tx_ports  DEVMAP_HASH[STATOR_MAX_TX_PORTS] ifindex → struct bpf_devmap_val
  *                    (8 bytes: ifindex + program; aya creates devmaps with the 8-byte value)
  *   stator_peers     ARRAY[2 * STATOR_MAX_PEERS]   struct stator_peer,     BPF_F_MMAPABLE (per gen)
+ *   stator_prev      ARRAY[2 * STATOR_MAX_VIPS]    struct stator_prev,     BPF_F_MMAPABLE (per gen)
  *   stator_failover  ARRAY[2 * STATOR_MAX_VIPS]    struct stator_addr,     BPF_F_MMAPABLE (per gen)
  *   stator_classes   LPM_TRIE[2 * STATOR_MAX_PREFIXES] stator_class_key → struct stator_class
  *   stator_sfx       HASH[2 * STATOR_MAX_VIPS]     stator_sfx_key → struct stator_vip (per gen)
@@ -374,6 +380,14 @@ struct stator_addr {
 	__be32 addr[4]; /* IPv4 in addr[0], rest zero */
 	__u8 family;    /* STATOR_FAMILY_V4 / V6; NONE = unset */
 	__u8 _pad0[3];
+};
+
+/* stator_prev[gen * STATOR_MAX_VIPS + vip_id]: the VIP's previous Maglev table, kept for a
+ * second chance (docs/forwarding.md §12): table_size slots from table_off in stator_slots, in
+ * the same generation's half; table_size 0 = none. */
+struct stator_prev {
+	__u32 table_off;
+	__u32 table_size;
 };
 
 /* stator_peers[gen * STATOR_MAX_PEERS + i]: a Stator node of fragments.peers. */

@@ -44,7 +44,9 @@
 	X(STATOR_CNT_TRACE_LIMITED, "trace_limited")                                              \
 	X(STATOR_CNT_TRACE_LOST, "trace_lost")                                                    \
 	X(STATOR_CNT_TRACE_UNAUTH, "trace_unauth")                                                \
-	X(STATOR_CNT_STALE_PASS, "stale_pass")
+	X(STATOR_CNT_STALE_PASS, "stale_pass")                                                    \
+	X(STATOR_CNT_SC_SENT, "sc_sent")                                                          \
+	X(STATOR_CNT_SC_UNSUPPORTED, "sc_unsupported")
 
 #define DROPS(X)                                                                                  \
 	X(STATOR_DROP_NONE, "none")                                                               \
@@ -202,6 +204,7 @@ int main(void)
 	CONST_U32(STATOR_VADDR_F_INLINE);
 	CONST_U32(STATOR_REAL_F_USABLE);
 	CONST_U32(STATOR_REAL_F_DRAINING);
+	CONST_U32(STATOR_REAL_F_PREVIOUS);
 	CONST_U32(STATOR_NODE_F_ICMP_ECHO);
 	CONST_U32(STATOR_PROBE_ETHERTYPE);
 	CONST_U64(STATOR_PROBE_MAGIC);
@@ -283,6 +286,9 @@ int main(void)
 	OFF(stator_node_cfg, peer_table_size);
 	OFF(stator_node_cfg, frag_timeout_ns);
 
+	SIZE(stator_prev);
+	OFF(stator_prev, table_off);
+	OFF(stator_prev, table_size);
 	SIZE(stator_addr);
 	OFF(stator_addr, addr);
 	OFF(stator_addr, family);

@@ -135,6 +135,8 @@ pub enum Counter {
     TraceLost = STATOR_CNT_TRACE_LOST,
     TraceUnauth = STATOR_CNT_TRACE_UNAUTH,
     StalePass = STATOR_CNT_STALE_PASS,
+    ScSent = STATOR_CNT_SC_SENT,
+    ScUnsupported = STATOR_CNT_SC_UNSUPPORTED,
 }
 
 impl Counter {
@@ -169,6 +171,8 @@ impl Counter {
         Self::TraceLost,
         Self::TraceUnauth,
         Self::StalePass,
+        Self::ScSent,
+        Self::ScUnsupported,
     ];
 
     /// The index in the `stator_counters` per-CPU array.
@@ -224,6 +228,11 @@ impl Counter {
             Self::TraceUnauth => (
                 "stator_trace_reports_total",
                 Some(("result", "unauthenticated")),
+            ),
+            Self::ScSent => ("stator_second_chance_total", Some(("event", "sent"))),
+            Self::ScUnsupported => (
+                "stator_second_chance_total",
+                Some(("event", "unsupported")),
             ),
         };
         Exported { family, label }

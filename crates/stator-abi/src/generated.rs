@@ -70,6 +70,7 @@ pub const STATOR_VADDR_F_UDP_ANY: u32 = 8;
 pub const STATOR_VADDR_F_INLINE: u32 = 16;
 pub const STATOR_REAL_F_USABLE: u32 = 1;
 pub const STATOR_REAL_F_DRAINING: u32 = 2;
+pub const STATOR_REAL_F_PREVIOUS: u32 = 4;
 pub const STATOR_NODE_F_ICMP_ECHO: u32 = 1;
 pub const STATOR_PROBE_ETHERTYPE: u32 = 34997;
 pub const STATOR_PROBE_MAGIC: u64 = 3553430606664782931;
@@ -78,7 +79,7 @@ pub const STATOR_PROBE_F_VADDR: u32 = 2;
 pub const STATOR_BENCH_FRAME_MAX: u32 = 256;
 pub const STATOR_MAX_XSK_QUEUES: u32 = 64;
 pub const STATOR_FIBQ_OFF: u32 = 14;
-pub const STATOR_CNT_MAX: u32 = 29;
+pub const STATOR_CNT_MAX: u32 = 31;
 pub const STATOR_DROP_MAX: u32 = 18;
 pub const STATOR_DECAP_CNT_MAX: u32 = 22;
 pub const STATOR_DECAP_CNT_FIRST_REASON: u32 = 6;
@@ -133,9 +134,11 @@ pub const STATOR_CNT_TRACE_LIMITED: u32 = 25;
 pub const STATOR_CNT_TRACE_LOST: u32 = 26;
 pub const STATOR_CNT_TRACE_UNAUTH: u32 = 27;
 pub const STATOR_CNT_STALE_PASS: u32 = 28;
+pub const STATOR_CNT_SC_SENT: u32 = 29;
+pub const STATOR_CNT_SC_UNSUPPORTED: u32 = 30;
 
 /// Counter index → metric label, in index order.
-pub const COUNTER_NAMES: [&str; 29] = [
+pub const COUNTER_NAMES: [&str; 31] = [
     "act_aborted",
     "act_drop",
     "act_pass",
@@ -165,6 +168,8 @@ pub const COUNTER_NAMES: [&str; 29] = [
     "trace_lost",
     "trace_unauth",
     "stale_pass",
+    "sc_sent",
+    "sc_unsupported",
 ];
 pub const STATOR_DROP_NONE: u32 = 0;
 pub const STATOR_DROP_MALFORMED_L3: u32 = 1;
@@ -327,6 +332,9 @@ pub const OFFSETOF_stator_node_cfg_trace_per_sec: usize = 60;
 pub const OFFSETOF_stator_node_cfg_peer_table_off: usize = 64;
 pub const OFFSETOF_stator_node_cfg_peer_table_size: usize = 68;
 pub const OFFSETOF_stator_node_cfg_frag_timeout_ns: usize = 72;
+pub const SIZEOF_stator_prev: usize = 8;
+pub const OFFSETOF_stator_prev_table_off: usize = 0;
+pub const OFFSETOF_stator_prev_table_size: usize = 4;
 pub const SIZEOF_stator_addr: usize = 20;
 pub const OFFSETOF_stator_addr_addr: usize = 0;
 pub const OFFSETOF_stator_addr_family: usize = 16;

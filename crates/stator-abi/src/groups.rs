@@ -20,6 +20,20 @@ assert_layout!(AddrRec, SIZEOF_stator_addr,
     addr => OFFSETOF_stator_addr_addr,
     family => OFFSETOF_stator_addr_family);
 
+/// `struct stator_prev` — `stator_prev[gen * STATOR_MAX_VIPS + vip_id]`: the VIP's previous
+/// Maglev table (second chance); `table_size` 0 = none.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct PrevRec {
+    /// Absolute index of slot 0 in `stator_slots`.
+    pub table_off: u32,
+    /// M; 0 = no previous table.
+    pub table_size: u32,
+}
+assert_layout!(PrevRec, SIZEOF_stator_prev,
+    table_off => OFFSETOF_stator_prev_table_off,
+    table_size => OFFSETOF_stator_prev_table_size);
+
 /// `struct stator_peer` — a Stator node of `fragments.peers`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]

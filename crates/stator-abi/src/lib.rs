@@ -48,7 +48,7 @@ pub use codes::{Counter, DropReason, Encap, Exported, Family};
 pub use decap::{DecapAddr, DecapCfg, DecapCounter, DecapCounterKind, DecapPrefix};
 pub use flow::{Ct4Bucket, Ct4Entry, CtEntry, Flood, FlowKey, Nh};
 pub use frag::{FragEntry, FragKey, HoldHdr};
-pub use groups::{AddrRec, Class, ClassKey, Peer, SfxKey, low_bits};
+pub use groups::{AddrRec, Class, ClassKey, Peer, PrevRec, SfxKey, low_bits};
 pub use node::{Beat, Ctl, NodeCfg};
 pub use probe::{BenchFrame, Probe};
 pub use reuseport::{RpCfg, RpCounter, RssCounter};
@@ -125,7 +125,7 @@ mod tests {
     fn counter_labels() {
         assert_eq!(Counter::CtHit.label(), "ct_hit");
         assert_eq!(Counter::SelfTest.label(), "self_test");
-        assert_eq!(Counter::StalePass as u32 + 1, STATOR_CNT_MAX);
+        assert_eq!(Counter::ScUnsupported as u32 + 1, STATOR_CNT_MAX);
         for (i, c) in Counter::ALL.iter().enumerate() {
             assert_eq!(c.index() as usize, i);
         }

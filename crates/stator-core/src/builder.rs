@@ -193,6 +193,7 @@ impl SnapshotBuilder {
                     table: slots,
                     failover: self.failover.get(&key).copied(),
                     group: self.groups.get(&key).copied(),
+                    previous: None,
                 },
             );
         }

@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use foldhash::fast::FixedState;
 use stator_abi::{
-    Encap, Family, STATOR_CLASS_F_FRAGS, STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE,
+    Encap, Family, STATOR_CLASS_F_FRAGS, STATOR_REAL_F_DRAINING, STATOR_REAL_F_PREVIOUS,
+    STATOR_REAL_F_USABLE,
     STATOR_VADDR_F_FRAGS, STATOR_VADDR_F_NODE, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS,
     STATOR_VADDR_F_UDP_ANY, STATOR_VADDR_F_UDP_PORTS,
 };
@@ -38,6 +39,8 @@ pub(crate) struct CompiledVip {
     /// `stator_failover[vip_id]` when `STATOR_VIP_F_FAILOVER`.
     pub failover: Option<Addr>,
     pub table: Arc<[u32]>,
+    /// `stator_prev[vip_id]`: the previous table (second chance, §12), if any.
+    pub previous: Option<Arc<[u32]>>,
 }
 
 /// A class as `stator_classes` holds it for one family (docs/forwarding.md §3.1).
@@ -98,6 +101,10 @@ impl Addr {
             Addr::V4(a) => IpAddr::from(a),
             Addr::V6(a) => IpAddr::from(a),
         }
+    }
+
+    pub fn is_v6(self) -> bool {
+        matches!(self, Addr::V6(_))
     }
 }
 
@@ -216,6 +223,7 @@ impl CompiledSnapshot {
                 fragments: vip.flags.fragments,
                 failover: vip.failover.map(Addr::of),
                 table: vip.table.clone(),
+                previous: vip.previous.clone().filter(|t| !t.is_empty()),
             });
             if let Some(g) = vip.group {
                 let (family, a) = key_form(key.addr);
@@ -269,6 +277,7 @@ impl CompiledSnapshot {
             let flags = match real.state {
                 RealState::Usable => STATOR_REAL_F_USABLE,
                 RealState::Draining => STATOR_REAL_F_DRAINING,
+                RealState::Previous => STATOR_REAL_F_PREVIOUS,
             };
             if let Some(slot) = c.reals.get_mut(id.0 as usize) {
                 *slot = Some(CompiledReal {

@@ -11,7 +11,7 @@
 //! do not move in the buffer. Nothing is written before the FIB has answered, so a drop leaves
 //! the frame as it was.
 
-use stator_abi::{DropReason, Encap, Family};
+use stator_abi::{DropReason, Encap, Family, STATOR_SC_MAGIC};
 
 use crate::compiled::{Addr, CompiledNode, CompiledReal};
 use crate::fib::{FibError, FibQuery, NextHop, NextHops};
@@ -23,9 +23,19 @@ const IPPROTO_IPV6: u8 = 41;
 const IPPROTO_GRE: u8 = 47;
 const IPPROTO_UDP: u8 = 17;
 
+/// What kind of tunnel packet §5 builds besides the real's encapsulation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tunnel {
+    /// A redirect between Stator nodes (§10.1; the real is the target, GRE with recursion
+    /// control 1).
+    pub redirect: bool,
+    /// A second chance naming this previous backend in GUE private data (§12.3; only toward a
+    /// GUE real of the same family, which §12.2 checked).
+    pub sc: Option<Addr>,
+}
+
 /// Steps 1–5 of §5: source, headers, next hop, head growth, and the rewrite. Returns the egress
-/// interface. `redirect`: a redirect between Stator nodes (§10.1; the real is the target, GRE
-/// with recursion control 1).
+/// interface.
 #[allow(clippy::too_many_arguments)] // §5's inputs
 #[inline]
 pub(crate) fn encapsulate<B: PacketBuf + ?Sized, N: NextHops + ?Sized>(
@@ -36,8 +46,10 @@ pub(crate) fn encapsulate<B: PacketBuf + ?Sized, N: NextHops + ?Sized>(
     ingress_ifindex: u32,
     fib: &N,
     frame: &mut B,
-    redirect: bool,
+    tunnel: Tunnel,
 ) -> Result<u32, DropReason> {
+    let redirect = tunnel.redirect;
+    let sc = tunnel.sc.filter(|_| !redirect && real.encap == Encap::Gue);
     let inner_v6 = ip.family == Family::V6;
     let inner_len = ip.ip_end - ip.l3;
     // Step 1: the node's source address of the backend's family.
@@ -51,7 +63,11 @@ pub(crate) fn encapsulate<B: PacketBuf + ?Sized, N: NextHops + ?Sized>(
         Encap::Gre => (4, IPPROTO_GRE),
         Encap::Ipip if inner_v6 => (0, IPPROTO_IPV6),
         Encap::Ipip => (0, IPPROTO_IPIP),
-        Encap::Gue => (12, IPPROTO_UDP),
+        Encap::Gue => match sc {
+            None => (12, IPPROTO_UDP),
+            Some(Addr::V4(_)) => (12 + 8, IPPROTO_UDP),
+            Some(Addr::V6(_)) => (12 + 20, IPPROTO_UDP),
+        },
     };
     let ip_len = outer_len + encap_len + inner_len;
     // An outer packet over 65535 bytes cannot be encoded (nor fit any MTU). Unreachable in XDP,
@@ -114,7 +130,7 @@ pub(crate) fn encapsulate<B: PacketBuf + ?Sized, N: NextHops + ?Sized>(
         inner_v6,
         inner_len,
         node.gue_port,
-        redirect,
+        Tunnel { redirect, sc },
     );
     Ok(hop.ifindex)
 }
@@ -163,7 +179,7 @@ fn write_headers(
     inner_v6: bool,
     inner_len: usize,
     gue_port: u16,
-    redirect: bool,
+    Tunnel { redirect, sc }: Tunnel,
 ) {
     let Some((eth, rest)) = out.split_first_chunk_mut::<ETH_LEN>() else {
         return;
@@ -212,13 +228,28 @@ fn write_headers(
         }
         Encap::Ipip => {}
         Encap::Gue => {
-            if let Some(g) = tunnel.first_chunk_mut::<12>() {
-                let [sp_hi, sp_lo] = (0xc000 | (o.hash & 0x3fff) as u16).to_be_bytes();
-                let [dp_hi, dp_lo] = gue_port.to_be_bytes();
-                // Fits: the outer length (inner_len + 32 or more) fitted 16 bits.
-                let [ul_hi, ul_lo] = ((8 + 4 + inner_len) as u16).to_be_bytes();
-                let pp = if inner_v6 { IPPROTO_IPV6 } else { IPPROTO_IPIP };
-                *g = [sp_hi, sp_lo, dp_hi, dp_lo, ul_hi, ul_lo, 0, 0, 0, pp, 0, 0];
+            let Some((g, private)) = tunnel.split_first_chunk_mut::<12>() else {
+                return;
+            };
+            // §12.3: "SC", the family, hop 0, the address — Hlen 2 or 5 words.
+            let (hlen, family, addr): (u8, u8, &[u8]) = match &sc {
+                None => (0, 0, &[]),
+                Some(Addr::V4(a)) => (2, 4, a),
+                Some(Addr::V6(a)) => (5, 6, a),
+            };
+            let [sp_hi, sp_lo] = (0xc000 | (o.hash & 0x3fff) as u16).to_be_bytes();
+            let [dp_hi, dp_lo] = gue_port.to_be_bytes();
+            // Fits: the outer length (inner_len + 32 or more) fitted 16 bits.
+            let ulen = 8 + 4 + 4 * usize::from(hlen) + inner_len;
+            let [ul_hi, ul_lo] = (ulen as u16).to_be_bytes();
+            let pp = if inner_v6 { IPPROTO_IPV6 } else { IPPROTO_IPIP };
+            *g = [sp_hi, sp_lo, dp_hi, dp_lo, ul_hi, ul_lo, 0, 0, hlen, pp, 0, 0];
+            if hlen != 0
+                && let Some(p) = private.get_mut(..4 + addr.len())
+            {
+                let [m_hi, m_lo] = (STATOR_SC_MAGIC as u16).to_be_bytes();
+                p[..4].copy_from_slice(&[m_hi, m_lo, family, 0]);
+                p[4..].copy_from_slice(addr);
             }
         }
     }

@@ -296,6 +296,7 @@ impl Forwarder {
                 now: now_ns,
                 syn: syn && flow.proto == IPPROTO_TCP,
                 icmp_error: false,
+                frag: false,
             },
         );
         let insert = match (p.insert, p.real.is_ok()) {

@@ -252,7 +252,7 @@ where
                     env.st.counters.inc(Counter::FragHit);
                     v.vip = Some(VipId(r.vip_id));
                     v.real = Some(RealId(r.real_id));
-                    forward(env, frame, ip, r.real_id, real, r.hash)
+                    forward(env, frame, ip, r.real_id, real, r.hash, None)
                 }
                 _ => DropReason::NoBackend.into(),
             }

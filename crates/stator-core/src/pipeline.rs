@@ -11,7 +11,7 @@ use stator_abi::{
 
 use crate::compiled::{Addr, CompiledReal, CompiledSnapshot, CompiledVip};
 use crate::conntrack::ConnTable;
-use crate::encap::encapsulate;
+use crate::encap::{Tunnel, encapsulate};
 use crate::fib::NextHops;
 use crate::flow::Tuple;
 use crate::forwarder::CpuState;
@@ -21,7 +21,7 @@ use crate::packet::PacketBuf;
 use crate::parse::{
     ETH_P_IP, ETH_P_IPV6, IPPROTO_GRE, Ip, L4, Stop, parse_eth, parse_l3, parse_l4,
 };
-use crate::select::{Ask, match_vip, plan};
+use crate::select::{Ask, Second, match_vip, plan};
 use crate::snapshot::{RealId, VipId};
 use crate::tracer::{Decision, ReportWindow, Traced, event, mark_of};
 use crate::verdict::{Insert, Selection, Verdict};
@@ -320,11 +320,23 @@ where
             now: env.now,
             syn,
             icmp_error,
+            frag: meta.first_frag.is_some(),
         },
     );
     if let Some(c) = p.cause.counter() {
         env.st.counters.inc(c);
     }
+    let sc = match p.second {
+        Second::No => None,
+        Second::Unsupported => {
+            env.st.counters.inc(Counter::ScUnsupported);
+            None
+        }
+        Second::Sent(prev) => {
+            env.st.counters.inc(Counter::ScSent);
+            env.snap.real(prev).map(|r| r.addr)
+        }
+    };
     if let Some((i, _)) = p.found {
         env.table.touch(i, p.refresh.then_some(env.now));
     }
@@ -367,7 +379,7 @@ where
         let d = forward_decision(vip, &selection, Some(real_id), meta.first_frag.is_some());
         env.report(mark, meta.redirected, tuple.key(), &d);
     }
-    forward(env, frame, ip, real_id, real, hash)
+    forward(env, frame, ip, real_id, real, hash, sc)
 }
 
 /// §4 "No backend" (and `bad_config`): failover once, else the drop; a first fragment records
@@ -424,7 +436,8 @@ where
     }
 }
 
-/// §5: encapsulate, count the real, and choose TX, REDIRECT or the `tx_port` drop.
+/// §5: encapsulate (with a second chance naming `sc`, §12.3), count the real, and choose TX,
+/// REDIRECT or the `tx_port` drop.
 #[inline]
 pub(crate) fn forward<N, B>(
     env: &mut ProcessEnv<'_, N>,
@@ -433,6 +446,7 @@ pub(crate) fn forward<N, B>(
     real_id: u32,
     real: &CompiledReal,
     hash: u32,
+    sc: Option<Addr>,
 ) -> Disposition
 where
     N: NextHops + ?Sized,
@@ -446,7 +460,7 @@ where
         env.ingress,
         env.fib,
         frame,
-        false,
+        Tunnel { redirect: false, sc },
     ) {
         Ok(egress) => egress,
         Err(r) => return r.into(),
@@ -496,7 +510,10 @@ where
         env.ingress,
         env.fib,
         frame,
-        true,
+        Tunnel {
+            redirect: true,
+            sc: None,
+        },
     ) {
         Ok(egress) => egress,
         Err(r) => return r.into(),

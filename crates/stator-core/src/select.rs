@@ -6,7 +6,7 @@
 //! it. One decision, two uses, so the tracer cannot drift from the data path.
 
 use stator_abi::{
-    CtEntry, DropReason, Family, STATOR_CT_REFRESH_NS, STATOR_NO_REAL, STATOR_REAL_F_DRAINING,
+    CtEntry, DropReason, Encap, Family, STATOR_CT_REFRESH_NS, STATOR_NO_REAL, STATOR_REAL_F_DRAINING,
     STATOR_REAL_F_USABLE, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_UDP_ANY,
     STATOR_VADDR_F_UDP_PORTS,
 };
@@ -142,6 +142,19 @@ pub(crate) struct Plan<'s> {
     pub real: Result<(u32, &'s CompiledReal), DropReason>,
     /// After the Maglev decision, an insert is due (subject to the flood guard).
     pub insert: bool,
+    /// §12.2: what the previous table said about a packet Maglev decided.
+    pub second: Second,
+}
+
+/// §12.2's outcome for one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Second {
+    /// Not asked, or the previous table agrees (or names nobody): the ordinary path.
+    No,
+    /// Sent with a second chance naming this real (never inserted): `sc_sent`.
+    Sent(u32),
+    /// Due, but not GUE toward the new backend or not the same family: `sc_unsupported`.
+    Unsupported,
 }
 
 /// The inputs of [`plan`] that describe the packet.
@@ -160,6 +173,35 @@ pub(crate) struct Ask {
     pub syn: bool,
     /// An ICMP error: never insert, ignore SYN.
     pub icmp_error: bool,
+    /// A (first) fragment: never a second chance.
+    pub frag: bool,
+}
+
+/// §12.2: after Maglev chose `real_id` (`real`) for a packet that may have a second chance.
+fn second_chance(
+    snap: &CompiledSnapshot,
+    vip: &CompiledVip,
+    hash: u32,
+    real_id: u32,
+    real: &CompiledReal,
+) -> Second {
+    let Some(prev) = vip.previous.as_deref().filter(|t| !t.is_empty()) else {
+        return Second::No;
+    };
+    let p = prev
+        .get(hash as usize % prev.len())
+        .copied()
+        .unwrap_or(STATOR_NO_REAL);
+    if p == real_id || p == STATOR_NO_REAL {
+        return Second::No;
+    }
+    let Some(pr) = snap.real(p).filter(|r| r.flags != 0) else {
+        return Second::No;
+    };
+    if real.encap != Encap::Gue || pr.addr.is_v6() != real.addr.is_v6() {
+        return Second::Unsupported;
+    }
+    Second::Sent(p)
 }
 
 /// §4 "Selection" (and §6's variant for ICMP errors, `ask.icmp_error`).
@@ -170,15 +212,21 @@ pub(crate) fn plan<'s>(
     table: &ConnTable,
     ask: &Ask,
 ) -> Plan<'s> {
-    let by_maglev = |cause, found, insert| {
+    let may_second = !ask.syn && !ask.icmp_error && !ask.frag;
+    let by_maglev = |cause, found, insert: bool| {
         let (slot, real) = maglev(snap, vip, ask.hash);
+        let second = match real {
+            Ok((id, r)) if may_second => second_chance(snap, vip, ask.hash, id, r),
+            _ => Second::No,
+        };
         Plan {
             cause,
             found,
             refresh: false,
             slot,
-            insert: insert && real.is_ok(),
+            insert: insert && real.is_ok() && !matches!(second, Second::Sent(_)),
             real,
+            second,
         }
     };
     if vip.no_ct {
@@ -214,6 +262,7 @@ pub(crate) fn plan<'s>(
                 slot: None,
                 real: Ok((e.real_id, r)),
                 insert: false,
+                second: Second::No,
             }
         }
         _ => by_maglev(Cause::CtReselect, found, may_insert),

@@ -217,10 +217,15 @@ pub struct Vip {
     pub failover: Option<IpAddr>,
     /// Its class and suffix, for a group VIP.
     pub group: Option<VipGroup>,
+    /// The table it had before its latest change, kept for a second chance
+    /// (docs/forwarding.md §12): a packet that misses the connection table and that this table
+    /// sends elsewhere than [`Vip::table`] names its backend here to the new one. `None`: no
+    /// second chance (no recent change, or the grace period is over).
+    pub previous: Option<Arc<[u32]>>,
 }
 
 impl Vip {
-    /// A VIP with only an id, flags and a table (no failover, no group).
+    /// A VIP with only an id, flags and a table (no failover, no group, no previous table).
     pub fn new(id: VipId, flags: VipFlags, table: Arc<[u32]>) -> Self {
         Self {
             id,
@@ -228,6 +233,7 @@ impl Vip {
             table,
             failover: None,
             group: None,
+            previous: None,
         }
     }
 }
@@ -251,6 +257,9 @@ pub enum RealState {
     Usable,
     /// Draining: out of the Maglev table; existing flows (connection-table hits) keep it.
     Draining,
+    /// Only a previous table's backend (docs/forwarding.md §12): never chosen for a flow, only
+    /// named in a second chance.
+    Previous,
 }
 
 /// A (VIP, backend) pair.

@@ -105,8 +105,9 @@ pub enum SnapshotError {
         /// The VIP id the real belongs to.
         owner: u32,
     },
-    /// A slot names a draining real (draining reals get no new flows).
-    #[error("VIP {vip}: slot {slot} names real {real}, which is draining")]
+    /// A slot names a draining real (draining reals get no new flows) or one kept only for a
+    /// second chance.
+    #[error("VIP {vip}: slot {slot} names real {real}, which is draining or only a previous backend")]
     SlotDrainingReal {
         /// The VIP.
         vip: VipKey,
@@ -188,23 +189,25 @@ impl Snapshot {
                     id: vip.id.0,
                 });
             }
-            if vip.table.len() > STATOR_MAX_TABLE_SIZE as usize {
-                return Err(SnapshotError::TableTooLarge {
-                    vip: *key,
-                    size: vip.table.len(),
-                });
-            }
-            if let Some((slot, &value)) = vip
-                .table
-                .iter()
-                .enumerate()
-                .find(|&(_, &r)| r >= STATOR_MAX_REALS && r != STATOR_NO_REAL)
-            {
-                return Err(SnapshotError::SlotOutOfRange {
-                    vip: *key,
-                    slot,
-                    value,
-                });
+            // the previous table (second chance) is held to the same bounds
+            for table in std::iter::once(&vip.table).chain(vip.previous.as_ref()) {
+                if table.len() > STATOR_MAX_TABLE_SIZE as usize {
+                    return Err(SnapshotError::TableTooLarge {
+                        vip: *key,
+                        size: table.len(),
+                    });
+                }
+                if let Some((slot, &value)) = table
+                    .iter()
+                    .enumerate()
+                    .find(|&(_, &r)| r >= STATOR_MAX_REALS && r != STATOR_NO_REAL)
+                {
+                    return Err(SnapshotError::SlotOutOfRange {
+                        vip: *key,
+                        slot,
+                        value,
+                    });
+                }
             }
         }
         if let Some(RealId(id)) = self.reals.keys().find(|r| r.0 >= STATOR_MAX_REALS) {
@@ -316,7 +319,7 @@ impl Snapshot {
                         real: r,
                         owner: real.vip.0,
                     },
-                    Some(real) if real.state == RealState::Draining => {
+                    Some(real) if real.state != RealState::Usable => {
                         SnapshotError::SlotDrainingReal {
                             vip: *key,
                             slot,

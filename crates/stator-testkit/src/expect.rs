@@ -18,6 +18,14 @@ pub enum Tunnel {
         /// The UDP destination port.
         port: u16,
     },
+    /// GUE variant 0 with a second chance (docs/forwarding.md §12.3): private data "SC", the
+    /// previous backend's family, hop 0, its address.
+    GueSc {
+        /// The UDP destination port.
+        port: u16,
+        /// The previous backend.
+        prev: IpAddr,
+    },
 }
 
 /// Everything §5 needs besides the inner packet.
@@ -71,6 +79,21 @@ pub fn encapsulated(o: &Outer, inner: &[u8], padding: usize) -> Vec<u8> {
             e.extend_from_slice(&((8 + 4 + inner.len()) as u16).to_be_bytes());
             e.extend_from_slice(&[0, 0]);
             e.extend_from_slice(&[0, ip_in_ip, 0, 0]);
+            (e, proto::UDP)
+        }
+        Tunnel::GueSc { port, prev } => {
+            let (family, addr) = match prev {
+                IpAddr::V4(a) => (4u8, a.octets().to_vec()),
+                IpAddr::V6(a) => (6u8, a.octets().to_vec()),
+            };
+            let private = [&[0x53, 0x43, family, 0][..], &addr].concat();
+            let mut e = Vec::new();
+            e.extend_from_slice(&(0xC000u16 | (o.hash & 0x3fff) as u16).to_be_bytes());
+            e.extend_from_slice(&port.to_be_bytes());
+            e.extend_from_slice(&((8 + 4 + private.len() + inner.len()) as u16).to_be_bytes());
+            e.extend_from_slice(&[0, 0]);
+            e.extend_from_slice(&[(private.len() / 4) as u8, ip_in_ip, 0, 0]);
+            e.extend_from_slice(&private);
             (e, proto::UDP)
         }
     };

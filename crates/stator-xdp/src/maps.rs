@@ -13,7 +13,7 @@ use aya::maps::{
 };
 use stator_abi::{
     AddrRec, Beat, Class, Counter, CtEntry, Ctl, DropReason, Flood, FlowKey, FragEntry, FragKey,
-    NodeCfg, Peer, Real, STATOR_CNT_MAX, STATOR_DROP_MAX, SfxKey, TraceKeys, Traffic, Vaddr, Vip,
+    NodeCfg, Peer, PrevRec, Real, STATOR_CNT_MAX, STATOR_DROP_MAX, SfxKey, TraceKeys, Traffic, Vaddr, Vip,
     VipKey,
 };
 
@@ -23,7 +23,7 @@ use crate::options::ConntrackMode;
 use crate::sys::{ClassData, MmapArray, Rec, Record};
 
 /// Names of the forwarder's maps (also their pin names).
-pub const FORWARDER_MAPS: [&str; 28] = [
+pub const FORWARDER_MAPS: [&str; 29] = [
     "stator_ctl",
     "stator_beat",
     "stator_cfg",
@@ -42,6 +42,7 @@ pub const FORWARDER_MAPS: [&str; 28] = [
     "stator_tx_ports",
     "stator_peers",
     "stator_failover",
+    "stator_prev",
     "stator_classes",
     "stator_sfx",
     "stator_frag",
@@ -92,6 +93,9 @@ pub struct Maps {
     pub(crate) vips: HashMap<MapData, Rec<VipKey>, Rec<Vip>>,
     pub(crate) peers: MmapArray<Peer>,
     pub(crate) failover: MmapArray<AddrRec>,
+    /// The VIPs' previous tables (second chance, `stator_prev`); `None` under maps pinned by a
+    /// build before it.
+    pub(crate) prev: Option<MmapArray<PrevRec>>,
     pub(crate) classes: LpmTrie<MapData, ClassData, Rec<Class>>,
     pub(crate) sfx: HashMap<MapData, Rec<SfxKey>, Rec<Vip>>,
     pub(crate) frag: HashMap<MapData, Rec<FragKey>, Rec<FragEntry>>,
@@ -294,6 +298,14 @@ impl Maps {
             vtab: mmap_array("stator_vtab", &open_pin(pin_path, "stator_vtab")?)?,
             peers: mmap_array("stator_peers", &open_pin(pin_path, "stator_peers")?)?,
             failover: mmap_array("stator_failover", &open_pin(pin_path, "stator_failover")?)?,
+            prev: if pin_path.join("stator_prev").exists() {
+                Some(mmap_array(
+                    "stator_prev",
+                    &open_pin(pin_path, "stator_prev")?,
+                )?)
+            } else {
+                None
+            },
             classes: typed(
                 "stator_classes",
                 Map::LpmTrie(open_pin(pin_path, "stator_classes")?),

@@ -7,9 +7,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use stator_abi::{
-    Encap, NodeCfg, Real as RealRec, STATOR_FAMILY_NONE, STATOR_FAMILY_V4, STATOR_FAMILY_V6,
-    STATOR_MAX_REALS, STATOR_NODE_F_GROUPS, STATOR_NODE_F_ICMP_ECHO, STATOR_REAL_F_DRAINING,
-    STATOR_REAL_F_USABLE, STATOR_VADDR_F_FRAGS, STATOR_VADDR_F_INLINE, STATOR_VADDR_F_NODE,
+    Encap, NodeCfg, PrevRec, Real as RealRec, STATOR_FAMILY_NONE, STATOR_FAMILY_V4,
+    STATOR_FAMILY_V6, STATOR_MAX_REALS, STATOR_MAX_VIPS, STATOR_NODE_F_GROUPS,
+    STATOR_NODE_F_ICMP_ECHO, STATOR_REAL_F_DRAINING, STATOR_REAL_F_PREVIOUS, STATOR_REAL_F_USABLE, STATOR_VADDR_F_FRAGS, STATOR_VADDR_F_INLINE, STATOR_VADDR_F_NODE,
     STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_UDP_ANY,
     STATOR_VADDR_F_UDP_PORTS, STATOR_VADDR_INLINE, STATOR_VIP_F_FAILOVER, STATOR_VIP_F_FRAGMENTS,
     STATOR_VIP_F_NO_CT, STATOR_VTAB_PROBES, STATOR_VTAB_SLOTS, Vaddr, VaddrVip, Vip as VipRec,
@@ -35,6 +35,8 @@ pub(crate) struct Encoded {
     /// (key, value with an absolute table_off, table)
     pub(crate) vips: Vec<(VipKeyRec, VipRec, Arc<[u32]>)>,
     pub(crate) reals: Vec<(u32, RealRec)>,
+    /// `stator_prev` entries of this half by VIP id, with their tables (second chance).
+    pub(crate) prev: Vec<(u32, PrevRec, Arc<[u32]>)>,
     pub(crate) slots_used: u32,
     /// Peers, failover addresses, prefix groups and suffixes.
     pub(crate) cluster: ClusterRecs,
@@ -166,6 +168,7 @@ pub(crate) fn encode(snap: &ValidSnapshot, generation: u32, slots_per_gen: u32) 
                 flags: match real.state {
                     RealState::Usable => STATOR_REAL_F_USABLE as u16,
                     RealState::Draining => STATOR_REAL_F_DRAINING as u16,
+                    RealState::Previous => STATOR_REAL_F_PREVIOUS as u16,
                 },
                 family,
                 encap: real.encap as u8,
@@ -247,6 +250,27 @@ pub(crate) fn encode(snap: &ValidSnapshot, generation: u32, slots_per_gen: u32) 
         ));
         used += size as u64;
     }
+    // The previous tables (second chance, docs/forwarding.md §12.1) follow the VIPs' tables.
+    let mut prev = Vec::new();
+    for (key, vip) in &snap.vips {
+        let Some(table) = vip.previous.as_ref().filter(|t| !t.is_empty()) else {
+            continue;
+        };
+        if used + table.len() as u64 > u64::from(slots_per_gen) {
+            return Err(XdpError::invalid(format!(
+                "Maglev tables and the previous tables kept for second chance need more than \
+                 the {slots_per_gen} slots per generation the forwarder was loaded with (VIP \
+                 {}); load with a larger slots_per_gen or shorten encap.second_chance",
+                vip_name(key)
+            )));
+        }
+        let rec = PrevRec {
+            table_off: (base + used) as u32,
+            table_size: table.len() as u32,
+        };
+        prev.push((vip.id.0, rec, Arc::clone(table)));
+        used += table.len() as u64;
+    }
     // The node's own addresses receive redirects (docs/forwarding.md §2).
     let own = [
         snap.node.src_v4.map(IpAddr::V4),
@@ -305,6 +329,7 @@ pub(crate) fn encode(snap: &ValidSnapshot, generation: u32, slots_per_gen: u32) 
         vtab,
         vips,
         reals,
+        prev,
         slots_used: used as u32,
         cluster,
         trace_keys: snap.node.trace_keys,
@@ -350,6 +375,29 @@ impl Maps {
         }
         for (id, r) in &enc.reals {
             self.reals.write(base + id, *r);
+        }
+        match &self.prev {
+            Some(prev) => {
+                let base = generation * STATOR_MAX_VIPS;
+                for i in 0..STATOR_MAX_VIPS {
+                    prev.write(base + i, PrevRec::default());
+                }
+                for (id, rec, table) in &enc.prev {
+                    for (i, &slot) in table.iter().enumerate() {
+                        self.slots.write(rec.table_off + i as u32, slot);
+                    }
+                    if *id < STATOR_MAX_VIPS {
+                        prev.write(base + id, *rec);
+                    }
+                }
+            }
+            None if !enc.prev.is_empty() => {
+                return Err(XdpError::invalid(
+                    "the pinned maps predate second chance (no stator_prev): restart the \
+                     forwarder to load this build's maps",
+                ));
+            }
+            None => {}
         }
         self.write_cluster(generation, &enc.cluster)?;
         self.cfg.write(generation, enc.cfg);
@@ -415,6 +463,18 @@ impl Maps {
                 ),
             );
         }
+        if let Some(prev) = &self.prev {
+            let base = generation * STATOR_MAX_VIPS;
+            for vip in snap.vips.values_mut() {
+                let p = prev.read(base + vip.id.0);
+                if p.table_size != 0 {
+                    let table: Vec<u32> = (0..p.table_size)
+                        .map(|i| self.slots.read(p.table_off + i))
+                        .collect();
+                    vip.previous = Some(Arc::from(table));
+                }
+            }
+        }
         let base = generation * STATOR_MAX_REALS;
         for id in 0..STATOR_MAX_REALS {
             let r = self.reals.read(base + id);
@@ -430,8 +490,10 @@ impl Maps {
                     vip: VipId(r.vip_id),
                     state: if u32::from(r.flags) & STATOR_REAL_F_USABLE != 0 {
                         RealState::Usable
-                    } else {
+                    } else if u32::from(r.flags) & STATOR_REAL_F_DRAINING != 0 {
                         RealState::Draining
+                    } else {
+                        RealState::Previous
                     },
                     encap: Encap::from_code(r.encap).ok_or_else(|| {
                         XdpError::invalid(format!("real {id} has encap code {}", r.encap))

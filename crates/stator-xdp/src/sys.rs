@@ -17,7 +17,7 @@ pub(crate) use stator_sys::users::is_root;
 
 use stator_abi::{
     AddrRec, Beat, BenchFrame, Class, Ct4Bucket, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey,
-    FragEntry, FragKey, NodeCfg, Peer, Real, SIZEOF_stator_class_key, SfxKey, TraceKeys, Traffic,
+    FragEntry, FragKey, NodeCfg, Peer, PrevRec, Real, SIZEOF_stator_class_key, SfxKey, TraceKeys, Traffic,
     Vaddr, Vip, VipKey, XskCfg,
 };
 
@@ -41,8 +41,8 @@ macro_rules! abi_records {
 }
 abi_records!(
     Beat, Ctl, NodeCfg, Vaddr, VipKey, Vip, Real, FlowKey, CtEntry, Ct4Bucket, Flood, Traffic,
-    BenchFrame, DecapAddr, DecapCfg, XskCfg, Peer, AddrRec, Class, SfxKey, FragKey, FragEntry,
-    TraceKeys
+    BenchFrame, DecapAddr, DecapCfg, XskCfg, Peer, AddrRec, PrevRec, Class, SfxKey, FragKey,
+    FragEntry, TraceKeys
 );
 
 /// The part of `struct stator_class_key` after `prefixlen` (aya's LPM key carries the length

@@ -240,6 +240,7 @@ fn stats(s: ShowArgs) -> Result<()> {
         let state = match r.state {
             RealState::Usable => "usable",
             RealState::Draining => "draining",
+            RealState::Previous => "previous",
         };
         reals.push((id.0, r.addr, r.vip.0, state, t));
     }

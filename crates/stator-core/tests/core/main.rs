@@ -14,3 +14,4 @@ mod conntrack;
 mod heartbeat;
 mod maglev_fragments_redirects;
 mod props;
+mod second_chance;

@@ -416,6 +416,9 @@ pub struct Config {
     pub peers_on: bool,
     /// Whether the prefix groups are configured (their VIPs are then also group VIPs).
     pub groups_on: bool,
+    /// Per VIP, the table kept for a second chance (docs/forwarding.md §12): the table it had
+    /// before a random change, or none.
+    pub previous: Vec<Option<Arc<[u32]>>>,
 }
 
 /// Whether a def of the mobile real id is the one present (the other must be absent).
@@ -453,6 +456,7 @@ impl Config {
             holes: vec![0; u.vips.len()],
             peers_on: true,
             groups_on: true,
+            previous: vec![None; u.vips.len()],
         }
     }
 
@@ -475,6 +479,14 @@ impl Config {
     /// slots without a backend; node parameters (flood limit, echo, sources, timeouts, GUE
     /// port, outer TTL).
     pub fn randomize(&mut self, u: &Universe, g: &mut impl rand::Rng) {
+        // each VIP's table now is, more often than not, the previous table after the change
+        let before = self.snapshot(u, 0);
+        for (vi, v) in u.vips.iter().enumerate() {
+            self.previous[vi] = match before.vips.get(&v.key) {
+                Some(vip) if g.random_range(0..100) < 60 => Some(vip.table.clone()),
+                _ => None,
+            };
+        }
         for i in 0..u.reals.len() {
             // usable ones leave now and then; the others mostly come back
             let usable = self.state[i] == Some(RealState::Usable);
@@ -597,6 +609,26 @@ impl Config {
                 Arc::from(slots),
             );
             vip.failover = v.failover;
+            // the previous table's backends that are gone stay, as previous backends only
+            if let Some(prev) = &self.previous[vi] {
+                for &id in prev.iter() {
+                    let def = v.reals.iter().map(|&ri| &u.reals[ri]).find(|r| r.id == id);
+                    if let Some(r) = def
+                        && !snap.reals.contains_key(&RealId(id))
+                    {
+                        snap.reals.insert(
+                            RealId(id),
+                            Real {
+                                addr: r.addr,
+                                vip: VipId(v.id),
+                                state: RealState::Previous,
+                                encap: r.encap,
+                            },
+                        );
+                    }
+                }
+                vip.previous = Some(prev.clone());
+            }
             if self.groups_on {
                 vip.group = v.group.map(|(c, bits)| VipGroup {
                     class: ClassId(c),

@@ -148,6 +148,8 @@ fn assert_coverage(r: &Report) {
         Counter::TraceReport,
         Counter::TraceLimited,
         Counter::StalePass,
+        Counter::ScSent,
+        Counter::ScUnsupported,
     ] {
         assert!(
             r.events.get(c.label()).copied().unwrap_or(0) > 0,
