@@ -230,10 +230,7 @@ impl Counter {
                 Some(("result", "unauthenticated")),
             ),
             Self::ScSent => ("stator_second_chance_total", Some(("event", "sent"))),
-            Self::ScUnsupported => (
-                "stator_second_chance_total",
-                Some(("event", "unsupported")),
-            ),
+            Self::ScUnsupported => ("stator_second_chance_total", Some(("event", "unsupported"))),
         };
         Exported { family, label }
     }

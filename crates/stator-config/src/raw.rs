@@ -309,6 +309,8 @@ pub struct RawEncap {
     pub gue_port: Option<i64>,
     /// Outer TTL / hop limit.
     pub outer_ttl: Option<i64>,
+    /// How long a VIP's previous Maglev table is kept for second chance.
+    pub second_chance: Option<Scalar>,
 }
 
 /// `[bgp]`.

@@ -14,6 +14,14 @@
 //!
 //! Tables are rebuilt only for VIPs whose usable set (name, weight, id) changed since the
 //! previous build; unchanged tables are shared (`Arc`) with it.
+//!
+//! **Second chance** (docs/forwarding.md §12.1): when a VIP's table is rebuilt, the table it
+//! replaces is kept as the VIP's *previous table* for `encap.second_chance` (one previous table
+//! per VIP: a later change replaces it). Each backend that table names and the new snapshot no
+//! longer serves stays in the snapshot as a [`RealState::Previous`] real — unless its health
+//! checks say it is down or its drain timed out (neither is ever named). Previous tables take slots of the
+//! generation beside the current ones; those that do not fit `dataplane.slots_per_generation`
+//! are not kept (said in the build's [`BuiltVip::previous_dropped`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -151,6 +159,10 @@ pub struct BuiltVip {
     /// The usable set the table was built from: (name, weight, real id).
     members: Vec<(String, u32, u32)>,
     table: Arc<[u32]>,
+    /// The table kept for a second chance and until when, if any.
+    pub previous: Option<(Arc<[u32]>, Instant)>,
+    /// A previous table was due but did not fit the generation's slots.
+    pub previous_dropped: bool,
 }
 
 impl BuiltVip {
@@ -182,6 +194,14 @@ impl Built {
     pub fn vip(&self, key: &VipKey) -> Option<&BuiltVip> {
         self.vips.iter().find(|v| v.key == *key)
     }
+
+    /// When the first previous table's grace ends (a rebuild then drops it).
+    pub fn previous_until(&self) -> Option<Instant> {
+        self.vips
+            .iter()
+            .filter_map(|v| v.previous.as_ref().map(|(_, until)| *until))
+            .min()
+    }
 }
 
 /// Builds the snapshot of `config` with the ids of `ids`, each backend in the state
@@ -204,11 +224,13 @@ pub fn build(
         generation,
         previous,
         stator_abi::TraceKeys::default(),
+        Instant::now(),
     )
 }
 
 /// [`build`], with the tracer's keys (read from `tracer.key_file` by the node) in the
-/// snapshot's node parameters.
+/// snapshot's node parameters, at `now` (previous tables whose grace has passed are dropped,
+/// new ones kept until `now + encap.second_chance`).
 ///
 /// # Errors
 /// As [`build`].
@@ -219,6 +241,7 @@ pub fn build_keyed(
     generation: u64,
     previous: Option<&Built>,
     trace_keys: stator_abi::TraceKeys,
+    now: Instant,
 ) -> Result<Built, ControlError> {
     let unknown = BackendState {
         health: Health::Unknown,
@@ -235,6 +258,7 @@ pub fn build_keyed(
         },
         ..Snapshot::default()
     };
+    let grace = config.second_chance_grace();
     let mut vips = Vec::with_capacity(config.vips.len());
     for (i, vip) in config.vips.iter().enumerate() {
         let vip_id = ids.vips[i];
@@ -297,6 +321,12 @@ pub fn build_keyed(
             bits: g.bits,
         });
         snap.vips.insert(vip.key, v);
+        // §12.1: the table this build replaces, or the one kept before while its grace lasts
+        let kept = old.get(&vip.key).and_then(|o| {
+            let fresh = (rebuilt && !o.table.is_empty() && !grace.is_zero())
+                .then(|| (Arc::clone(&o.table), now + grace));
+            fresh.or_else(|| o.previous.clone().filter(|(_, until)| *until > now))
+        });
         vips.push(BuiltVip {
             key: vip.key,
             id: vip_id,
@@ -305,8 +335,11 @@ pub fn build_keyed(
             rebuilt,
             members,
             table,
+            previous: kept,
+            previous_dropped: false,
         });
     }
+    keep_previous(config, states, previous, &mut snap, &mut vips);
     for (i, class) in config.classes.iter().enumerate() {
         for p in &class.prefixes {
             snap.classes.insert(*p, ClassId(i as u16));
@@ -317,6 +350,77 @@ pub fn build_keyed(
         .validated()
         .map_err(|source| ControlError::Snapshot { source })?;
     Ok(Built { snapshot, vips })
+}
+
+/// §12.1: puts the previous tables kept in `vips` into `snap` while the generation's slots
+/// hold them (in configuration order), with each backend they name that `snap` no longer
+/// serves as a previous-only real — unless its health checks say it is down or its drain timed
+/// out. Those that do not fit are dropped and marked.
+fn keep_previous(
+    config: &Config,
+    states: &[BackendState],
+    previous: Option<&Built>,
+    snap: &mut Snapshot,
+    vips: &mut [BuiltVip],
+) {
+    let limit = u64::from(config.dataplane.slots_per_generation);
+    let mut used: u64 = vips.iter().map(|v| v.table.len() as u64).sum::<u64>()
+        + u64::from(if config.fragments.peers.is_empty() {
+            0
+        } else {
+            config.fragments.table_size
+        });
+    // never named: a backend its checks say is down, or whose drain timed out (its
+    // connections are meant to move)
+    let down: std::collections::BTreeSet<std::net::IpAddr> = config
+        .backends
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            states
+                .get(*i)
+                .is_some_and(|s| s.health == Health::Down || s.drain == Drain::TimedOut)
+        })
+        .map(|(_, b)| b.address)
+        .collect();
+    for v in vips.iter_mut() {
+        let Some((table, _)) = &v.previous else {
+            continue;
+        };
+        if used + table.len() as u64 > limit {
+            v.previous = None;
+            v.previous_dropped = true;
+            continue;
+        }
+        used += table.len() as u64;
+        let table = Arc::clone(table);
+        let mut named: Vec<u32> = table.to_vec();
+        named.sort_unstable();
+        named.dedup();
+        for id in named {
+            let id = RealId(id);
+            if snap.reals.contains_key(&id) {
+                continue;
+            }
+            // where it was: the previous build's snapshot (a usable, draining or previous real)
+            let Some(was) = previous.and_then(|p| p.snapshot.reals.get(&id)) else {
+                continue;
+            };
+            if was.vip != v.id || down.contains(&was.addr) {
+                continue;
+            }
+            snap.reals.insert(
+                id,
+                Real {
+                    state: RealState::Previous,
+                    ..*was
+                },
+            );
+        }
+        if let Some(vip) = snap.vips.get_mut(&v.key) {
+            vip.previous = Some(table);
+        }
+    }
 }
 
 /// The fragment peers with their Maglev table (docs/forwarding.md §9), reused from `previous`
@@ -523,6 +627,70 @@ table_size = 251
         let third = build(&cfg, &ids, &timed_out, 3, Some(&second)).unwrap();
         assert!(!third.snapshot.reals.contains_key(&b.id));
         assert!(!third.vips[0].rebuilt, "same usable set as while draining");
+    }
+
+    /// §12.1: a change keeps the table it replaces, naming the backend that left as a
+    /// previous-only real, for the grace period; a dead backend is never named; tables that do
+    /// not fit the generation's slots are not kept.
+    #[test]
+    fn a_change_keeps_the_previous_table_for_its_grace() {
+        let mut cfg = config();
+        let (_, ids) = Ids::new()
+            .assign(&cfg, Instant::now(), std::time::Duration::ZERO)
+            .unwrap();
+        let t0 = Instant::now();
+        let keyed = |cfg: &Config, st: &[BackendState], g, prev: Option<&Built>, at| {
+            build_keyed(cfg, &ids, st, g, prev, Default::default(), at).unwrap()
+        };
+        let first = keyed(&cfg, &states(&cfg, |_| up()), 1, None, t0);
+        assert!(first.vips.iter().all(|v| v.previous.is_none()));
+        // b goes to weight 0 (draining): VIP 0's table changes
+        let b = first.vips[0].reals[1].id;
+        let b_at = first.snapshot.reals[&b].addr;
+        let grace = cfg.second_chance_grace();
+        assert_eq!(
+            grace,
+            cfg.dataplane.tcp_timeout.max(cfg.dataplane.udp_timeout)
+        );
+        let mut drained = cfg.clone();
+        drained.vips[0].backends[1].weight = 0;
+        let second = keyed(&drained, &states(&cfg, |_| up()), 2, Some(&first), t0);
+        let v0 = &second.snapshot.vips[&second.vips[0].key];
+        assert_eq!(v0.previous.as_deref(), Some(&first.vips[0].table[..]));
+        assert_eq!(second.vips[0].previous.as_ref().unwrap().1, t0 + grace);
+        assert!(
+            second.snapshot.vips[&second.vips[1].key].previous.is_none(),
+            "unchanged"
+        );
+        assert_eq!(second.snapshot.reals[&b].state, RealState::Draining);
+        assert_eq!(second.previous_until(), Some(t0 + grace));
+        // b leaves the configuration: still named, as a previous backend only
+        cfg.vips[0].backends.truncate(1);
+        let third = keyed(&cfg, &states(&cfg, |_| up()), 3, Some(&second), t0);
+        assert_eq!(third.snapshot.reals[&b].state, RealState::Previous);
+        assert_eq!(third.snapshot.reals[&b].addr, b_at);
+        assert!(third.snapshot.is_consistent());
+        // ... until the grace is over
+        let later = keyed(&cfg, &states(&cfg, |_| up()), 4, Some(&third), t0 + grace);
+        assert!(later.snapshot.vips.values().all(|v| v.previous.is_none()));
+        assert!(!later.snapshot.reals.contains_key(&b));
+        // a backend that is down is never named
+        let b_down = states(&cfg, |n| BackendState {
+            health: if n == "b" { Health::Down } else { Health::Up },
+            drain: Drain::No,
+        });
+        let dead = keyed(&cfg, &b_down, 4, Some(&third), t0);
+        assert!(!dead.snapshot.reals.contains_key(&b));
+        // "0s" turns it off
+        let mut off = drained.clone();
+        off.encap.second_chance = Some(std::time::Duration::ZERO);
+        let none = keyed(&off, &states(&cfg, |_| up()), 2, Some(&first), t0);
+        assert!(none.vips.iter().all(|v| v.previous.is_none()));
+        // no room in the generation: not kept, and said so
+        let mut tight = drained.clone();
+        tight.dataplane.slots_per_generation = 251 * 2;
+        let full = keyed(&tight, &states(&cfg, |_| up()), 2, Some(&first), t0);
+        assert!(full.vips[0].previous.is_none() && full.vips[0].previous_dropped);
     }
 
     #[test]

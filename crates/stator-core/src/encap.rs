@@ -243,7 +243,9 @@ fn write_headers(
             let ulen = 8 + 4 + 4 * usize::from(hlen) + inner_len;
             let [ul_hi, ul_lo] = (ulen as u16).to_be_bytes();
             let pp = if inner_v6 { IPPROTO_IPV6 } else { IPPROTO_IPIP };
-            *g = [sp_hi, sp_lo, dp_hi, dp_lo, ul_hi, ul_lo, 0, 0, hlen, pp, 0, 0];
+            *g = [
+                sp_hi, sp_lo, dp_hi, dp_lo, ul_hi, ul_lo, 0, 0, hlen, pp, 0, 0,
+            ];
             if hlen != 0
                 && let Some(p) = private.get_mut(..4 + addr.len())
             {

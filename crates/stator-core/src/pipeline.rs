@@ -460,7 +460,10 @@ where
         env.ingress,
         env.fib,
         frame,
-        Tunnel { redirect: false, sc },
+        Tunnel {
+            redirect: false,
+            sc,
+        },
     ) {
         Ok(egress) => egress,
         Err(r) => return r.into(),

@@ -6,9 +6,9 @@
 //! it. One decision, two uses, so the tracer cannot drift from the data path.
 
 use stator_abi::{
-    CtEntry, DropReason, Encap, Family, STATOR_CT_REFRESH_NS, STATOR_NO_REAL, STATOR_REAL_F_DRAINING,
-    STATOR_REAL_F_USABLE, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS, STATOR_VADDR_F_UDP_ANY,
-    STATOR_VADDR_F_UDP_PORTS,
+    CtEntry, DropReason, Encap, Family, STATOR_CT_REFRESH_NS, STATOR_NO_REAL,
+    STATOR_REAL_F_DRAINING, STATOR_REAL_F_USABLE, STATOR_VADDR_F_TCP_ANY, STATOR_VADDR_F_TCP_PORTS,
+    STATOR_VADDR_F_UDP_ANY, STATOR_VADDR_F_UDP_PORTS,
 };
 
 use crate::compiled::{

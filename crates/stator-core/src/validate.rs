@@ -107,7 +107,9 @@ pub enum SnapshotError {
     },
     /// A slot names a draining real (draining reals get no new flows) or one kept only for a
     /// second chance.
-    #[error("VIP {vip}: slot {slot} names real {real}, which is draining or only a previous backend")]
+    #[error(
+        "VIP {vip}: slot {slot} names real {real}, which is draining or only a previous backend"
+    )]
     SlotDrainingReal {
         /// The VIP.
         vip: VipKey,

@@ -13,8 +13,8 @@ use aya::maps::{
 };
 use stator_abi::{
     AddrRec, Beat, Class, Counter, CtEntry, Ctl, DropReason, Flood, FlowKey, FragEntry, FragKey,
-    NodeCfg, Peer, PrevRec, Real, STATOR_CNT_MAX, STATOR_DROP_MAX, SfxKey, TraceKeys, Traffic, Vaddr, Vip,
-    VipKey,
+    NodeCfg, Peer, PrevRec, Real, STATOR_CNT_MAX, STATOR_DROP_MAX, SfxKey, TraceKeys, Traffic,
+    Vaddr, Vip, VipKey,
 };
 
 use crate::ct4::{Ct4Table, Occupancy};

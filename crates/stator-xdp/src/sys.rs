@@ -17,8 +17,8 @@ pub(crate) use stator_sys::users::is_root;
 
 use stator_abi::{
     AddrRec, Beat, BenchFrame, Class, Ct4Bucket, CtEntry, Ctl, DecapAddr, DecapCfg, Flood, FlowKey,
-    FragEntry, FragKey, NodeCfg, Peer, PrevRec, Real, SIZEOF_stator_class_key, SfxKey, TraceKeys, Traffic,
-    Vaddr, Vip, VipKey, XskCfg,
+    FragEntry, FragKey, NodeCfg, Peer, PrevRec, Real, SIZEOF_stator_class_key, SfxKey, TraceKeys,
+    Traffic, Vaddr, Vip, VipKey, XskCfg,
 };
 
 /// Plain data that may be copied to and from kernel memory byte for byte.

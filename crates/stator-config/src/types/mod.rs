@@ -60,6 +60,14 @@ pub struct Config {
 }
 
 impl Config {
+    /// How long a VIP's previous Maglev table is kept for second chance: `encap.second_chance`,
+    /// by default the longer of `dataplane.tcp_timeout` and `udp_timeout`; zero = off.
+    pub fn second_chance_grace(&self) -> std::time::Duration {
+        self.encap
+            .second_chance
+            .unwrap_or_else(|| self.dataplane.tcp_timeout.max(self.dataplane.udp_timeout))
+    }
+
     /// The backend with this id.
     pub fn backend(&self, id: BackendId) -> &Backend {
         &self.backends[id.0]
@@ -307,6 +315,10 @@ pub struct EncapDefaults {
     pub gue_port: u16,
     /// TTL / hop limit of outer headers.
     pub outer_ttl: u8,
+    /// How long a VIP's previous Maglev table is kept for second chance (docs/forwarding.md
+    /// §12): `None` = the longer of the connection timeouts ([`Config::second_chance_grace`]);
+    /// zero = off.
+    pub second_chance: Option<std::time::Duration>,
 }
 
 /// `[bgp]`: what the announcer needs to write BIRD's side and talk to BIRD.

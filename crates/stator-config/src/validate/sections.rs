@@ -468,10 +468,22 @@ pub(super) fn encap(ctx: &mut Ctx, raw: &RawEncap) -> Option<EncapDefaults> {
         None => Some(d::OUTER_TTL),
         Some(t) => ctx.int(at.key("outer_ttl"), t, 1, 255),
     };
+    let second_chance = match raw.second_chance.as_ref() {
+        None => Some(None),
+        Some(v) => ctx
+            .duration_in(
+                at.key("second_chance"),
+                v,
+                Duration::ZERO,
+                d::MAX_CT_TIMEOUT,
+            )
+            .map(Some),
+    };
     Some(EncapDefaults {
         default: encap_of(raw.default.unwrap_or(EncapName::Gre)),
         gue_port: gue_port?,
         outer_ttl: outer_ttl?,
+        second_chance: second_chance?,
     })
 }
 

@@ -305,6 +305,7 @@ async fn build_blocking(
 ) -> Result<(Built, Duration), ControlError> {
     let config = Arc::clone(config);
     let assignment = assignment.clone();
+    let now = Instant::now(); // the reconciler's clock: previous tables' grace
     tokio::task::spawn_blocking(move || {
         let started = std::time::Instant::now(); // CPU time, whatever tokio's clock says
         let built = plan::build_keyed(
@@ -314,6 +315,7 @@ async fn build_blocking(
             generation,
             previous.as_deref(),
             trace_keys,
+            now,
         )?;
         Ok((built, started.elapsed()))
     })

@@ -431,7 +431,7 @@ impl Reconciler {
                 () = sleep => {
                     self.expire_drains();
                     self.retry_at = None;
-                    self.rebuild_logged("drain timeout or retry").await;
+                    self.rebuild_logged("drain timeout, retry or second-chance grace").await;
                 }
             }
         }

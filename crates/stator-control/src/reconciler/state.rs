@@ -175,7 +175,9 @@ impl Reconciler {
             Drain::Until(t) => Some(*t),
             _ => None,
         });
-        drains.chain(self.retry_at).min()
+        // a previous table's grace ends: the rebuild drops it (docs/forwarding.md §12.1)
+        let previous = self.built.as_ref().and_then(|b| b.previous_until());
+        drains.chain(self.retry_at).chain(previous).min()
     }
 
     pub(super) fn record_error(&mut self, message: String) {

@@ -12,8 +12,7 @@ use std::sync::Arc;
 use crate::common::*;
 use stator_abi::Counter;
 use stator_core::{
-    Action, BackendSpec, Cause, Encap, Insert, Proto, RealId, RealState, Snapshot,
-    SnapshotBuilder,
+    Action, BackendSpec, Cause, Encap, Insert, Proto, RealId, RealState, Snapshot, SnapshotBuilder,
 };
 use stator_testkit::expect::{Tunnel, encapsulated};
 
@@ -84,7 +83,10 @@ fn a_moved_connection_goes_with_a_second_chance_and_is_never_inserted() {
             assert_action(&v, Action::Tx);
             assert_eq!(v.real, Some(RealId(a)), "the new table decides");
             let sel = v.selection.unwrap();
-            assert_eq!((sel.cause, sel.insert), (Cause::CtMiss, Insert::NotAttempted));
+            assert_eq!(
+                (sel.cause, sel.insert),
+                (Cause::CtMiss, Insert::NotAttempted)
+            );
             let mut o = outer_to(real, Encap::Gue, 0, true, hash4(sport, 80, 6));
             o.tunnel = Tunnel::GueSc { port: 6080, prev };
             assert_eq!(out, encapsulated(&o, &pkt.ip_bytes(), 0), "sport {sport}");
@@ -97,7 +99,13 @@ fn a_moved_connection_goes_with_a_second_chance_and_is_never_inserted() {
     let (sport, a, _) = moved[0];
     let (v, out) = run(&mut fwd, &c, &fib_tx(), 2_000, &syn4(sport).frame());
     assert_eq!(v.real, Some(RealId(a)));
-    let o = outer_to(snap.reals[&RealId(a)].addr, Encap::Gue, 0, true, hash4(sport, 80, 6));
+    let o = outer_to(
+        snap.reals[&RealId(a)].addr,
+        Encap::Gue,
+        0,
+        true,
+        hash4(sport, 80, 6),
+    );
     assert_eq!(out, encapsulated(&o, &syn4(sport).ip_bytes(), 0));
     // ... after which the flow hits its entry: no second chance any more
     let (v, _) = run(&mut fwd, &c, &fib_tx(), 2_001, &ack4(sport).frame());
@@ -108,7 +116,13 @@ fn a_moved_connection_goes_with_a_second_chance_and_is_never_inserted() {
     let (sport, a, _) = ports_where(&snap, &old, false).next().unwrap();
     let (v, out) = run(&mut fwd, &c, &fib_tx(), 3_000, &ack4(sport).frame());
     assert_eq!(v.selection.unwrap().insert, Insert::Inserted);
-    let o = outer_to(snap.reals[&RealId(a)].addr, Encap::Gue, 0, true, hash4(sport, 80, 6));
+    let o = outer_to(
+        snap.reals[&RealId(a)].addr,
+        Encap::Gue,
+        0,
+        true,
+        hash4(sport, 80, 6),
+    );
     assert_eq!(out, encapsulated(&o, &ack4(sport).ip_bytes(), 0));
 }
 
@@ -117,7 +131,13 @@ fn an_ipv6_previous_backend_is_named_in_twenty_bytes() {
     // all four backends IPv6 over an IPv4 VIP
     let be = |n: u16| BackendSpec::new(be6(n)).encap(Encap::Gue);
     let before = SnapshotBuilder::new(node())
-        .vip(v4(VIP4), 80, Proto::Tcp, 13, vec![be(1), be(2), be(3), be(4)])
+        .vip(
+            v4(VIP4),
+            80,
+            Proto::Tcp,
+            13,
+            vec![be(1), be(2), be(3), be(4)],
+        )
         .build()
         .unwrap();
     let old = before.vips.values().next().unwrap().table.clone();
@@ -134,7 +154,13 @@ fn an_ipv6_previous_backend_is_named_in_twenty_bytes() {
     let (sport, a, p) = ports_where(&snap, &old, true).next().unwrap();
     let (v, out) = run(&mut fwd, &c, &fib_tx(), 1, &ack4(sport).frame());
     assert_eq!(v.real, Some(RealId(a)));
-    let mut o = outer_to(snap.reals[&RealId(a)].addr, Encap::Gue, 0, true, hash4(sport, 80, 6));
+    let mut o = outer_to(
+        snap.reals[&RealId(a)].addr,
+        Encap::Gue,
+        0,
+        true,
+        hash4(sport, 80, 6),
+    );
     o.tunnel = Tunnel::GueSc {
         port: 6080,
         prev: snap.reals[&RealId(p)].addr,
@@ -155,7 +181,13 @@ fn gre_and_mixed_families_take_the_ordinary_path_counted_unsupported() {
         let (v, out) = run(&mut fwd, &c, &fib_tx(), 1, &ack4(sport).frame());
         assert_eq!(v.real, Some(RealId(a)));
         assert_eq!(v.selection.unwrap().insert, Insert::Inserted, "{encap:?}");
-        let o = outer_to(snap.reals[&RealId(a)].addr, encap, 0, true, hash4(sport, 80, 6));
+        let o = outer_to(
+            snap.reals[&RealId(a)].addr,
+            encap,
+            0,
+            true,
+            hash4(sport, 80, 6),
+        );
         assert_eq!(out, encapsulated(&o, &ack4(sport).ip_bytes(), 0));
         assert_eq!(counter(&fwd, Counter::ScUnsupported), 1, "{encap:?}");
         assert_eq!(counter(&fwd, Counter::ScSent), 0);
