@@ -158,7 +158,9 @@ static __always_inline int stator_decap_second_chance(struct xdp_md *ctx,
 	if (hop > 1 || !((family == 4 && p->sc_words == STATOR_SC_HLEN_V4) ||
 			 (family == 6 && p->sc_words == STATOR_SC_HLEN_V6)))
 		return stator_dsc_deliver(STATOR_DECAP_CNT_SC_MALFORMED);
-	if (!(cfg->flags & STATOR_DECAP_F_SECOND_CHANCE) || !stator_dsc_allowed(ctx, p))
+	/* only a hop-0 packet can be passed on, so only its source matters (hop 1 comes from
+	 * another backend, and is delivered here whatever it says) */
+	if (!(cfg->flags & STATOR_DECAP_F_SECOND_CHANCE) || (hop == 0 && !stator_dsc_allowed(ctx, p)))
 		return stator_dsc_deliver(STATOR_DECAP_CNT_SC_REFUSED);
 	owned = stator_dsc_owned(ctx, p);
 	if (owned < 0)

@@ -396,7 +396,7 @@ fn dataplane_metrics(e: &mut Exposition, ctx: &Ctx, v: &View) -> Result<(), Cont
 
 /// The families of the data plane's global counters, with their help, in the order they are
 /// written. Where each counter goes is [`Counter::exported`], beside the counter.
-const COUNTER_FAMILIES: [(&str, &str); 11] = [
+const COUNTER_FAMILIES: [(&str, &str); 12] = [
     (
         "stator_packets_total",
         "Packets by the action taken (every packet ends in one).",
@@ -443,6 +443,12 @@ const COUNTER_FAMILIES: [(&str, &str); 11] = [
         "stator_trace_reports_total",
         "Traced packets: reported, not reported (rate limit), lost (ring full), and marks \
          whose MAC no tracer key verifies (not traced: forwarded as ordinary traffic).",
+    ),
+    (
+        "stator_second_chance_total",
+        "Packets that missed the connection table and whose previous Maglev table names another \
+         backend: sent with a second chance naming it, or not (the VIP is not GUE, or the \
+         families differ).",
     ),
 ];
 

@@ -59,6 +59,9 @@ pub struct DsrSpec {
     pub backends: usize,
     /// MTU of the LB and backend LANs (the client links keep 1500).
     pub tunnel_mtu: u32,
+    /// Call the XDP hook for the router's ports towards the backends too: a backend that
+    /// passes a packet on (second chance, docs/decap.md §7) sends it with XDP_TX.
+    pub backend_xdp: bool,
 }
 
 impl DsrSpec {
@@ -73,6 +76,7 @@ impl DsrSpec {
             lbs,
             backends,
             tunnel_mtu: 1600,
+            backend_xdp: false,
         }
     }
 }
@@ -161,7 +165,8 @@ impl DsrLab {
     }
 
     /// Builds the lab and calls `peer_xdp(router, port)` for each router port facing an LB
-    /// node, to attach an XDP program there (see the module documentation). Namespaces left
+    /// node (and, with [`DsrSpec::backend_xdp`], a backend), to attach an XDP program there
+    /// (see the module documentation). Namespaces left
     /// over with the same prefix are removed first.
     pub fn create_with(
         spec: &DsrSpec,
@@ -217,6 +222,13 @@ impl DsrLab {
         for k in 0..spec.backends {
             let host = lab.member(&format!("b{k}"), BACKEND_LAN, 11 + k, "brbe")?;
             setup_backend(&host)?;
+            if spec.backend_xdp {
+                peer_xdp(&lab.router, &host.name).map_err(|stderr| NetnsError::Failed {
+                    cmd: format!("attach an XDP program to router port {}", host.name),
+                    status: "hook".into(),
+                    stderr,
+                })?;
+            }
             lab.backends.push(host);
         }
         Ok(lab)
@@ -361,30 +373,13 @@ impl DsrLab {
     /// Permanent neighbour entries on every LB node for every other LB node (both families):
     /// an XDP program that sends to a peer node (a fragment redirect) resolves no neighbour.
     pub fn permanent_neighbours_between_lbs(&self) -> Result<()> {
-        for a in &self.lbs {
-            for b in self.lbs.iter().filter(|b| b.name != a.name) {
-                let mac = b
-                    .mac
-                    .iter()
-                    .map(|x| format!("{x:02x}"))
-                    .collect::<Vec<_>>()
-                    .join(":");
-                for addr in [b.addr(false), b.addr(true)] {
-                    a.ns.ip([
-                        "neigh",
-                        "replace",
-                        &addr.to_string(),
-                        "lladdr",
-                        &mac,
-                        "dev",
-                        &a.iface,
-                        "nud",
-                        "permanent",
-                    ])?;
-                }
-            }
-        }
-        Ok(())
+        permanent_neighbours(&self.lbs)
+    }
+
+    /// Permanent neighbour entries between the backends: a backend that passes a packet on
+    /// to another (second chance, docs/decap.md §7) does it in XDP, which resolves none.
+    pub fn permanent_neighbours_between_backends(&self) -> Result<()> {
+        permanent_neighbours(&self.backends)
     }
 
     /// Puts `vip` on backend `k`'s `lo` (a host address: /32 or /128).
@@ -396,6 +391,34 @@ impl DsrLab {
         };
         self.backends[k].ns.addr_add("lo", &cidr)
     }
+}
+
+/// Permanent neighbour entries from each of `hosts` to every other, both families.
+fn permanent_neighbours(hosts: &[Host]) -> Result<()> {
+    for a in hosts {
+        for b in hosts.iter().filter(|b| b.name != a.name) {
+            let mac = b
+                .mac
+                .iter()
+                .map(|x| format!("{x:02x}"))
+                .collect::<Vec<_>>()
+                .join(":");
+            for addr in [b.addr(false), b.addr(true)] {
+                a.ns.ip([
+                    "neigh",
+                    "replace",
+                    &addr.to_string(),
+                    "lladdr",
+                    &mac,
+                    "dev",
+                    &a.iface,
+                    "nud",
+                    "permanent",
+                ])?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The sysctls a backend behind Stator needs (docs/decap.md).

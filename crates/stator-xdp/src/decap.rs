@@ -544,13 +544,14 @@ impl Decap {
     /// this process. If a link is already pinned for `iface`, the program is swapped into it
     /// atomically.
     pub fn attach(&mut self, iface: &str) -> Result<Attachment> {
+        let second_chance = self.maps.config().is_ok_and(|c| c.second_chance.is_some());
         attach_loaded(
             &mut self.ebpf,
             DECAP_PROGRAM_NAME,
             &self.opts.pin_path,
             iface,
             self.opts.attach_mode,
-            |_| preflight(iface),
+            |_| preflight(iface, second_chance),
         )
     }
 }
@@ -601,7 +602,7 @@ pub fn decap_purge(pin_path: &Path) -> Result<()> {
 }
 
 /// Warnings about the host setup the inner packets need (docs/decap.md, "Sysctls").
-fn preflight(iface: &str) -> Vec<String> {
+fn preflight(iface: &str, second_chance: bool) -> Vec<String> {
     let read = |key: &str| {
         std::fs::read_to_string(format!("/proc/sys/net/ipv4/conf/{key}/rp_filter"))
             .ok()
@@ -616,6 +617,23 @@ fn preflight(iface: &str) -> Vec<String> {
              packet is dropped unless the route back to its client leaves through `{iface}`; \
              if replies take another interface, use loose mode or none: \
              `sysctl -w net.ipv4.conf.all.rp_filter=2 net.ipv4.conf.{iface}.rp_filter=2`"
+        ));
+    }
+    // bpf_fib_lookup answers only for an interface that forwards (docs/decap.md §7)
+    let off: Vec<&str> = ["ipv4", "ipv6"]
+        .into_iter()
+        .filter(|fam| {
+            std::fs::read_to_string(format!("/proc/sys/net/{fam}/conf/{iface}/forwarding"))
+                .is_ok_and(|v| v.trim() == "0")
+        })
+        .collect();
+    if second_chance && !off.is_empty() {
+        w.push(format!(
+            "second chance passes packets on after a FIB lookup, which the kernel answers only \
+             for an interface that forwards; forwarding is off on `{iface}` for {}: until \
+             `sysctl -w net.ipv4.conf.{iface}.forwarding=1 net.ipv6.conf.{iface}.forwarding=1`, \
+             what should be passed on is dropped (counted sc_fib)",
+            off.join(" and ")
         ));
     }
     w

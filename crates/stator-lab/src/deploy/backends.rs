@@ -22,6 +22,12 @@ impl Deployment {
                 lab.add_vip_to_backend(k, vip)?;
             }
         }
+        if self.spec.second_chance {
+            // a backend passes packets on after bpf_fib_lookup, which answers only for an
+            // interface that forwards (docs/decap.md §7)
+            host.ns.sysctl("net.ipv4.conf.eth0.forwarding", "1")?;
+            host.ns.sysctl("net.ipv6.conf.eth0.forwarding", "1")?;
+        }
         let pin = self.pins().join(format!("b{k}"));
         let mut cmd = Command::new("nsenter");
         cmd.arg(format!("--net={}", host.ns.path().display()))
@@ -32,7 +38,34 @@ impl Deployment {
             .arg(host.addr(true).to_string())
             .arg("--pin-path")
             .arg(&pin);
+        if self.spec.second_chance {
+            // accepted from the nodes only; passed on from the backend's own addresses
+            let nodes: Vec<String> = lab
+                .lbs
+                .iter()
+                .flat_map(|h| [h.addr(false), h.addr(true)])
+                .map(|a| a.to_string())
+                .collect();
+            cmd.arg("--second-chance-from")
+                .arg(nodes.join(","))
+                .arg("--source-v4")
+                .arg(host.addr(false).to_string())
+                .arg("--source-v6")
+                .arg(host.addr(true).to_string());
+        }
         run(&mut cmd).map(|_| ())
+    }
+
+    /// Backend `k`'s decap counters: what `stator decap stats --json` prints.
+    pub fn decap_stats_json(&self, k: usize) -> Result<String> {
+        let host = &self.backends[k].host;
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net={}", host.ns.path().display()))
+            .arg(&self.spec.binary)
+            .args(["decap", "stats", "--json", "--pin-path"])
+            .arg(self.pins().join(format!("b{k}")));
+        let out = run(&mut cmd)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     fn stats_path(&self, k: usize) -> PathBuf {

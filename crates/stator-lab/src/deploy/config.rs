@@ -100,7 +100,8 @@ format = "json"
             r4 = Ipv4Addr::new(10, s, 1, 1),
             r6 = Ipv6Addr::new(0xfd00, u16::from(s), 1, 0, 0, 0, 0, 1),
             pins = self.pins().display(),
-            slots = u64::from(spec.table_size) * 6 + 251,
+            // six VIPs, and with second chance a previous table for each
+            slots = u64::from(spec.table_size) * if spec.second_chance { 12 } else { 6 } + 251,
             nas = NODE_AS,
             ras = ROUTER_AS,
             hold = spec.hold_time,
@@ -112,6 +113,10 @@ format = "json"
             trace_key = super::TRACE_KEY_FILE,
         );
         let cluster = spec.node_cluster(j);
+        if spec.second_chance {
+            // GUE carries the previous backend; the grace covers any test's length
+            c.push_str("\n[encap]\ndefault = \"gue\"\nsecond_chance = \"10m\"\n");
+        }
         if spec.fragments {
             let peers: Vec<String> = self
                 .lab()

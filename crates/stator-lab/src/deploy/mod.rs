@@ -165,6 +165,10 @@ pub struct DeploySpec {
     /// ([`crate::supervise`]: readiness, watchdog, `stator withdraw` after an unclean stop,
     /// restart on failure), with this timing; `None`: plain processes.
     pub supervise: Option<UnitTiming>,
+    /// Second chance (docs/forwarding.md §12): the VIPs encapsulate with GUE, the nodes keep
+    /// previous tables (room for them in `slots_per_generation`), and the backends pass on
+    /// what they do not own (`stator decap attach --second-chance-from` the nodes).
+    pub second_chance: bool,
 }
 
 /// The address of a VIP in cluster `c` (cluster 0: [`VIP_V4`] / [`VIP_V6`]): the same suffix
@@ -207,6 +211,7 @@ impl DeploySpec {
             fragments: false,
             clusters: 1,
             supervise: None,
+            second_chance: false,
         }
     }
 
@@ -375,6 +380,7 @@ impl Deployment {
         d.bpffs = Some(bpffs);
         let mut dsr = DsrSpec::new(&spec.prefix, spec.subnet, 1, spec.nodes, spec.backends);
         dsr.addrs_per_client = spec.addrs_per_client;
+        dsr.backend_xdp = spec.second_chance;
         let lab = DsrLab::create_with(&dsr, |router, port| {
             peer_xdp(router, port, &pins.join(format!("peer-{port}")))
         })?;
@@ -397,6 +403,10 @@ impl Deployment {
         if spec.fragments {
             // XDP resolves no neighbours: a node redirecting a fragment to a peer needs it
             lab.permanent_neighbours_between_lbs()?;
+        }
+        if spec.second_chance {
+            // ... nor does a backend passing a packet on to another (docs/decap.md §7)
+            lab.permanent_neighbours_between_backends()?;
         }
         let s = spec.subnet;
         let router_conf = router_bird_config(

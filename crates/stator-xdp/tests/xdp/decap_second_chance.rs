@@ -260,6 +260,11 @@ fn second_chance_delivers_what_is_here_and_passes_on_what_is_not() {
                 &frame(stranger, &sc_header(prev, 0), &ack(other)),
                 Some(C::ScRefused),
             );
+            here(
+                &format!("{tag} hop 1 from another backend: delivered, whatever its source"),
+                &frame(stranger, &sc_header(prev, 1), &ack(other)),
+                Some(C::ScOrphan),
+            );
             let wrong_family = if v6fam {
                 sc_raw(5, 4, 0, &[0; 16])
             } else {
