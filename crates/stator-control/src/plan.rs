@@ -159,8 +159,8 @@ pub struct BuiltVip {
     /// The usable set the table was built from: (name, weight, real id).
     members: Vec<(String, u32, u32)>,
     table: Arc<[u32]>,
-    /// The table kept for a second chance and until when, if any.
-    pub previous: Option<(Arc<[u32]>, Instant)>,
+    /// The table kept for a second chance, if any.
+    pub previous: Option<PreviousTable>,
     /// A previous table was due but did not fit the generation's slots.
     pub previous_dropped: bool,
 }
@@ -173,6 +173,17 @@ impl BuiltVip {
             .filter(|r| r.plan == RealPlan::Usable)
             .count()
     }
+}
+
+/// A VIP's table kept for a second chance (docs/forwarding.md §12.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviousTable {
+    /// The slots.
+    pub table: Arc<[u32]>,
+    /// When its grace ends.
+    pub until: Instant,
+    /// The total weight of the usable set it was built from.
+    pub weight: u64,
 }
 
 /// A complete snapshot and how it was derived.
@@ -199,7 +210,7 @@ impl Built {
     pub fn previous_until(&self) -> Option<Instant> {
         self.vips
             .iter()
-            .filter_map(|v| v.previous.as_ref().map(|(_, until)| *until))
+            .filter_map(|v| v.previous.as_ref().map(|p| p.until))
             .min()
     }
 }
@@ -321,11 +332,24 @@ pub fn build_keyed(
             bits: g.bits,
         });
         snap.vips.insert(vip.key, v);
-        // §12.1: the table this build replaces, or the one kept before while its grace lasts
+        // §12.1: the table this build replaces — unless the one kept before, still in its
+        // grace, was built from more weight: a node that lost its backends for a while (cut
+        // off, health checks failing) and gets them back one by one keeps the table from
+        // before the loss, not one of the partial tables on the way back
         let kept = old.get(&vip.key).and_then(|o| {
-            let fresh = (rebuilt && !o.table.is_empty() && !grace.is_zero())
-                .then(|| (Arc::clone(&o.table), now + grace));
-            fresh.or_else(|| o.previous.clone().filter(|(_, until)| *until > now))
+            let carried = o.previous.clone().filter(|p| p.until > now);
+            if !rebuilt || o.table.is_empty() || grace.is_zero() {
+                return carried;
+            }
+            let fresh = PreviousTable {
+                table: Arc::clone(&o.table),
+                until: now + grace,
+                weight: o.members.iter().map(|m| u64::from(m.1)).sum(),
+            };
+            Some(match carried {
+                Some(c) if c.weight > fresh.weight => c,
+                _ => fresh,
+            })
         });
         vips.push(BuiltVip {
             key: vip.key,
@@ -384,7 +408,7 @@ fn keep_previous(
         .map(|(_, b)| b.address)
         .collect();
     for v in vips.iter_mut() {
-        let Some((table, _)) = &v.previous else {
+        let Some(PreviousTable { table, .. }) = &v.previous else {
             continue;
         };
         if used + table.len() as u64 > limit {
@@ -657,7 +681,7 @@ table_size = 251
         let second = keyed(&drained, &states(&cfg, |_| up()), 2, Some(&first), t0);
         let v0 = &second.snapshot.vips[&second.vips[0].key];
         assert_eq!(v0.previous.as_deref(), Some(&first.vips[0].table[..]));
-        assert_eq!(second.vips[0].previous.as_ref().unwrap().1, t0 + grace);
+        assert_eq!(second.vips[0].previous.as_ref().unwrap().until, t0 + grace);
         assert!(
             second.snapshot.vips[&second.vips[1].key].previous.is_none(),
             "unchanged"
@@ -681,6 +705,30 @@ table_size = 251
         });
         let dead = keyed(&cfg, &b_down, 4, Some(&third), t0);
         assert!(!dead.snapshot.reals.contains_key(&b));
+        // a node that loses every backend and gets them back one by one keeps the table
+        // from before the loss: the partial tables on the way back weigh less
+        let only = |name: &'static str| {
+            move |n: &str| BackendState {
+                health: if n == name || n == "c" {
+                    Health::Up
+                } else {
+                    Health::Down
+                },
+                drain: Drain::No,
+            }
+        };
+        let none_up = states(&cfg, |_| BackendState {
+            health: Health::Down,
+            drain: Drain::No,
+        });
+        let lost = keyed(&drained, &none_up, 3, Some(&second), t0);
+        let partial = keyed(&drained, &states(&cfg, only("a")), 4, Some(&lost), t0);
+        let back = keyed(&drained, &states(&cfg, |_| up()), 5, Some(&partial), t0);
+        assert_eq!(
+            back.snapshot.vips[&back.vips[0].key].previous.as_deref(),
+            Some(&first.vips[0].table[..]),
+            "the table before the loss, not the partial one"
+        );
         // "0s" turns it off
         let mut off = drained.clone();
         off.encap.second_chance = Some(std::time::Duration::ZERO);

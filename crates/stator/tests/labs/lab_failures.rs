@@ -18,10 +18,11 @@
 //!    that cannot start again (its configuration gone) stays withdrawn (9); a clean restart
 //!    keeps forwarding without a withdrawal (10).
 //! 11. 3's failure with second chance (GUE, backends that pass on what they do not own):
-//!    every connection survives, those Maglev alone would break included.
+//!    every connection survives, those Maglev alone would break included; 12. the same when a
+//!    node joins while a backend drains.
 //!
-//! Each test has its own namespace prefix (`stf3-`…`stf9-`, `stfa-`, `stfb-`), subnet
-//! (203…211) and state directory, removed before it starts and when it ends (also on panic).
+//! Each test has its own namespace prefix (`stf3-`…`stf9-`, `stfa-`…`stfc-`), subnet
+//! (203…212) and state directory, removed before it starts and when it ends (also on panic).
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
@@ -475,6 +476,73 @@ fn second_chance_keeps_every_connection_through_a_node_cut_and_a_backend_change(
         orphans, 0,
         "nothing passed on reached a backend without its socket"
     );
+    lab.finish();
+}
+
+/// 12. The other way round, with second chance: a node joins (ECMP moves about a third of the
+///    connections to it, and it has no entry for any) while a backend drains (weight 0, still
+///    serving): the drained backend's connections that land on the new node are sent to a
+///    backend of the new table with the drained one named, and passed on to it. Every
+///    connection survives.
+#[test]
+fn second_chance_keeps_every_connection_when_a_node_joins_during_a_drain() {
+    const CONNS: usize = 300;
+    const JOINS: usize = 2;
+    const DRAINED: usize = 1;
+    let mut lab = Lab::up("stfc-", 212, |s| s.second_chance = true);
+    let d = lab.d();
+    d.cut(JOINS).unwrap();
+    d.wait_routed(false, &[0, 1], Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("the router never withdrew n{JOINS}: {e}"));
+    let mut ll = open(d, false, CONNS);
+    let on_drained = ll
+        .conns
+        .iter()
+        .filter(|c| c.backend == format!("b{DRAINED}"))
+        .count();
+    println!(
+        "{CONNS} echo connections through n0 and n1: per backend {}",
+        per_backend_text(&ll.per_backend())
+    );
+    let sent = |d: &Deployment, j: usize| {
+        d.api(j, "GET", "/metrics")
+            .unwrap()
+            .body
+            .lines()
+            .filter(|l| l.starts_with("stator_second_chance_total{event=\"sent\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    let before = sent(d, JOINS);
+    d.set_weight(DRAINED, 0);
+    let reload = d.reload_all().unwrap();
+    d.restore(JOINS).unwrap();
+    let joined = d
+        .wait_routed(false, &[0, 1, 2], Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("the router never routed to n{JOINS} again: {e}"));
+    let round = ll.round("after", 8, EXCHANGE);
+    let alive = ll.conns.iter().filter(|c| c.alive).count();
+    let from_new = sent(d, JOINS) - before;
+    let orphans = decap_sum(d, "sc_orphan");
+    println!(
+        "b{DRAINED} drained (weight 0; {on_drained} of its connections) and n{JOINS} back, \
+         reloaded in {reload:.1?}, routed again after {joined:.1?}: {alive}/{CONNS} alive; \
+         n{JOINS} sent {from_new} second chances; passed on {}, delivered {}, orphans \
+         {orphans}; first problem {:?}",
+        decap_sum(d, "sc_forwarded"),
+        decap_sum(d, "sc_delivered"),
+        round.first_error
+    );
+    assert!(
+        on_drained > 0 && from_new > 0,
+        "the join put some of b{DRAINED}'s at risk"
+    );
+    assert_eq!(alive, CONNS, "no connection lost: {:?}", round.first_error);
+    assert_eq!(
+        round.other_backend, 0,
+        "no connection answered by another backend"
+    );
+    assert_eq!(orphans, 0);
     lab.finish();
 }
 
