@@ -15,7 +15,7 @@
 //! Tables are rebuilt only for VIPs whose usable set (name, weight, id) changed since the
 //! previous build; unchanged tables are shared (`Arc`) with it.
 //!
-//! **Second chance** (docs/forwarding.md §12.1): when a VIP's table is rebuilt, the table it
+//! **Second chance** (docs/forwarding.md §12.1): when a GUE VIP's table is rebuilt, the table it
 //! replaces is kept as the VIP's *previous table* for `encap.second_chance` (one previous table
 //! per VIP: a later change replaces it). Each backend that table names and the new snapshot no
 //! longer serves stays in the snapshot as a [`RealState::Previous`] real — unless its health
@@ -30,8 +30,8 @@ use tokio::time::Instant;
 use serde::Serialize;
 use stator_config::{BackendId, Config};
 use stator_core::{
-    ClassId, Peers, Real, RealId, RealState, Snapshot, ValidSnapshot, Vip, VipGroup, VipId, VipKey,
-    peer_set,
+    ClassId, Encap, Peers, Real, RealId, RealState, Snapshot, ValidSnapshot, Vip, VipGroup, VipId,
+    VipKey, peer_set,
 };
 use stator_hash::{MaglevBackend, MaglevTable};
 
@@ -338,8 +338,9 @@ pub fn build_keyed(
         // before the loss, not one of the partial tables on the way back
         let kept = old.get(&vip.key).and_then(|o| {
             let carried = o.previous.clone().filter(|p| p.until > now);
-            if !rebuilt || o.table.is_empty() || grace.is_zero() {
-                return carried;
+            // only GUE carries a second chance: no slots spent on the others' tables
+            if !rebuilt || o.table.is_empty() || grace.is_zero() || vip.encap != Encap::Gue {
+                return carried.filter(|_| vip.encap == Encap::Gue && !grace.is_zero());
             }
             let fresh = PreviousTable {
                 table: Arc::clone(&o.table),
@@ -544,6 +545,7 @@ port = 80
 protocol = "tcp"
 pools = ["web"]
 table_size = 251
+encap = "gue"
 [[vip]]
 address = "192.0.2.2"
 port = 80
@@ -653,6 +655,17 @@ table_size = 251
         assert!(!third.vips[0].rebuilt, "same usable set as while draining");
     }
 
+    fn b_down_of(cfg: &Config) -> Vec<BackendState> {
+        states(cfg, |n| BackendState {
+            health: if n == "c" || n == "a" {
+                Health::Down
+            } else {
+                Health::Up
+            },
+            drain: Drain::No,
+        })
+    }
+
     /// §12.1: a change keeps the table it replaces, naming the backend that left as a
     /// previous-only real, for the grace period; a dead backend is never named; tables that do
     /// not fit the generation's slots are not kept.
@@ -686,6 +699,9 @@ table_size = 251
             second.snapshot.vips[&second.vips[1].key].previous.is_none(),
             "unchanged"
         );
+        // a GRE VIP keeps none: only GUE carries a second chance
+        let gre = keyed(&drained, &b_down_of(&cfg), 3, Some(&second), t0);
+        assert!(gre.vips[1].rebuilt && gre.vips[1].previous.is_none());
         assert_eq!(second.snapshot.reals[&b].state, RealState::Draining);
         assert_eq!(second.previous_until(), Some(t0 + grace));
         // b leaves the configuration: still named, as a previous backend only

@@ -287,6 +287,12 @@ impl Reconciler {
 
     pub(super) fn accept(&mut self, built: Built, build_time: Duration, _commit: Duration) {
         self.stats.build.observe(build_time);
+        for (v, c) in built.vips.iter().zip(&self.config.vips) {
+            if v.previous_dropped {
+                tracing::warn!(vip = %c.name, slots_per_generation = self.config.dataplane.slots_per_generation,
+                               "second chance: no room for this VIP's previous table; raise dataplane.slots_per_generation");
+            }
+        }
         self.generation = built.snapshot.generation;
         self.committed_at = Some(SystemTime::now());
         self.built = Some(Arc::new(built));
