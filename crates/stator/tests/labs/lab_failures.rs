@@ -18,8 +18,8 @@
 //!    that cannot start again (its configuration gone) stays withdrawn (9); a clean restart
 //!    keeps forwarding without a withdrawal (10).
 //! 11. 3's failure with second chance (GUE, backends that pass on what they do not own):
-//!    every connection survives, those Maglev alone would break included; 12. the same when a
-//!    node joins while a backend drains.
+//!     every connection survives, those Maglev alone would break included; 12. the same when a
+//!     node joins while a backend drains.
 //!
 //! Each test has its own namespace prefix (`stf3-`…`stf9-`, `stfa-`…`stfc-`), subnet
 //! (203…212) and state directory, removed before it starts and when it ends (also on panic).
@@ -382,12 +382,12 @@ fn decap_sum(d: &Deployment, label: &str) -> u64 {
 }
 
 /// 11. Test 3's failure — a node dies while the backends change (b0's weight triples, b3 leaves
-///    every node's configuration but keeps serving) — with second chance: the VIPs encapsulate
-///    with GUE, the nodes keep each VIP's previous table, the backends pass on what they do not
-///    own. Every connection survives, also those the cut node held whose backend Maglev now
-///    changes (what test 3 predicts and sees broken), and no connection is answered by another
-///    backend. Its counters show the path: the nodes sent second chances, backends passed them
-///    on, the previous backends delivered them.
+///     every node's configuration but keeps serving) — with second chance: the VIPs encapsulate
+///     with GUE, the nodes keep each VIP's previous table, the backends pass on what they do not
+///     own. Every connection survives, also those the cut node held whose backend Maglev now
+///     changes (what test 3 predicts and sees broken), and no connection is answered by another
+///     backend. Its counters show the path: the nodes sent second chances, backends passed them
+///     on, the previous backends delivered them.
 #[test]
 fn second_chance_keeps_every_connection_through_a_node_cut_and_a_backend_change() {
     const CONNS: usize = 300;
@@ -480,10 +480,10 @@ fn second_chance_keeps_every_connection_through_a_node_cut_and_a_backend_change(
 }
 
 /// 12. The other way round, with second chance: a node joins (ECMP moves about a third of the
-///    connections to it, and it has no entry for any) while a backend drains (weight 0, still
-///    serving): the drained backend's connections that land on the new node are sent to a
-///    backend of the new table with the drained one named, and passed on to it. Every
-///    connection survives.
+///     connections to it, and it has no entry for any) while a backend drains (weight 0, still
+///     serving): the drained backend's connections that land on the new node are sent to a
+///     backend of the new table with the drained one named, and passed on to it. Every
+///     connection survives.
 #[test]
 fn second_chance_keeps_every_connection_when_a_node_joins_during_a_drain() {
     const CONNS: usize = 300;
