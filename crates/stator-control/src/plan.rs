@@ -206,6 +206,36 @@ impl Built {
         self.vips.iter().find(|v| v.key == *key)
     }
 
+    /// What a node that restarts over the data plane's maps (`on_exit = "keep"`) knows of the
+    /// tables before it: the active snapshot, as the "previous build" of its first build —
+    /// so a table that changed across the restart keeps the one that was forwarding as its
+    /// previous table (second chance survives the restart), and a previous table still in the
+    /// maps is carried, each until `now + grace`. Weights are unknown: any later table
+    /// replaces them. `None` when the snapshot does not validate.
+    pub fn seeded(active: &Snapshot, now: Instant, grace: std::time::Duration) -> Option<Self> {
+        let snapshot = active.clone().validated().ok()?;
+        let vips = active
+            .vips
+            .iter()
+            .map(|(key, v)| BuiltVip {
+                key: *key,
+                id: v.id,
+                table_size: v.table.len() as u32,
+                reals: Vec::new(),
+                rebuilt: false,
+                members: Vec::new(),
+                table: Arc::clone(&v.table),
+                previous: v.previous.clone().map(|table| PreviousTable {
+                    table,
+                    until: now + grace,
+                    weight: 0,
+                }),
+                previous_dropped: false,
+            })
+            .collect();
+        Some(Self { snapshot, vips })
+    }
+
     /// When the first previous table's grace ends (a rebuild then drops it).
     pub fn previous_until(&self) -> Option<Instant> {
         self.vips
@@ -338,8 +368,14 @@ pub fn build_keyed(
         // before the loss, not one of the partial tables on the way back
         let kept = old.get(&vip.key).and_then(|o| {
             let carried = o.previous.clone().filter(|p| p.until > now);
-            // only GUE carries a second chance: no slots spent on the others' tables
-            if !rebuilt || o.table.is_empty() || grace.is_zero() || vip.encap != Encap::Gue {
+            // only GUE carries a second chance: no slots spent on the others' tables; a
+            // rebuild that gave the same slots (a restart's first build) changed nothing
+            if !rebuilt
+                || o.table.is_empty()
+                || o.table[..] == table[..]
+                || grace.is_zero()
+                || vip.encap != Encap::Gue
+            {
                 return carried.filter(|_| vip.encap == Encap::Gue && !grace.is_zero());
             }
             let fresh = PreviousTable {
@@ -755,6 +791,33 @@ table_size = 251
         tight.dataplane.slots_per_generation = 251 * 2;
         let full = keyed(&tight, &states(&cfg, |_| up()), 2, Some(&first), t0);
         assert!(full.vips[0].previous.is_none() && full.vips[0].previous_dropped);
+    }
+
+    /// A restart over the maps: the active snapshot stands in for the previous build, so a
+    /// table that changed across the restart keeps the one that was forwarding.
+    #[test]
+    fn a_restart_keeps_the_table_that_was_forwarding() {
+        let cfg = config();
+        let (_, ids) = Ids::new()
+            .assign(&cfg, Instant::now(), std::time::Duration::ZERO)
+            .unwrap();
+        let t0 = Instant::now();
+        let all = states(&cfg, |_| up());
+        let before = build(&cfg, &ids, &all, 1, None).unwrap();
+        let active: Snapshot = (*before.snapshot).clone();
+        let grace = cfg.second_chance_grace();
+        let seed = Built::seeded(&active, t0, grace).unwrap();
+        // the same configuration: nothing changed, nothing kept
+        let same = build_keyed(&cfg, &ids, &all, 2, Some(&seed), Default::default(), t0).unwrap();
+        assert!(same.vips.iter().all(|v| v.previous.is_none()));
+        // b drained across the restart: VIP 0 keeps the table that was forwarding
+        let mut drained = cfg.clone();
+        drained.vips[0].backends[1].weight = 0;
+        let after =
+            build_keyed(&drained, &ids, &all, 2, Some(&seed), Default::default(), t0).unwrap();
+        let v0 = &after.snapshot.vips[&after.vips[0].key];
+        assert_eq!(v0.previous.as_deref(), Some(&before.vips[0].table[..]));
+        assert_eq!(after.vips[0].previous.as_ref().unwrap().until, t0 + grace);
     }
 
     #[test]

@@ -67,7 +67,7 @@ impl Reconciler {
             &assignment,
             states,
             next,
-            self.built.clone(),
+            self.built.clone().or_else(|| self.seed.clone()),
             trace_keys,
         )
         .await?;
@@ -208,7 +208,7 @@ impl Reconciler {
             &self.assignment,
             states,
             next,
-            self.built.clone(),
+            self.built.clone().or_else(|| self.seed.clone()),
             self.trace_keys,
         )
         .await?;
@@ -296,6 +296,7 @@ impl Reconciler {
         self.generation = built.snapshot.generation;
         self.committed_at = Some(SystemTime::now());
         self.built = Some(Arc::new(built));
+        self.seed = None;
         self.retry_at = None;
         self.note_health();
     }

@@ -213,6 +213,9 @@ pub struct Reconciler {
     assignment: Assignment,
     drains: BTreeMap<String, Drain>,
     built: Option<Arc<Built>>,
+    /// The data plane's active snapshot as a build, for the first build only
+    /// ([`Built::seeded`]).
+    seed: Option<Arc<Built>>,
     generation: u64,
     committed_at: Option<SystemTime>,
     forwarder: ForwarderView,
@@ -269,6 +272,12 @@ impl Reconciler {
             None => Ids::new(),
         };
         let generation = parts.active.as_ref().map_or(0, |s| s.generation);
+        // second chance across a restart: the tables that were forwarding
+        let seed = parts
+            .active
+            .as_ref()
+            .and_then(|a| Built::seeded(a, now, config.second_chance_grace()))
+            .map(Arc::new);
         let plan = config.health_plan();
         let mut runner =
             Runner::with_routes(transitions, parts.probe_routes).with_tls(Arc::clone(&parts.tls));
@@ -304,6 +313,7 @@ impl Reconciler {
             assignment: Assignment::default(),
             drains: BTreeMap::new(),
             built: None,
+            seed,
             generation,
             committed_at: None,
             forwarder: ForwarderView {
