@@ -19,7 +19,10 @@ use crate::programs::{Baselines, BenchWrapper, ProgramFd};
 use crate::report::{cpu_model, write_report};
 use serde_json::json;
 use stator_abi::{Counter, Encap};
-use stator_core::{BackendSpec, NodeParams, Proto, SnapshotBuilder, ValidSnapshot};
+use stator_core::{
+    BackendSpec, NodeParams, Proto, Real, RealId, RealState, Snapshot, SnapshotBuilder,
+    ValidSnapshot, VipKey,
+};
 use stator_lab::netns::{self, Netns};
 use stator_lab::stator::BpfFs;
 use stator_testkit::Packet;
@@ -128,7 +131,8 @@ struct Class {
     name: &'static str,
     frame: Vec<u8>,
     flow_off: u32,
-    guard: bool,
+    /// The snapshot it runs under.
+    snap: Snap,
     /// The goal with one flow (`None`: a class issue 14 set no goal for).
     goal: Option<f64>,
     /// The goal with many flows (a cold connection table), where issue 14 sets one.
@@ -136,6 +140,23 @@ struct Class {
     /// Every packet a flow the table has never held (a fresh forwarder per round, no
     /// warm-up): the insert of a new key, where the other classes re-send known flows.
     new_flows: bool,
+}
+
+/// The snapshot a class runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Snap {
+    /// GRE to IPv4 backends, no flood guard.
+    Normal,
+    /// The same with the SYN-flood guard at 1 insert per second.
+    Guarded,
+    /// TCP/80 over GUE (second chance can name a previous backend only in GUE).
+    Gue,
+    /// GUE with a previous table that agrees with the current one in every slot: a hit never
+    /// reads it, the first packet reads it and inserts (docs/forwarding.md §12.2).
+    GueAgreeing,
+    /// GUE with a previous table that names another backend in every slot: every non-SYN
+    /// packet misses, reads it and goes with a second chance (never inserted).
+    GueSecondChance,
 }
 
 /// One measured line.
@@ -217,16 +238,45 @@ fn classes() -> Vec<Class> {
             name: "tcp4_hit",
             frame: Packet::tcp(c4, 40000, vip4(), 80, ACK).frame(),
             flow_off: off4,
-            guard: false,
+            snap: Snap::Normal,
             goal: Some(35.0),
             goal_many: Some(150.0),
+            new_flows: false,
+        },
+        Class {
+            name: "tcp4_hit_gue",
+            frame: Packet::tcp(c4, 40000, vip4(), 80, ACK).frame(),
+            flow_off: off4,
+            snap: Snap::Gue,
+            goal: None,
+            goal_many: None,
+            new_flows: false,
+        },
+        // second chance (docs/forwarding.md §12): what a previous table costs a hit (nothing
+        // is the goal: the same as tcp4_hit_gue), and a miss that goes with a second chance
+        Class {
+            name: "tcp4_hit_gue_prev",
+            frame: Packet::tcp(c4, 40000, vip4(), 80, ACK).frame(),
+            flow_off: off4,
+            snap: Snap::GueAgreeing,
+            goal: None,
+            goal_many: None,
+            new_flows: false,
+        },
+        Class {
+            name: "tcp4_ack_second_chance",
+            frame: Packet::tcp(c4, 40000, vip4(), 80, ACK).frame(),
+            flow_off: off4,
+            snap: Snap::GueSecondChance,
+            goal: None,
+            goal_many: None,
             new_flows: false,
         },
         Class {
             name: "tcp6_hit",
             frame: Packet::tcp(c6, 40000, vip6(), 80, ACK).frame(),
             flow_off: off6,
-            guard: false,
+            snap: Snap::Normal,
             goal: Some(40.0),
             goal_many: Some(150.0),
             new_flows: false,
@@ -237,7 +287,7 @@ fn classes() -> Vec<Class> {
                 .with_payload(&[0x5a; 18])
                 .frame(),
             flow_off: off4,
-            guard: false,
+            snap: Snap::Normal,
             goal: Some(35.0),
             goal_many: Some(150.0),
             new_flows: false,
@@ -251,7 +301,7 @@ fn classes() -> Vec<Class> {
                 .with_payload(&forged_mark())
                 .frame(),
             flow_off: off4,
-            guard: false,
+            snap: Snap::Normal,
             goal: None,
             goal_many: None,
             new_flows: false,
@@ -260,7 +310,7 @@ fn classes() -> Vec<Class> {
             name: "tcp4_syn_insert",
             frame: Packet::tcp(c4, 40000, vip4(), 80, SYN).frame(),
             flow_off: off4,
-            guard: false,
+            snap: Snap::Normal,
             goal: Some(85.0),
             goal_many: None,
             new_flows: false,
@@ -269,7 +319,7 @@ fn classes() -> Vec<Class> {
             name: "tcp4_syn_new",
             frame: Packet::tcp(c4, 40000, vip4(), 80, SYN).frame(),
             flow_off: off4,
-            guard: false,
+            snap: Snap::Normal,
             goal: Some(85.0),
             goal_many: Some(85.0),
             new_flows: true,
@@ -278,7 +328,7 @@ fn classes() -> Vec<Class> {
             name: "tcp4_syn_guard",
             frame: Packet::tcp(c4, 40000, vip4(), 80, SYN).frame(),
             flow_off: off4,
-            guard: true,
+            snap: Snap::Guarded,
             goal: Some(40.0),
             goal_many: None,
             new_flows: false,
@@ -287,7 +337,7 @@ fn classes() -> Vec<Class> {
             name: "nonvip_pass",
             frame: Packet::tcp(c4, 40000, other, 80, ACK).frame(),
             flow_off: off4,
-            guard: false,
+            snap: Snap::Normal,
             goal: Some(10.0),
             goal_many: None,
             new_flows: false,
@@ -307,6 +357,51 @@ fn forged_mark() -> Vec<u8> {
     };
     m.receiver[..4].copy_from_slice(&[192, 0, 2, 9]);
     m.to_bytes().to_vec()
+}
+
+/// The snapshot of `snap` (see [`Snap`]).
+fn snapshot_of(snap: Snap) -> Result<ValidSnapshot> {
+    let gue = |s: ValidSnapshot| -> Snapshot {
+        let mut s: Snapshot = (*s).clone();
+        for r in s.reals.values_mut().filter(|r| r.addr.is_ipv4()) {
+            r.encap = Encap::Gue;
+        }
+        s
+    };
+    let mut s = match snap {
+        Snap::Normal => return snapshot(0),
+        Snap::Guarded => return snapshot(1),
+        _ => gue(snapshot(0)?),
+    };
+    let tcp80 = VipKey {
+        addr: vip4(),
+        port: 80,
+        proto: Proto::Tcp,
+    };
+    let vip = s.vips.get(&tcp80).context("the TCP VIP")?.clone();
+    match snap {
+        Snap::GueAgreeing => {
+            s.vips.get_mut(&tcp80).context("the TCP VIP")?.previous = Some(vip.table.clone());
+        }
+        Snap::GueSecondChance => {
+            // a ninth backend, gone from the table, named by every slot of the previous one
+            let gone = RealId(s.reals.keys().next_back().map_or(0, |r| r.0 + 1));
+            s.reals.insert(
+                gone,
+                Real {
+                    addr: IpAddr::V4(Ipv4Addr::new(10, 20, 0, 9)),
+                    vip: vip.id,
+                    state: RealState::Previous,
+                    encap: Encap::Gue,
+                },
+            );
+            let table: Vec<u32> = vec![gone.0; vip.table.len()];
+            s.vips.get_mut(&tcp80).context("the TCP VIP")?.previous = Some(table.into());
+        }
+        _ => {}
+    }
+    s.validated()
+        .context("validating the benchmark's second-chance snapshot")
 }
 
 fn snapshot(flood: u32) -> Result<ValidSnapshot> {
@@ -469,8 +564,18 @@ fn measure(args: &BenchXdpArgs, plan: Plan, ifindex: u32) -> Result<(Vec<Row>, V
         })
     };
     let result = (|| -> Result<(Vec<Row>, Vec<Row>)> {
-        let normal = snapshot(0)?;
-        let guarded = snapshot(1)?;
+        let snaps: Vec<(Snap, ValidSnapshot)> = [
+            Snap::Normal,
+            Snap::Guarded,
+            Snap::Gue,
+            Snap::GueAgreeing,
+            Snap::GueSecondChance,
+        ]
+        .into_iter()
+        .map(|k| Ok((k, snapshot_of(k)?)))
+        .collect::<Result<_>>()?;
+        let snap_of = |k: Snap| &snaps.iter().find(|(x, _)| *x == k).expect("every kind").1;
+        let normal = snap_of(Snap::Normal);
         let base = Baselines::load()?;
         let mut wrap = BenchWrapper::load()?;
         let probe = &classes()[0];
@@ -519,7 +624,7 @@ fn measure(args: &BenchXdpArgs, plan: Plan, ifindex: u32) -> Result<(Vec<Row>, V
             if class.new_flows {
                 rows.push(new_flows_row(
                     &class,
-                    &normal,
+                    normal,
                     plan,
                     fib_cache,
                     ifindex,
@@ -530,7 +635,7 @@ fn measure(args: &BenchXdpArgs, plan: Plan, ifindex: u32) -> Result<(Vec<Row>, V
             }
             for &flows in counts {
                 let mut fwd = fresh(fib_cache.then_some(cache))?;
-                fwd.commit(if class.guard { &guarded } else { &normal })?;
+                fwd.commit(snap_of(class.snap))?;
                 let prog = fwd.program();
                 let (f, off) = (&class.frame, class.flow_off);
                 warm_up(&mut wrap, prog, f, flows, off, ifindex)?;
