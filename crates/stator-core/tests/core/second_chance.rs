@@ -16,37 +16,35 @@ use stator_core::{
 };
 use stator_testkit::expect::{Tunnel, encapsulated};
 
-/// VIP 10.0.0.10:80/tcp over reals 0..=3 (be4(1..=4)), `encap`, table 13: the previous table;
+/// VIP 10.0.0.10:80/tcp over reals 0..=3 (`addrs`), `encap`, table 13: the previous table;
 /// then the current one, with real 3 gone from the table and kept only as a previous backend.
-fn changed(encap: Encap, last: IpAddr) -> (Snapshot, Arc<[u32]>) {
+fn changed_over(encap: Encap, addrs: [IpAddr; 4]) -> (Snapshot, Arc<[u32]>) {
     let be = |a: IpAddr| BackendSpec::new(a).encap(encap);
-    let before = SnapshotBuilder::new(node())
-        .vip(
-            v4(VIP4),
-            80,
-            Proto::Tcp,
-            13,
-            vec![be(be4(1)), be(be4(2)), be(be4(3)), be(last)],
-        )
-        .build()
-        .unwrap();
+    let build = |n: usize| {
+        SnapshotBuilder::new(node())
+            .vip(
+                v4(VIP4),
+                80,
+                Proto::Tcp,
+                13,
+                addrs[..n].iter().map(|a| be(*a)).collect(),
+            )
+            .build()
+            .unwrap()
+    };
+    let before = build(4);
     let old = before.vips.values().next().unwrap().table.clone();
-    let mut now = SnapshotBuilder::new(node())
-        .vip(
-            v4(VIP4),
-            80,
-            Proto::Tcp,
-            13,
-            vec![be(be4(1)), be(be4(2)), be(be4(3))],
-        )
-        .build()
-        .unwrap();
-    // the ids the builder gave the first three are the same (insertion order); real 3 stays
+    // the ids the builder gives the first three are the same (insertion order); real 3 stays
+    let mut now = build(3);
     let mut r3 = before.reals[&RealId(3)];
     r3.state = RealState::Previous;
     now.reals.insert(RealId(3), r3);
     now.vips.values_mut().next().unwrap().previous = Some(old.clone());
     (now, old)
+}
+
+fn changed(encap: Encap, last: IpAddr) -> (Snapshot, Arc<[u32]>) {
+    changed_over(encap, [be4(1), be4(2), be4(3), last])
 }
 
 fn ports_where(
@@ -129,26 +127,7 @@ fn a_moved_connection_goes_with_a_second_chance_and_is_never_inserted() {
 #[test]
 fn an_ipv6_previous_backend_is_named_in_twenty_bytes() {
     // all four backends IPv6 over an IPv4 VIP
-    let be = |n: u16| BackendSpec::new(be6(n)).encap(Encap::Gue);
-    let before = SnapshotBuilder::new(node())
-        .vip(
-            v4(VIP4),
-            80,
-            Proto::Tcp,
-            13,
-            vec![be(1), be(2), be(3), be(4)],
-        )
-        .build()
-        .unwrap();
-    let old = before.vips.values().next().unwrap().table.clone();
-    let mut snap = SnapshotBuilder::new(node())
-        .vip(v4(VIP4), 80, Proto::Tcp, 13, vec![be(1), be(2), be(3)])
-        .build()
-        .unwrap();
-    let mut r3 = before.reals[&RealId(3)];
-    r3.state = RealState::Previous;
-    snap.reals.insert(RealId(3), r3);
-    snap.vips.values_mut().next().unwrap().previous = Some(old.clone());
+    let (snap, old) = changed_over(Encap::Gue, [be6(1), be6(2), be6(3), be6(4)]);
     let c = compile(&snap);
     let mut fwd = forwarder();
     let (sport, a, p) = ports_where(&snap, &old, true).next().unwrap();

@@ -162,6 +162,17 @@ fn conn_node(d: &Deployment, c: &Conn) -> Option<usize> {
     best.map(|(_, j)| j)
 }
 
+/// The node holding each connection (keyed by its address: a round reorders them).
+fn nodes_of(d: &Deployment, ll: &LongLived) -> BTreeMap<SocketAddr, usize> {
+    ll.conns
+        .iter()
+        .map(|c| {
+            let n = conn_node(d, c).unwrap_or_else(|| panic!("no node has state for {}", c.local));
+            (c.local, n)
+        })
+        .collect()
+}
+
 /// The backend Maglev picks for a new connection with `c`'s 5-tuple on node `j`.
 fn maglev_choice(d: &Deployment, j: usize, c: &Conn) -> String {
     let t = trace(d, j, c, true);
@@ -206,14 +217,7 @@ fn node_failure_during_a_backend_change_breaks_what_maglev_predicts() {
     let started = Instant::now();
     let mut ll = open(d, false, CONNS);
     // (a round reorders the connections: everything per connection is keyed by its address)
-    let before_node: BTreeMap<SocketAddr, usize> = ll
-        .conns
-        .iter()
-        .map(|c| {
-            let n = conn_node(d, c).unwrap_or_else(|| panic!("no node has state for {}", c.local));
-            (c.local, n)
-        })
-        .collect();
+    let before_node = nodes_of(d, &ll);
     let mut per_node = [0usize; 3];
     for &n in before_node.values() {
         per_node[n] += 1;
@@ -396,14 +400,7 @@ fn second_chance_keeps_every_connection_through_a_node_cut_and_a_backend_change(
     let mut lab = Lab::up("stfb-", 211, |s| s.second_chance = true);
     let d = lab.d();
     let mut ll = open(d, false, CONNS);
-    let before_node: BTreeMap<SocketAddr, usize> = ll
-        .conns
-        .iter()
-        .map(|c| {
-            let n = conn_node(d, c).unwrap_or_else(|| panic!("no node has state for {}", c.local));
-            (c.local, n)
-        })
-        .collect();
+    let before_node = nodes_of(d, &ll);
     let on_cut = before_node.values().filter(|&&n| n == CUT).count();
     println!(
         "{CONNS} echo connections: per backend {}; {on_cut} through n{CUT}",
