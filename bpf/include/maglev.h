@@ -97,7 +97,11 @@ static __always_inline int stator_second_chance(struct stator_pkt *pkt,
 		return 0;
 	prev_id = *slot;
 	prev = stator_real_lookup(pkt->gen, prev_id);
-	if (!prev || !prev->flags)
+	/* the same backend under another id (removed and added again): no second chance needed */
+	if (!prev || !prev->flags ||
+	    (prev->family == real->family && prev->addr[0] == real->addr[0] &&
+	     prev->addr[1] == real->addr[1] && prev->addr[2] == real->addr[2] &&
+	     prev->addr[3] == real->addr[3]))
 		return 0;
 	if (real->encap != STATOR_ENCAP_GUE || prev->family != real->family) {
 		stator_count(STATOR_CNT_SC_UNSUPPORTED);

@@ -163,6 +163,8 @@ pub struct BuiltVip {
     pub previous: Option<PreviousTable>,
     /// A previous table was due but did not fit the generation's slots.
     pub previous_dropped: bool,
+    /// Since when its table has been current.
+    pub since: Instant,
 }
 
 impl BuiltVip {
@@ -182,8 +184,21 @@ pub struct PreviousTable {
     pub table: Arc<[u32]>,
     /// When its grace ends.
     pub until: Instant,
-    /// The total weight of the usable set it was built from.
-    pub weight: u64,
+}
+
+/// A table current for less than this is never kept as a previous table over one still in its
+/// grace (docs/forwarding.md §12.1): twice the longest health-check interval — checks start
+/// staggered over one interval with up to half an interval of jitter, so backends that come
+/// back together do so within about one and a half intervals, and each partial table on the
+/// way lasts less. Zero without health checks (every change is then the operator's).
+pub fn brief_table(config: &Config) -> std::time::Duration {
+    config
+        .pools
+        .iter()
+        .filter_map(|p| p.health.as_ref())
+        .map(|h| h.timing.interval * 2)
+        .max()
+        .unwrap_or_default()
 }
 
 /// A complete snapshot and how it was derived.
@@ -228,8 +243,9 @@ impl Built {
                 previous: v.previous.clone().map(|table| PreviousTable {
                     table,
                     until: now + grace,
-                    weight: 0,
                 }),
+                // it forwarded for an unknown while: as good as long
+                since: now.checked_sub(grace).unwrap_or(now),
                 previous_dropped: false,
             })
             .collect();
@@ -300,6 +316,7 @@ pub fn build_keyed(
         ..Snapshot::default()
     };
     let grace = config.second_chance_grace();
+    let brief = brief_table(config);
     let mut vips = Vec::with_capacity(config.vips.len());
     for (i, vip) in config.vips.iter().enumerate() {
         let vip_id = ids.vips[i];
@@ -362,10 +379,11 @@ pub fn build_keyed(
             bits: g.bits,
         });
         snap.vips.insert(vip.key, v);
-        // §12.1: the table this build replaces — unless the one kept before, still in its
-        // grace, was built from more weight: a node that lost its backends for a while (cut
-        // off, health checks failing) and gets them back one by one keeps the table from
-        // before the loss, not one of the partial tables on the way back
+        // §12.1: the table this build replaces — unless it was current for less than
+        // `brief_table` while the one kept before is still in its grace: a node that lost its
+        // backends for a while (cut off, health checks failing) and gets them back one by one
+        // keeps the table from before the loss, not one of the brief partial tables on the way
+        // back (few connections begin under a table that lasts seconds)
         let kept = old.get(&vip.key).and_then(|o| {
             let carried = o.previous.clone().filter(|p| p.until > now);
             // only GUE carries a second chance: no slots spent on the others' tables; a
@@ -381,13 +399,17 @@ pub fn build_keyed(
             let fresh = PreviousTable {
                 table: Arc::clone(&o.table),
                 until: now + grace,
-                weight: o.members.iter().map(|m| u64::from(m.1)).sum(),
             };
+            let brief = now.saturating_duration_since(o.since) < brief;
             Some(match carried {
-                Some(c) if c.weight > fresh.weight => c,
+                Some(c) if brief => c,
                 _ => fresh,
             })
         });
+        let since = match old.get(&vip.key) {
+            Some(o) if !rebuilt || o.table[..] == table[..] => o.since,
+            _ => now,
+        };
         vips.push(BuiltVip {
             key: vip.key,
             id: vip_id,
@@ -398,6 +420,7 @@ pub fn build_keyed(
             table,
             previous: kept,
             previous_dropped: false,
+            since,
         });
     }
     keep_previous(config, states, previous, &mut snap, &mut vips);
@@ -557,7 +580,9 @@ interfaces = ["eth0"]
 [[pool]]
 name = "web"
 [pool.health]
-method = "none"
+method = "tcp"
+port = 80
+interval = "2s"
 [[pool.backend]]
 address = "10.1.0.1"
 id = "a"
@@ -758,7 +783,7 @@ table_size = 251
         let dead = keyed(&cfg, &b_down, 4, Some(&third), t0);
         assert!(!dead.snapshot.reals.contains_key(&b));
         // a node that loses every backend and gets them back one by one keeps the table
-        // from before the loss: the partial tables on the way back weigh less
+        // from before the loss: the partial tables on the way back last only seconds
         let only = |name: &'static str| {
             move |n: &str| BackendState {
                 health: if n == name || n == "c" {
@@ -780,6 +805,15 @@ table_size = 251
             back.snapshot.vips[&back.vips[0].key].previous.as_deref(),
             Some(&first.vips[0].table[..]),
             "the table before the loss, not the partial one"
+        );
+        // a table that was current for a while replaces the one kept before
+        let later = t0 + brief_table(&cfg) + std::time::Duration::from_secs(1);
+        let undrained = keyed(&config(), &states(&cfg, |_| up()), 6, Some(&second), later);
+        assert_eq!(
+            undrained.snapshot.vips[&undrained.vips[0].key]
+                .previous
+                .as_deref(),
+            Some(&second.vips[0].table[..])
         );
         // "0s" turns it off
         let mut off = drained.clone();

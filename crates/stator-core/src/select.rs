@@ -195,7 +195,8 @@ fn second_chance(
     if p == real_id || p == STATOR_NO_REAL {
         return Second::No;
     }
-    let Some(pr) = snap.real(p).filter(|r| r.flags != 0) else {
+    // the same backend under another id (removed and added again) needs no second chance
+    let Some(pr) = snap.real(p).filter(|r| r.flags != 0 && r.addr != real.addr) else {
         return Second::No;
     };
     if real.encap != Encap::Gue || pr.addr.is_v6() != real.addr.is_v6() {

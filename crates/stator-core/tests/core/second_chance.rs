@@ -195,3 +195,20 @@ fn a_previous_real_in_a_current_table_is_refused() {
     let e = snap.validated().unwrap_err().to_string();
     assert!(e.contains("previous backend"), "{e}");
 }
+
+#[test]
+fn the_same_backend_under_another_id_is_not_named() {
+    // real 3 (previous only) has real 0's address: removed and added again under a new id
+    let (mut snap, old) = changed(Encap::Gue, be4(4));
+    let same = snap.reals[&RealId(0)].addr;
+    snap.reals.get_mut(&RealId(3)).unwrap().addr = same;
+    let c = compile(&snap);
+    let mut fwd = forwarder();
+    let (sport, a, _) = ports_where(&snap, &old, true)
+        .find(|&(_, a, p)| p == 3 && a == 0)
+        .expect("a slot that moved from real 3 to real 0");
+    let (v, _) = run(&mut fwd, &c, &fib_tx(), 1, &ack4(sport).frame());
+    assert_eq!(v.real, Some(RealId(a)));
+    assert_eq!(v.selection.unwrap().insert, Insert::Inserted);
+    assert_eq!(counter(&fwd, Counter::ScSent), 0);
+}

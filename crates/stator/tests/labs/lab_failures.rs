@@ -17,12 +17,10 @@
 //!    restarted, after which no request reaches the backend the live nodes took out; one
 //!    that cannot start again (its configuration gone) stays withdrawn (9); a clean restart
 //!    keeps forwarding without a withdrawal (10).
-//! 11. 3's failure with second chance (GUE, backends that pass on what they do not own):
-//!     every connection survives, those Maglev alone would break included; 12. the same when a
-//!     node joins while a backend drains.
 //!
-//! Each test has its own namespace prefix (`stf3-`…`stf9-`, `stfa-`…`stfc-`), subnet
-//! (203…212) and state directory, removed before it starts and when it ends (also on panic).
+//! Second chance — test 3's failure and others kept whole — is in `lab_second_chance`.
+//!
+//! Each test has its own namespace prefix (`stf3-`…`stf9-`, `stfa-`), subnet (203…210) and state directory, removed before it starts and when it ends (also on panic).
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
@@ -46,18 +44,18 @@ use stator_lab::supervise::{Event as SupEvent, Record, Supervisor, UnitTiming};
 use stator_lab::traffic::{Conn, LongLived, Tally, http_batch};
 
 /// Read timeout of one exchange on a long-lived connection.
-const EXCHANGE: Duration = Duration::from_secs(5);
+pub(crate) const EXCHANGE: Duration = Duration::from_secs(5);
 
 /// A test's deployment; removes everything of its prefix and directory when dropped, and
 /// [`Lab::finish`] checks that nothing is left.
-struct Lab {
+pub(crate) struct Lab {
     d: Option<Deployment>,
     prefix: String,
     dir: PathBuf,
 }
 
 impl Lab {
-    fn up(prefix: &str, subnet: u8, shape: impl FnOnce(&mut DeploySpec)) -> Self {
+    pub(crate) fn up(prefix: &str, subnet: u8, shape: impl FnOnce(&mut DeploySpec)) -> Self {
         assert!(
             is_root(),
             "this test builds a deployment of network namespaces, BIRD and stator run: run it \
@@ -83,12 +81,12 @@ impl Lab {
         }
     }
 
-    fn d(&mut self) -> &mut Deployment {
+    pub(crate) fn d(&mut self) -> &mut Deployment {
         self.d.as_mut().expect("the deployment runs")
     }
 
     /// Tears down and checks that no namespace or directory is left.
-    fn finish(mut self) {
+    pub(crate) fn finish(mut self) {
         drop(self.d.take());
         let report = down(&self.prefix, &self.dir).unwrap();
         assert!(report.is_empty(), "teardown left {report:?}");
@@ -111,7 +109,7 @@ fn http(v6: bool) -> SocketAddr {
     SocketAddr::new(Deployment::vip(v6), HTTP_PORT)
 }
 
-fn json(d: &Deployment, j: usize, path: &str) -> Value {
+pub(crate) fn json(d: &Deployment, j: usize, path: &str) -> Value {
     let a = d
         .api(j, "GET", path)
         .unwrap_or_else(|e| panic!("n{j} {path}: {e}"));
@@ -145,7 +143,7 @@ fn trace(d: &Deployment, j: usize, c: &Conn, syn: bool) -> Value {
 
 /// The node whose connection table has a live entry for `c` (the most recently used one if
 /// several have).
-fn conn_node(d: &Deployment, c: &Conn) -> Option<usize> {
+pub(crate) fn conn_node(d: &Deployment, c: &Conn) -> Option<usize> {
     let mut best: Option<(f64, usize)> = None;
     for j in 0..d.nodes.len() {
         let t = trace(d, j, c, false);
@@ -163,7 +161,7 @@ fn conn_node(d: &Deployment, c: &Conn) -> Option<usize> {
 }
 
 /// The node holding each connection (keyed by its address: a round reorders them).
-fn nodes_of(d: &Deployment, ll: &LongLived) -> BTreeMap<SocketAddr, usize> {
+pub(crate) fn nodes_of(d: &Deployment, ll: &LongLived) -> BTreeMap<SocketAddr, usize> {
     ll.conns
         .iter()
         .map(|c| {
@@ -174,13 +172,13 @@ fn nodes_of(d: &Deployment, ll: &LongLived) -> BTreeMap<SocketAddr, usize> {
 }
 
 /// The backend Maglev picks for a new connection with `c`'s 5-tuple on node `j`.
-fn maglev_choice(d: &Deployment, j: usize, c: &Conn) -> String {
+pub(crate) fn maglev_choice(d: &Deployment, j: usize, c: &Conn) -> String {
     let t = trace(d, j, c, true);
     assert_eq!(t["decision"], "maglev", "{t}");
     backend_name(t["backend"]["id"].as_str().unwrap_or_else(|| panic!("{t}")))
 }
 
-fn per_backend_text(m: &BTreeMap<String, usize>) -> String {
+pub(crate) fn per_backend_text(m: &BTreeMap<String, usize>) -> String {
     m.iter()
         .map(|(b, n)| format!("{b} {n}"))
         .collect::<Vec<_>>()
@@ -195,7 +193,7 @@ fn shares_text(t: &Tally) -> String {
         .join(", ")
 }
 
-fn open(d: &Deployment, v6: bool, n: usize) -> LongLived {
+pub(crate) fn open(d: &Deployment, v6: bool, n: usize) -> LongLived {
     let srcs = d.client().addrs(v6);
     LongLived::open(&d.client().ns, &srcs, echo(v6), n, 8, EXCHANGE)
         .unwrap()
@@ -360,189 +358,6 @@ fn node_failure_during_a_backend_change_breaks_what_maglev_predicts() {
     lab.finish();
 }
 
-/// The sum over nodes of a `/metrics` sample whose line starts with `prefix`.
-fn metric_sum(d: &Deployment, prefix: &str) -> u64 {
-    (0..d.nodes.len())
-        .filter_map(|j| d.api(j, "GET", "/metrics").ok())
-        .flat_map(|a| {
-            a.body
-                .lines()
-                .filter(|l| l.starts_with(prefix))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .collect::<Vec<_>>()
-        })
-        .sum::<f64>() as u64
-}
-
-/// A decap counter summed over every backend.
-fn decap_sum(d: &Deployment, label: &str) -> u64 {
-    (0..d.backends.len())
-        .map(|k| {
-            let text = d.decap_stats_json(k).unwrap();
-            let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
-            v["counters"][label].as_u64().unwrap_or(0)
-        })
-        .sum()
-}
-
-/// 11. Test 3's failure — a node dies while the backends change (b0's weight triples, b3 leaves
-///     every node's configuration but keeps serving) — with second chance: the VIPs encapsulate
-///     with GUE, the nodes keep each VIP's previous table, the backends pass on what they do not
-///     own. Every connection survives, also those the cut node held whose backend Maglev now
-///     changes (what test 3 predicts and sees broken), and no connection is answered by another
-///     backend. Its counters show the path: the nodes sent second chances, backends passed them
-///     on, the previous backends delivered them.
-#[test]
-fn second_chance_keeps_every_connection_through_a_node_cut_and_a_backend_change() {
-    const CONNS: usize = 300;
-    const CUT: usize = 2;
-    const REMOVED: usize = 3;
-    let mut lab = Lab::up("stfb-", 211, |s| s.second_chance = true);
-    let d = lab.d();
-    let mut ll = open(d, false, CONNS);
-    let before_node = nodes_of(d, &ll);
-    let on_cut = before_node.values().filter(|&&n| n == CUT).count();
-    println!(
-        "{CONNS} echo connections: per backend {}; {on_cut} through n{CUT}",
-        per_backend_text(&ll.per_backend()),
-    );
-    assert!(
-        on_cut > 0,
-        "some connections go through the node that will be cut"
-    );
-
-    let t0 = Instant::now();
-    d.cut(CUT).unwrap();
-    d.set_weight(0, 3);
-    d.set_in_config(REMOVED, false);
-    let reload = d.reload_all().unwrap();
-    let rest: Vec<usize> = (0..3).filter(|&j| j != CUT).collect();
-    d.wait_routed(false, &rest, Duration::from_secs(20))
-        .unwrap_or_else(|e| panic!("the router never withdrew n{CUT}: {e}"));
-    println!(
-        "cut n{CUT}, b0 weight 3, b{REMOVED} out of the configuration: reloaded in {reload:.1?},          n{CUT} withdrawn {:.1?} after the cut",
-        t0.elapsed()
-    );
-    // At risk without second chance: at least every connection of the cut node whose backend
-    // Maglev now changes (connections moved between the other nodes are not counted: with
-    // second chance they make no entry that would tell where they went).
-    let at_risk = ll
-        .conns
-        .iter()
-        .filter(|c| before_node[&c.local] == CUT && maglev_choice(d, rest[0], c) != c.backend)
-        .count();
-    let (sent0, fwd0) = (
-        metric_sum(d, "stator_second_chance_total{event=\"sent\""),
-        decap_sum(d, "sc_forwarded"),
-    );
-    let round = ll.round("after", 8, EXCHANGE);
-    let alive = ll.conns.iter().filter(|c| c.alive).count();
-    let sent = metric_sum(d, "stator_second_chance_total{event=\"sent\"") - sent0;
-    let forwarded = decap_sum(d, "sc_forwarded") - fwd0;
-    let delivered = decap_sum(d, "sc_delivered");
-    let orphans = decap_sum(d, "sc_orphan");
-    println!(
-        "after: {alive}/{CONNS} alive (Maglev alone breaks at least {at_risk}); round took \
-         {:.1?}, first problem {:?}; second chances sent by the nodes {sent}, passed on by \
-         backends {forwarded}, delivered by the previous backends {delivered}, orphans \
-         {orphans}",
-        round.took, round.first_error
-    );
-    for k in 0..d.backends.len() {
-        let v: Value = serde_json::from_str(&d.decap_stats_json(k).unwrap()).unwrap();
-        let nonzero: Vec<String> = v["counters"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(_, n)| n.as_u64() != Some(0))
-            .map(|(l, n)| format!("{l} {n}"))
-            .collect();
-        println!("  b{k} decap: {}", nonzero.join(", "));
-    }
-    assert!(at_risk > 0, "the change puts some connections at risk");
-    assert_eq!(alive, CONNS, "no connection lost: {:?}", round.first_error);
-    assert_eq!(
-        round.other_backend, 0,
-        "no connection answered by another backend"
-    );
-    assert!(
-        sent > 0 && forwarded > 0 && delivered > 0,
-        "the second-chance path ran"
-    );
-    assert_eq!(
-        orphans, 0,
-        "nothing passed on reached a backend without its socket"
-    );
-    lab.finish();
-}
-
-/// 12. The other way round, with second chance: a node joins (ECMP moves about a third of the
-///     connections to it, and it has no entry for any) while a backend drains (weight 0, still
-///     serving): the drained backend's connections that land on the new node are sent to a
-///     backend of the new table with the drained one named, and passed on to it. Every
-///     connection survives.
-#[test]
-fn second_chance_keeps_every_connection_when_a_node_joins_during_a_drain() {
-    const CONNS: usize = 300;
-    const JOINS: usize = 2;
-    const DRAINED: usize = 1;
-    let mut lab = Lab::up("stfc-", 212, |s| s.second_chance = true);
-    let d = lab.d();
-    d.cut(JOINS).unwrap();
-    d.wait_routed(false, &[0, 1], Duration::from_secs(20))
-        .unwrap_or_else(|e| panic!("the router never withdrew n{JOINS}: {e}"));
-    let mut ll = open(d, false, CONNS);
-    let on_drained = ll
-        .conns
-        .iter()
-        .filter(|c| c.backend == format!("b{DRAINED}"))
-        .count();
-    println!(
-        "{CONNS} echo connections through n0 and n1: per backend {}",
-        per_backend_text(&ll.per_backend())
-    );
-    let sent = |d: &Deployment, j: usize| {
-        d.api(j, "GET", "/metrics")
-            .unwrap()
-            .body
-            .lines()
-            .filter(|l| l.starts_with("stator_second_chance_total{event=\"sent\""))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>() as u64
-    };
-    let before = sent(d, JOINS);
-    d.set_weight(DRAINED, 0);
-    let reload = d.reload_all().unwrap();
-    d.restore(JOINS).unwrap();
-    let joined = d
-        .wait_routed(false, &[0, 1, 2], Duration::from_secs(30))
-        .unwrap_or_else(|e| panic!("the router never routed to n{JOINS} again: {e}"));
-    let round = ll.round("after", 8, EXCHANGE);
-    let alive = ll.conns.iter().filter(|c| c.alive).count();
-    let from_new = sent(d, JOINS) - before;
-    let orphans = decap_sum(d, "sc_orphan");
-    println!(
-        "b{DRAINED} drained (weight 0; {on_drained} of its connections) and n{JOINS} back, \
-         reloaded in {reload:.1?}, routed again after {joined:.1?}: {alive}/{CONNS} alive; \
-         n{JOINS} sent {from_new} second chances; passed on {}, delivered {}, orphans \
-         {orphans}; first problem {:?}",
-        decap_sum(d, "sc_forwarded"),
-        decap_sum(d, "sc_delivered"),
-        round.first_error
-    );
-    assert!(
-        on_drained > 0 && from_new > 0,
-        "the join put some of b{DRAINED}'s at risk"
-    );
-    assert_eq!(alive, CONNS, "no connection lost: {:?}", round.first_error);
-    assert_eq!(
-        round.other_backend, 0,
-        "no connection answered by another backend"
-    );
-    assert_eq!(orphans, 0);
-    lab.finish();
-}
-
 /// The health-check timing every node runs (from node 0's configuration file).
 fn health_timing(d: &Deployment) -> stator_config::health::Timing {
     let config =
@@ -555,7 +370,7 @@ fn health_timing(d: &Deployment) -> stator_config::health::Timing {
 }
 
 /// The plan state (`usable`, `absent`, …) of backend `id` behind `vip` on node `j`.
-fn plan(d: &Deployment, j: usize, id: &str, vip: &str) -> Option<String> {
+pub(crate) fn plan(d: &Deployment, j: usize, id: &str, vip: &str) -> Option<String> {
     let b = json(d, j, "/v1/backends");
     let backend = b["backends"]
         .as_array()?

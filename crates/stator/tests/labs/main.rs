@@ -12,4 +12,5 @@ mod lab_e2e;
 mod lab_failures;
 mod lab_fragments_redirects;
 mod lab_prometheus;
+mod lab_second_chance;
 mod quickstart_netns;
