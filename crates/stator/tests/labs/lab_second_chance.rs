@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stator_lab::deploy::Deployment;
+use stator_lab::traffic::{LongLived, Round};
 
 use crate::lab_failures::{EXCHANGE, Lab, maglev_choice, nodes_of, open, per_backend_text, plan};
 
@@ -35,6 +36,22 @@ fn metric_sum(d: &Deployment, prefix: &str) -> u64 {
                 .collect::<Vec<_>>()
         })
         .sum::<f64>() as u64
+}
+
+/// What every test asserts at the end: all `n` connections alive and answered by their own
+/// backend, and nothing passed on to a backend without the connection's socket.
+fn assert_all_kept(d: &Deployment, ll: &LongLived, n: usize, round: &Round) {
+    let alive = ll.conns.iter().filter(|c| c.alive).count();
+    assert_eq!(alive, n, "no connection lost: {:?}", round.first_error);
+    assert_eq!(
+        round.other_backend, 0,
+        "no connection answered by another backend"
+    );
+    assert_eq!(
+        decap_sum(d, "sc_orphan"),
+        0,
+        "nothing passed on reached a backend without its socket"
+    );
 }
 
 /// Prints each backend's non-zero decap counters.
@@ -128,18 +145,10 @@ fn second_chance_keeps_every_connection_through_a_node_cut_and_a_backend_change(
     );
     print_decap(d);
     assert!(at_risk > 0, "the change puts some connections at risk");
-    assert_eq!(alive, CONNS, "no connection lost: {:?}", round.first_error);
-    assert_eq!(
-        round.other_backend, 0,
-        "no connection answered by another backend"
-    );
+    assert_all_kept(d, &ll, CONNS, &round);
     assert!(
         sent > 0 && forwarded > 0 && delivered > 0,
         "the second-chance path ran"
-    );
-    assert_eq!(
-        orphans, 0,
-        "nothing passed on reached a backend without its socket"
     );
     lab.finish();
 }
@@ -202,12 +211,7 @@ fn second_chance_keeps_every_connection_when_a_node_joins_during_a_drain() {
         on_drained > 0 && from_new > 0,
         "the join put some of b{DRAINED}'s at risk"
     );
-    assert_eq!(alive, CONNS, "no connection lost: {:?}", round.first_error);
-    assert_eq!(
-        round.other_backend, 0,
-        "no connection answered by another backend"
-    );
-    assert_eq!(orphans, 0);
+    assert_all_kept(d, &ll, CONNS, &round);
     lab.finish();
 }
 
@@ -271,11 +275,6 @@ fn second_chance_keeps_every_connection_through_a_node_cut_and_a_backend_added()
     );
     print_decap(d);
     assert!(at_risk > 0, "the change puts some connections at risk");
-    assert_eq!(alive, CONNS, "no connection lost: {:?}", round.first_error);
-    assert_eq!(
-        round.other_backend, 0,
-        "no connection answered by another backend"
-    );
-    assert_eq!(decap_sum(d, "sc_orphan"), 0);
+    assert_all_kept(d, &ll, CONNS, &round);
     lab.finish();
 }
