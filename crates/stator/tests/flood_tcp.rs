@@ -395,9 +395,12 @@ fn a_flood_of_20000_tcp_connections_does_not_take_the_node_down() {
         err("source_limit") > 0.0 && err("descriptors") > 0.0,
         "{refused:?}"
     );
-    // what the clients still hold is what the node serves
-    assert_eq!(
-        open as f64, active,
+    // what the clients still hold is what the node serves — and, as above, the talking
+    // client's connection, closed just before /metrics was read, may still be counted (one CI
+    // run read 1,810 served beside 1,809 held)
+    let extra = active - open as f64;
+    assert!(
+        extra == 0.0 || extra == 1.0,
         "the clients hold {open}, the node serves {active}"
     );
     assert_eq!(
