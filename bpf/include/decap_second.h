@@ -19,8 +19,6 @@
 
 #include "decap_tunnel.h"
 
-#define STATOR_DSC_AF_INET 2
-#define STATOR_DSC_AF_INET6 10
 #define STATOR_DSC_TCP_SYN 0x02
 #define STATOR_DSC_TTL 64
 #define STATOR_DSC_TCP_LEN 20
@@ -43,7 +41,7 @@ static __always_inline int stator_dsc_allowed(const struct xdp_md *ctx,
 		src = stator_dptr(ctx, p->l3 + 8, 16);
 		if (!src)
 			return 0;
-		__builtin_memcpy(key.addr, src, 16);
+		stator_copy_addr(key.addr, src);
 		key.family = STATOR_FAMILY_V6;
 		key.prefixlen = 32 + 128;
 	} else {
@@ -74,8 +72,8 @@ static __always_inline int stator_dsc_owned(struct xdp_md *ctx, const struct sta
 		ip = stator_dptr(ctx, p->inner, STATOR_IPV6_LEN);
 		if (!ip || ip[6] != IPPROTO_TCP)
 			return -1;
-		__builtin_memcpy(t.ipv6.saddr, ip + 8, 16);
-		__builtin_memcpy(t.ipv6.daddr, ip + 24, 16);
+		stator_copy_addr(t.ipv6.saddr, ip + 8);
+		stator_copy_addr(t.ipv6.daddr, ip + 24);
 		l4 = p->inner + STATOR_IPV6_LEN;
 		tuple_len = sizeof(t.ipv6);
 	} else {
@@ -142,7 +140,7 @@ static __always_inline int stator_decap_second_chance(struct xdp_md *ctx,
 						      const struct stator_decap_cfg *cfg)
 {
 	struct bpf_fib_lookup fib = {};
-	__u32 family, hop, tot_len;
+	__u32 family, hop;
 	__be32 prev[4] = {};
 	__u8 *sc, *eth, *udp;
 	int owned;
@@ -182,13 +180,12 @@ static __always_inline int stator_decap_second_chance(struct xdp_md *ctx,
 		sc = stator_dptr(ctx, p->sc + 4, 16);
 		if (!sc)
 			return stator_dsc_deliver(STATOR_DECAP_CNT_SC_MALFORMED);
-		__builtin_memcpy(prev, sc, 16);
+		stator_copy_addr(prev, sc);
 		if (!(cfg->src_v6[0] | cfg->src_v6[1] | cfg->src_v6[2] | cfg->src_v6[3]))
 			return stator_dsc_deliver(STATOR_DECAP_CNT_SC_NO_SOURCE);
-		fib.family = STATOR_DSC_AF_INET6;
-		__builtin_memcpy(fib.ipv6_src, cfg->src_v6, 16);
-		__builtin_memcpy(fib.ipv6_dst, prev, 16);
-		tot_len = p->end - p->l3;
+		fib.family = STATOR_AF_INET6;
+		stator_copy_addr(fib.ipv6_src, cfg->src_v6);
+		stator_copy_addr(fib.ipv6_dst, prev);
 	} else {
 		sc = stator_dptr(ctx, p->sc + 4, 4);
 		if (!sc)
@@ -196,12 +193,11 @@ static __always_inline int stator_decap_second_chance(struct xdp_md *ctx,
 		prev[0] = *(__be32 *)sc;
 		if (!cfg->src_v4)
 			return stator_dsc_deliver(STATOR_DECAP_CNT_SC_NO_SOURCE);
-		fib.family = STATOR_DSC_AF_INET;
+		fib.family = STATOR_AF_INET;
 		fib.ipv4_src = cfg->src_v4;
 		fib.ipv4_dst = prev[0];
-		tot_len = p->end - p->l3;
 	}
-	fib.tot_len = tot_len;
+	fib.tot_len = p->end - p->l3;
 	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
 		return stator_dreject(STATOR_DECAP_CNT_SC_MTU);
@@ -221,16 +217,16 @@ static __always_inline int stator_decap_second_chance(struct xdp_md *ctx,
 		if (!ip)
 			return stator_dreject(STATOR_DECAP_CNT_SC_FIB);
 		ip[7] = STATOR_DSC_TTL;
-		__builtin_memcpy(ip + 8, cfg->src_v6, 16);
-		__builtin_memcpy(ip + 24, prev, 16);
+		stator_copy_addr(ip + 8, cfg->src_v6);
+		stator_copy_addr(ip + 24, prev);
 	} else if (stator_dsc_rewrite4(ctx, p, cfg->src_v4, prev[0])) {
 		return stator_dreject(STATOR_DECAP_CNT_SC_FIB);
 	}
 	eth = stator_dptr(ctx, 0, STATOR_ETH_LEN);
 	if (!eth)
 		return stator_dreject(STATOR_DECAP_CNT_SC_FIB);
-	__builtin_memcpy(eth, fib.dmac, 6);
-	__builtin_memcpy(eth + 6, fib.smac, 6);
+	stator_copy_mac(eth, fib.dmac);
+	stator_copy_mac(eth + 6, fib.smac);
 	stator_dcount(STATOR_DECAP_CNT_SC_FORWARDED);
 	if (fib.ifindex == ctx->ingress_ifindex)
 		return XDP_TX;
