@@ -41,6 +41,7 @@ pub struct ApiSocket {
 pub struct SocketFile {
     path: PathBuf,
     ino: u64,
+    keep: bool,
 }
 
 impl SocketFile {
@@ -50,9 +51,17 @@ impl SocketFile {
     }
 }
 
+impl SocketFile {
+    /// Leaves the file in place when this is dropped: the socket is another process's now
+    /// (an upgrade handed it over).
+    pub fn keep(&mut self) {
+        self.keep = true;
+    }
+}
+
 impl Drop for SocketFile {
     fn drop(&mut self) {
-        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.ino) {
+        if !self.keep && std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.ino) {
             let _ = std::fs::remove_file(&self.path);
         }
     }
@@ -119,31 +128,7 @@ pub fn bind(path: &Path, group: &SocketGroup) -> Result<ApiSocket, ControlError>
         ));
     }
     clear_stale(path)?;
-    let (gid, policy) = match group_id(group) {
-        Ok(Some(gid)) => (
-            Some(gid),
-            UnixPolicy {
-                own_uid,
-                group: Some(gid),
-            },
-        ),
-        Ok(None) => {
-            tracing::warn!(
-                group = %group,
-                socket = %path.display(),
-                "api.socket_group does not exist: only root and the node's user can use the \
-                 admin API's socket (create the group: groupadd --system {group})"
-            );
-            (
-                None,
-                UnixPolicy {
-                    own_uid,
-                    group: None,
-                },
-            )
-        }
-        Err(e) => return Err(host("api.socket_group", e.to_string())),
-    };
+    let (gid, policy) = policy(path, group, own_uid)?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -200,6 +185,88 @@ pub fn bind(path: &Path, group: &SocketGroup) -> Result<ApiSocket, ControlError>
         file: SocketFile {
             path: path.to_owned(),
             ino,
+            keep: false,
+        },
+    })
+}
+
+/// Who may use the socket at `path`: the node's user, and `group` if it exists.
+fn policy(
+    path: &Path,
+    group: &SocketGroup,
+    own_uid: u32,
+) -> Result<(Option<u32>, UnixPolicy), ControlError> {
+    Ok(match group_id(group) {
+        Ok(Some(gid)) => (
+            Some(gid),
+            UnixPolicy {
+                own_uid,
+                group: Some(gid),
+            },
+        ),
+        Ok(None) => {
+            tracing::warn!(
+                group = %group,
+                socket = %path.display(),
+                "api.socket_group does not exist: only root and the node's user can use the \
+                 admin API's socket (create the group: groupadd --system {group})"
+            );
+            (
+                None,
+                UnixPolicy {
+                    own_uid,
+                    group: None,
+                },
+            )
+        }
+        Err(e) => return Err(host("api.socket_group", e.to_string())),
+    })
+}
+
+/// Takes the socket a node this one replaces was serving its API on (an upgrade:
+/// docs/operations.md), instead of binding one: `fd` must be a listening Unix socket, the
+/// one at `path` (it was bound under a temporary name: the kernel cannot say). Its file
+/// stays: this node removes it when it stops.
+///
+/// # Errors
+/// `api.socket`: the descriptor is not a Unix socket listening at `path`.
+pub fn adopt(
+    fd: std::os::fd::OwnedFd,
+    path: &Path,
+    group: &SocketGroup,
+) -> Result<ApiSocket, ControlError> {
+    let std_listener = std::os::unix::net::UnixListener::from(fd);
+    let at = std_listener
+        .local_addr()
+        .map_err(|e| host("api.socket", format!("the handed-over socket: {e}")))?;
+    // bound under a temporary name and renamed (see `bind`): the name it reports is that one
+    if at.as_pathname().is_none() {
+        return Err(host(
+            "api.socket",
+            "the handed-over socket is not bound to a path".into(),
+        ));
+    }
+    std_listener
+        .set_nonblocking(true)
+        .map_err(|e| host("api.socket", e.to_string()))?;
+    let listener =
+        UnixListener::from_std(std_listener).map_err(|e| host("api.socket", e.to_string()))?;
+    let (_, policy) = policy(path, group, stator_sys::users::effective_uid())?;
+    let ino = std::fs::symlink_metadata(path)
+        .map_err(|e| {
+            host(
+                "api.socket",
+                format!("cannot inspect {}: {e}", path.display()),
+            )
+        })?
+        .ino();
+    Ok(ApiSocket {
+        listener,
+        policy,
+        file: SocketFile {
+            path: path.to_owned(),
+            ino,
+            keep: false,
         },
     })
 }

@@ -70,6 +70,18 @@ pub const BIRD_CONFIG: &str = "/etc/bird/stator.conf";
 
 /// `api.socket`: under systemd's `RuntimeDirectory=stator`.
 pub const API_SOCKET: &str = "/run/stator/api.sock";
+/// `upgrade.socket` with the default `api.socket` ([`crate::upgrade_socket_beside`] of it).
+pub const UPGRADE_SOCKET: &str = "/run/stator/api.upgrade.sock";
+/// Default `upgrade.drain`: a stopped worker's own limit (`stator_proxy::worker::DRAIN_LIMIT`).
+pub const UPGRADE_DRAIN: Duration = Duration::from_secs(300);
+/// Longest `upgrade.drain`.
+pub const MAX_UPGRADE_DRAIN: Duration = Duration::from_secs(86_400);
+/// Default `upgrade.start_timeout`.
+pub const UPGRADE_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Shortest `upgrade.start_timeout`.
+pub const MIN_UPGRADE_START_TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest `upgrade.start_timeout`.
+pub const MAX_UPGRADE_START_TIMEOUT: Duration = Duration::from_secs(3_600);
 /// `api.socket_group`: created by `make install` and the package.
 pub const API_SOCKET_GROUP: &str = "stator";
 /// Default `api.drain_timeout`: as long as a load balancer's usual deregistration delay.

@@ -68,9 +68,19 @@ pub use types::{
     BackendId, Bgp, Config, ConntrackMode, Dataplane, DataplaneMode, Encap, EncapDefaults,
     ForwardedMode, HttpOptions, Listener, ListenerProtocol, ListenerTimeouts, Log, LogFormat,
     LogLevel, Member, Neighbor, Node, OnExit, Persistence, Pool, PoolId, Proto, Scheduler, Secret,
-    SocketGroup, Steering, Token, UdpOptions, Upstream, Vip, VipFlags, VipKey, XdpMode,
+    SocketGroup, Steering, Token, UdpOptions, Upgrade, Upstream, Vip, VipFlags, VipKey, XdpMode,
 };
 pub use validate::validate;
+
+/// The default `upgrade.socket`: beside the admin API's socket, named after it
+/// (`/run/stator/api.sock` → `/run/stator/api.upgrade.sock`), so that nodes whose API sockets
+/// differ never share one.
+pub fn upgrade_socket_beside(api_socket: &std::path::Path) -> std::path::PathBuf {
+    let stem = api_socket
+        .file_stem()
+        .map_or_else(|| "stator".into(), |s| s.to_string_lossy());
+    api_socket.with_file_name(format!("{stem}.upgrade.sock"))
+}
 
 /// Parses and validates configuration text. On failure, every error, located in the text
 /// (`file` names it in messages: `"stator.toml"`, `"<admin API>"`).

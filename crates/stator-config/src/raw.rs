@@ -91,6 +91,9 @@ pub struct RawConfig {
     /// `[log]`.
     #[serde(default)]
     pub log: RawLog,
+    /// `[upgrade]`.
+    #[serde(default)]
+    pub upgrade: RawUpgrade,
     /// `[[pool]]`.
     #[serde(default)]
     pub pool: Vec<RawPool>,
@@ -390,6 +393,18 @@ pub struct RawApi {
     pub max_connections: Option<i64>,
     /// How long a connection may take to send a complete request head.
     pub header_read_timeout: Option<Scalar>,
+}
+
+/// `[upgrade]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpgrade {
+    /// The Unix socket a successor process takes the node's sockets from.
+    pub socket: Option<String>,
+    /// How long the replaced process serves its connections after the successor serves.
+    pub drain: Option<Scalar>,
+    /// How long the node waits for its successor to serve before it runs on.
+    pub start_timeout: Option<Scalar>,
 }
 
 /// `[log]`.

@@ -149,6 +149,11 @@ pub enum ControlError {
     #[error("the node is shutting down")]
     ShuttingDown,
 
+    /// A successor process is starting (an upgrade): no change is taken until it serves
+    /// (then ask it) or fails (then this node runs on).
+    #[error("an upgrade is in progress: the node's successor is starting; try again in a moment")]
+    Upgrading,
+
     /// A file could not be read or written.
     #[error("{path}: {source}")]
     File {
@@ -197,7 +202,7 @@ impl ControlError {
             Self::GenerationMismatch { .. } => 412,
             Self::UnsupportedType { .. } => 415,
             Self::RestartRequired { .. } | Self::Host { .. } | Self::FileSetting { .. } => 422,
-            Self::ShuttingDown | Self::Unhealthy { .. } => 503,
+            Self::ShuttingDown | Self::Upgrading | Self::Unhealthy { .. } => 503,
             Self::Api { status, .. } => *status,
             _ => 500,
         }

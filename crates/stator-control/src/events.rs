@@ -49,6 +49,9 @@ pub enum EventKind {
     CommitFailed,
     /// The node is shutting down.
     Stopping,
+    /// An upgrade: a successor process starts, serves (the node hands over) or fails (the
+    /// node runs on).
+    Upgrade,
 }
 
 /// One event.

@@ -268,6 +268,11 @@ pub fn file_settings(config: &Config) -> Vec<(String, String, PathBuf)> {
         &config.dataplane.pin_path,
     );
     push("api.socket".into(), "api.socket".into(), &config.api.socket);
+    push(
+        "upgrade.socket".into(),
+        "upgrade.socket".into(),
+        &config.upgrade.socket,
+    );
     for (key, token) in [
         ("api.token_file", &config.api.token),
         ("api.read_token_file", &config.api.read_token),
@@ -414,6 +419,9 @@ pub fn reloadable(old: &Config, new: &Config) -> Result<(), ControlError> {
     }
     if old.api.socket != new.api.socket {
         return restart("api.socket", "the admin API's socket");
+    }
+    if old.upgrade.socket != new.upgrade.socket {
+        return restart("upgrade.socket", "the upgrade socket");
     }
     if old.api.socket_group != new.api.socket_group {
         return restart("api.socket_group", "the admin API's socket group");

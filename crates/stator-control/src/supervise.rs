@@ -208,6 +208,9 @@ pub fn stalled(vitals: &[Vital], now: Instant) -> Option<(&'static str, Duration
 pub struct Supervision {
     notifier: Option<Arc<Notifier>>,
     pinger: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    /// A successor (`stator run --takeover`): READY=1 comes with `MAINPID=` (the unit needs
+    /// `NotifyAccess=all`), so that systemd follows this process, not the one it replaces.
+    successor: bool,
 }
 
 impl Supervision {
@@ -233,6 +236,7 @@ impl Supervision {
         Self {
             notifier,
             pinger: None,
+            successor: false,
         }
     }
 
@@ -275,7 +279,12 @@ impl Supervision {
         let Some(notifier) = self.notifier.clone() else {
             return;
         };
-        self.send(&format!("READY=1\nSTATUS={status}"));
+        let main = if self.successor {
+            format!("MAINPID={}\n", std::process::id())
+        } else {
+            String::new()
+        };
+        self.send(&format!("{main}READY=1\nSTATUS={status}"));
         let Some(bound) = bound else {
             return;
         };
@@ -292,6 +301,23 @@ impl Supervision {
                 tracing::error!(error = %e, "cannot start the watchdog pinger: systemd will kill the node")
             }
         }
+    }
+
+    /// This process replaces a node (`stator run --takeover`): it tells systemd it is the
+    /// service's main process when it is ready.
+    pub fn successor(&mut self) {
+        self.successor = true;
+    }
+
+    /// The node handed over to its successor, now systemd's main process: the pings stop and
+    /// nothing more is sent (a `STOPPING=1` from here would stop the service).
+    pub fn handed_over(&mut self) {
+        if let Some((stop, handle)) = self.pinger.take() {
+            stop.store(true, Ordering::SeqCst);
+            handle.thread().unpark();
+            let _ = handle.join();
+        }
+        self.notifier = None;
     }
 
     /// The node starts to shut down: the pings stop (systemd does not watch a stopping
@@ -467,6 +493,7 @@ mod tests {
         let mut sup = Supervision {
             notifier: Some(Arc::new(notifier)),
             pinger: None,
+            successor: false,
         };
         let stalled = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stalled);

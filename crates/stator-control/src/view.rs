@@ -24,6 +24,10 @@ pub enum Phase {
     Running,
     /// Shutting down: VIPs withdrawn, no more changes taken.
     Stopping,
+    /// Paused while a successor process starts (an upgrade, docs/operations.md): the data
+    /// plane forwards what was last committed, routes stay announced, no change is taken;
+    /// then either handed over (the successor serves) or running again (it failed).
+    Upgrading,
 }
 
 /// An operator's drain of a backend, as shown. The deadline is kept as an instant, so that

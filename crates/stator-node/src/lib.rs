@@ -32,8 +32,10 @@
 #![warn(missing_docs)]
 
 pub mod planes;
+pub mod upgrade;
 
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
@@ -81,6 +83,10 @@ pub struct NodeOptions {
     /// The commit the binary was built from (`/v1/status`, `stator_build_info`); `unknown`
     /// when `None`.
     pub commit: Option<String>,
+    /// The sockets of the node this one replaces (`stator run --takeover`, [`upgrade`]): used
+    /// instead of binding where they match the configuration. A start that fails then
+    /// leaves the data plane attached (the replaced node resumes with it).
+    pub inherited: Option<upgrade::Inherited>,
 }
 
 /// A running node.
@@ -99,6 +105,26 @@ pub struct Node {
     reporter: Option<Reporter>,
     /// The reconciler's heartbeat.
     heartbeat: Heartbeat,
+    /// The upgrade socket ([`upgrade`]).
+    upgrade: upgrade::UpgradeSocket,
+    /// Copies of the admin API's listening sockets, for a successor.
+    api_copies: Arc<Vec<(upgrade::Entry, OwnedFd)>>,
+    /// The binary this process was started from, as a path (after a package upgrade, the
+    /// new binary is there): what [`upgrade::Message::Spawn`] starts.
+    exe: Option<PathBuf>,
+}
+
+/// How an upgrade session ended ([`Node::run_until_signal`]).
+#[derive(Debug)]
+enum SessionEnd {
+    /// The successor serves: hand over.
+    HandedOver(u32),
+    /// It did not: running on.
+    RanOn(String),
+    /// A client asked for a successor to be started.
+    Spawn(upgrade::Link),
+    /// Nothing happened (a peer that said nothing useful).
+    Nothing,
 }
 
 impl Node {
@@ -131,7 +157,26 @@ impl Node {
             .socket
             .clone()
             .unwrap_or_else(|| config.api.socket.clone());
-        let unix = api::socket::bind(&socket_path, &config.api.socket_group)?;
+        let successor = opts.inherited.is_some();
+        let mut inherited = opts.inherited.unwrap_or_default();
+        let unix = match inherited.api_unix.take() {
+            Some((path, fd)) if path == socket_path => {
+                api::socket::adopt(fd, &socket_path, &config.api.socket_group)?
+            }
+            _ => api::socket::bind(&socket_path, &config.api.socket_group)?,
+        };
+        let upgrade_path = opts
+            .socket
+            .as_deref()
+            .map_or_else(|| config.upgrade.socket.clone(), upgrade::beside);
+        let upgrade_socket = match inherited.upgrade.take() {
+            Some((path, fd)) if path == upgrade_path => upgrade::UpgradeSocket::adopt(fd, &path),
+            _ => upgrade::UpgradeSocket::bind(&upgrade_path),
+        }
+        .map_err(|reason| ControlError::Host {
+            field: "upgrade.socket".into(),
+            reason,
+        })?;
         let tcp = match opts.listen.or(config.api.listen) {
             None => None,
             Some(_) if !tokens.any() => {
@@ -142,9 +187,21 @@ impl Node {
                         .into(),
                 });
             }
-            Some(listen) => Some(tokio::net::TcpListener::bind(listen).await.map_err(|e| {
-                ControlError::io(format!("binding the admin API to {listen} (api.listen)"), e)
-            })?),
+            Some(listen) => Some(match inherited.api_tcp.take() {
+                Some((address, fd))
+                    if address == listen || (listen.port() == 0 && address.ip() == listen.ip()) =>
+                {
+                    let l = std::net::TcpListener::from(fd);
+                    l.set_nonblocking(true)
+                        .and_then(|()| tokio::net::TcpListener::from_std(l))
+                        .map_err(|e| {
+                            ControlError::io("taking over the admin API's TCP endpoint", e)
+                        })?
+                }
+                _ => tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+                    ControlError::io(format!("binding the admin API to {listen} (api.listen)"), e)
+                })?,
+            }),
         };
         let api_addr = match &tcp {
             Some(l) => Some(
@@ -272,6 +329,19 @@ impl Node {
             policy,
             file: api_socket,
         } = unix;
+        let copy = |fd: std::os::fd::BorrowedFd<'_>| {
+            fd.try_clone_to_owned()
+                .map_err(|e| ControlError::io("copying the admin API's socket", e))
+        };
+        let mut api_copies = vec![(
+            upgrade::Entry::ApiUnix {
+                path: api_socket.path().to_owned(),
+            },
+            copy(unix_listener.as_fd())?,
+        )];
+        if let (Some(l), Some(address)) = (&tcp, api_addr) {
+            api_copies.push((upgrade::Entry::ApiTcp { address }, copy(l.as_fd())?));
+        }
         let mut endpoints = vec![api::serve::Endpoint::Unix(unix_listener, policy)];
         endpoints.extend(tcp.map(api::serve::Endpoint::Tcp));
         let servers: Vec<_> = endpoints
@@ -304,7 +374,7 @@ impl Node {
             Err(e) => {
                 watchdog.abort();
                 stop_servers(servers).await;
-                if !opts.no_attach {
+                if !opts.no_attach && !successor {
                     let _ = with_plane(&plane, |p| p.detach(false)).await;
                 }
                 return Err(e);
@@ -328,7 +398,15 @@ impl Node {
             .and_then(|()| proxy.start_access_log(&first.config))
             .and_then(|()| proxy.start_receive_steering(&first.config))
             .and_then(|()| {
-                proxy.apply(&first).map_err(|e| {
+                proxy
+                    .lock()
+                    .inherit(std::mem::take(&mut inherited.listeners));
+                let applied = proxy.apply(&first);
+                for (listener, address) in proxy.lock().close_inherited() {
+                    tracing::warn!(%listener, %address,
+                                   "a socket handed over that no listener takes now: closed");
+                }
+                applied.map_err(|e| {
                     ControlError::io(
                         "starting the listeners",
                         std::io::Error::other(e.to_string()),
@@ -339,7 +417,7 @@ impl Node {
             proxy.shutdown(std::time::Duration::ZERO);
             watchdog.abort();
             stop_servers(servers).await;
-            if !opts.no_attach {
+            if !opts.no_attach && !successor {
                 let _ = with_plane(&plane, |p| p.detach(false)).await;
             }
             return Err(e);
@@ -359,7 +437,15 @@ impl Node {
             startup,
             reporter,
             heartbeat,
+            upgrade: upgrade_socket,
+            api_copies: Arc::new(api_copies),
+            exe: std::env::current_exe().ok(),
         })
+    }
+
+    /// The upgrade socket's path.
+    pub fn upgrade_socket(&self) -> &std::path::Path {
+        self.upgrade.path()
     }
 
     /// The tasks the node cannot live without, each with the deadline by which it must act
@@ -519,7 +605,10 @@ impl Node {
     /// SIGUSR1 reopens the access log (after logrotate moved it).
     /// Tells `supervision` (systemd) that the node is ready, pings its watchdog while this
     /// loop and every one of [`Node::vitals`] make progress, and that it is stopping.
-    pub async fn run_until_signal(self, mut supervision: Supervision) -> Result<(), ControlError> {
+    pub async fn run_until_signal(
+        mut self,
+        mut supervision: Supervision,
+    ) -> Result<(), ControlError> {
         use tokio::signal::unix::{SignalKind, signal};
         let sig =
             |kind| signal(kind).map_err(|e| ControlError::io("installing a signal handler", e));
@@ -547,10 +636,61 @@ impl Node {
         let refresher = self.start_beat(&main);
         let mut beat = tokio::time::interval(supervise::BEAT_INTERVAL);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (links_tx, mut links) = mpsc::channel(4);
+        if let Err(e) = self.upgrade.start(links_tx) {
+            tracing::error!(error = %e, "cannot serve the upgrade socket: upgrades refused");
+        }
+        let (exits_tx, mut exits) = mpsc::unbounded_channel();
+        let mut session: Option<JoinHandle<SessionEnd>> = None;
+        // `stator upgrade` clients waiting for the successor they asked for, with its pid
+        let mut waiters: Vec<(upgrade::Link, u32)> = Vec::new();
+        let mut handed_over = None;
         loop {
             main.beat();
             tokio::select! {
                 _ = beat.tick() => {}
+                Some(link) = links.recv() => {
+                    if session.is_some() {
+                        answer(vec![link], upgrade::Message::Refused {
+                            reason: "another upgrade is in progress".into(),
+                        });
+                    } else {
+                        session = Some(tokio::spawn(upgrade_session(link, self.session_parts())));
+                    }
+                }
+                end = async { session.as_mut().expect("guarded").await }, if session.is_some() => {
+                    session = None;
+                    let end = end.unwrap_or_else(|e| SessionEnd::RanOn(format!("the upgrade task failed: {e}")));
+                    match end {
+                        SessionEnd::HandedOver(pid) => {
+                            let links = waiters.drain(..).map(|(l, _)| l).collect();
+                            answer(links, upgrade::Message::Serving { pid });
+                            handed_over = Some(pid);
+                            break;
+                        }
+                        SessionEnd::RanOn(reason) => {
+                            let links = waiters.drain(..).map(|(l, _)| l).collect();
+                            answer(links, upgrade::Message::Failed { reason });
+                        }
+                        SessionEnd::Spawn(link) => match self.spawn_successor(exits_tx.clone()) {
+                            Ok(pid) => waiters.push((link, pid)),
+                            Err(reason) => answer(vec![link], upgrade::Message::Failed { reason }),
+                        },
+                        SessionEnd::Nothing => {}
+                    }
+                }
+                Some((pid, status)) = exits.recv() => {
+                    let (gone, keep): (Vec<_>, Vec<_>) = waiters.drain(..).partition(|(_, p)| *p == pid);
+                    waiters = keep;
+                    if session.is_none() {
+                        let links = gone.into_iter().map(|(l, _)| l).collect();
+                        answer(links, upgrade::Message::Failed {
+                            reason: format!("the successor (pid {pid}) exited ({status}) before it served; its log says why"),
+                        });
+                    } else {
+                        waiters.extend(gone);
+                    }
+                }
                 _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
                 _ = int.recv() => { tracing::info!("SIGINT: shutting down"); break; }
                 _ = usr1.recv() => {
@@ -567,6 +707,9 @@ impl Node {
                     }
                 }
             }
+        }
+        if let Some(pid) = handed_over {
+            return self.hand_over(supervision, refresher, pid).await;
         }
         supervision.stopping();
         let keep = self.view().config.dataplane.on_exit == stator_config::OnExit::Keep;
@@ -586,6 +729,101 @@ impl Node {
             r.finish(false);
         }
         result
+    }
+
+    /// What an upgrade session needs of the node.
+    fn session_parts(&self) -> SessionParts {
+        let config = self.view().config.clone();
+        SessionParts {
+            requests: self.ctx.requests.clone(),
+            proxy: self.ctx.proxy.clone(),
+            api_copies: Arc::clone(&self.api_copies),
+            upgrade: self
+                .upgrade
+                .fd()
+                .try_clone_to_owned()
+                .map(|fd| (self.upgrade.path().to_owned(), fd))
+                .ok(),
+            start_timeout: config.upgrade.start_timeout,
+            commit: Arc::clone(&self.ctx.commit),
+        }
+    }
+
+    /// Starts the successor a `stator upgrade` asked for: this process's binary (by the path
+    /// it was started from) with the same configuration file and `--takeover`. Its exit is
+    /// sent to `exits` (a successor that serves outlives this process).
+    fn spawn_successor(&self, exits: mpsc::UnboundedSender<(u32, String)>) -> Result<u32, String> {
+        let exe = self
+            .exe
+            .as_ref()
+            .ok_or("the node's binary path is unknown")?;
+        let config = self
+            .config_path
+            .as_ref()
+            .ok_or("the node was not started from a configuration file")?;
+        let mut child = std::process::Command::new(exe)
+            .arg("run")
+            .arg("-c")
+            .arg(config)
+            .arg("--takeover")
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        let pid = child.id();
+        tracing::info!(pid, binary = %exe.display(), "upgrade: successor started");
+        std::thread::Builder::new()
+            .name("stator-successor".into())
+            .spawn(move || {
+                let status = child
+                    .wait()
+                    .map_or_else(|e| e.to_string(), |s| s.to_string());
+                let _ = exits.send((pid, status));
+            })
+            .map_err(|e| format!("cannot watch the successor: {e}"))?;
+        Ok(pid)
+    }
+
+    /// The successor serves: hand everything over without withdrawing or detaching, stop
+    /// accepting, serve what is open for up to `upgrade.drain`, stop.
+    async fn hand_over(
+        mut self,
+        mut supervision: Supervision,
+        refresher: Option<supervise::BeatRefresher>,
+        successor: u32,
+    ) -> Result<(), ControlError> {
+        let drain = self.view().config.upgrade.drain;
+        tracing::info!(successor, drain = ?drain, "upgrade: the successor serves; handing over and draining");
+        // systemd follows the successor (MAINPID): nothing more from this process
+        supervision.handed_over();
+        let (reply, rx) = oneshot::channel();
+        if self
+            .ctx
+            .requests
+            .send(Request::HandOver { reply })
+            .await
+            .is_ok()
+        {
+            let _ = rx.await;
+        }
+        let _ = (&mut self.reconciler).await;
+        self.follower.abort();
+        self.watchdog.abort();
+        // the successor refreshes the data plane's heartbeat now
+        if let Some(r) = refresher {
+            r.finish(false);
+        }
+        self.upgrade.keep();
+        self.upgrade.stop();
+        self.api_socket.keep();
+        for (task, stop) in self.servers.drain(..) {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
+        drop(self.reporter.take());
+        let proxy = self.ctx.proxy.clone();
+        let _ = tokio::task::spawn_blocking(move || proxy.shutdown(drain)).await;
+        tracing::info!("upgrade: drained; exiting");
+        Ok(())
     }
 
     /// Starts refreshing the data plane's heartbeat when `dataplane.stale_after` asks for it
@@ -618,4 +856,118 @@ impl Node {
             }
         }
     }
+}
+
+/// What an upgrade session needs of the node ([`Node::session_parts`]).
+struct SessionParts {
+    requests: mpsc::Sender<Request>,
+    proxy: ProxyTier,
+    api_copies: Arc<Vec<(upgrade::Entry, OwnedFd)>>,
+    upgrade: Option<(PathBuf, OwnedFd)>,
+    start_timeout: std::time::Duration,
+    commit: Arc<str>,
+}
+
+/// Runs `f` (blocking socket I/O) off the runtime's threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(f).await.ok()
+}
+
+/// Sends `message` to each of `links` (off the runtime's threads) and closes them.
+fn answer(links: Vec<upgrade::Link>, message: upgrade::Message) {
+    if links.is_empty() {
+        return;
+    }
+    tokio::task::spawn_blocking(move || {
+        for l in links {
+            let _ = l.send(&message, &[]);
+        }
+    });
+}
+
+/// One connection to the upgrade socket (the protocol in [`upgrade`]).
+async fn upgrade_session(link: upgrade::Link, parts: SessionParts) -> SessionEnd {
+    let Some((first, link)) = blocking(move || (link.recv(upgrade::STEP_TIMEOUT), link)).await
+    else {
+        return SessionEnd::Nothing;
+    };
+    let (successor, their_commit) = match first {
+        Ok((upgrade::Message::Hello { pid, commit }, _)) => (pid, commit),
+        Ok((upgrade::Message::Spawn, _)) => return SessionEnd::Spawn(link),
+        Ok((other, _)) => {
+            tracing::warn!(message = ?other, "upgrade socket: unexpected first message");
+            return SessionEnd::Nothing;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "upgrade socket: no hello");
+            return SessionEnd::Nothing;
+        }
+    };
+    let (reply, rx) = oneshot::channel();
+    let paused = match parts.requests.send(Request::Pause { reply }).await {
+        Ok(()) => rx.await.unwrap_or(Err(ControlError::ShuttingDown)),
+        Err(_) => Err(ControlError::ShuttingDown),
+    };
+    if let Err(e) = paused {
+        answer(
+            vec![link],
+            upgrade::Message::Refused {
+                reason: e.to_string(),
+            },
+        );
+        return SessionEnd::Nothing;
+    }
+    tracing::info!(successor, commit = %their_commit, "upgrade: a successor takes this node's sockets");
+    let mut sockets: Vec<(upgrade::Entry, OwnedFd)> = Vec::new();
+    for h in parts.proxy.lock().handover() {
+        match h.fd.try_clone_to_owned() {
+            Ok(fd) => sockets.push((
+                upgrade::Entry::Listener {
+                    listener: h.listener.to_owned(),
+                    address: h.address,
+                    udp: h.udp,
+                },
+                fd,
+            )),
+            Err(e) => {
+                tracing::warn!(listener = h.listener, error = %e, "upgrade: a socket not handed over")
+            }
+        }
+    }
+    for (entry, fd) in parts.api_copies.iter() {
+        if let Ok(fd) = fd.try_clone() {
+            sockets.push((entry.clone(), fd));
+        }
+    }
+    if let Some((path, fd)) = parts.upgrade {
+        sockets.push((upgrade::Entry::Upgrade { path }, fd));
+    }
+    let timeout = parts.start_timeout;
+    let commit = parts.commit.to_string();
+    let outcome = blocking(move || {
+        let borrowed: Vec<_> = sockets
+            .iter()
+            .map(|(e, fd)| (e.clone(), fd.as_fd()))
+            .collect();
+        upgrade::send_offer(&link, std::process::id(), &commit, &borrowed)?;
+        drop(borrowed);
+        drop(sockets);
+        link.recv(timeout)
+    })
+    .await;
+    let reason = match outcome {
+        Some(Ok((upgrade::Message::Serving { pid }, _))) => return SessionEnd::HandedOver(pid),
+        Some(Ok((upgrade::Message::Failed { reason }, _))) => reason,
+        Some(Ok((other, _))) => format!("unexpected message {other:?}"),
+        Some(Err(e)) => format!("no answer from the successor: {e}"),
+        None => "the upgrade task failed".to_owned(),
+    };
+    tracing::warn!(successor, reason = %reason, "upgrade: the successor did not serve; resuming");
+    let (reply, rx) = oneshot::channel();
+    if parts.requests.send(Request::Resume { reply }).await.is_ok()
+        && let Ok(Err(e)) = rx.await
+    {
+        tracing::error!(error = %e, "upgrade: resuming: committing again failed (retried on the next change)");
+    }
+    SessionEnd::RanOn(reason)
 }

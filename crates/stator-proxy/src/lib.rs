@@ -83,7 +83,10 @@ pub use access::{AccessLog, AccessLogCounts, AccessLogFormat, AccessLogSpec};
 pub use error::ProxyError;
 pub use limits::{DescriptorBudget, Descriptors, SourcePrefixes};
 pub use passive::PassiveSpec;
-pub use proxy::{ListenerView, Prepared, Proxy, SourceSteering, SteeringGroup, UpstreamView};
+pub use proxy::{
+    HandoverSocket, InheritedSocket, ListenerView, Prepared, Proxy, SourceSteering, SteeringGroup,
+    UpstreamView,
+};
 pub use spec::{
     Algorithm, ForwardedMode, HttpSpec, ListenerSpec, Methods, PersistenceSpec, Prefix, Protocol,
     Steering, Timeouts, UdpSpec, UpstreamSpec, UpstreamState,

@@ -11,8 +11,8 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::Arc;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -60,6 +60,36 @@ struct Running {
     address: SocketAddr,
     workers: Vec<WorkerHandle>,
     group: Option<Box<dyn SteeringGroup>>,
+    /// A copy of each worker's socket, in worker order, for the process that replaces this
+    /// one ([`Proxy::handover`]): the workers own theirs.
+    copies: Vec<OwnedFd>,
+}
+
+/// A listening (or bound, for UDP) socket handed over by the process this one replaces, for
+/// the listener of the same name, protocol and address ([`Proxy::inherit`]).
+#[derive(Debug)]
+pub struct InheritedSocket {
+    /// The listener that had it.
+    pub listener: String,
+    /// The address it is bound to.
+    pub address: SocketAddr,
+    /// A UDP socket (else TCP, listening).
+    pub udp: bool,
+    /// The socket.
+    pub fd: OwnedFd,
+}
+
+/// A running listener's socket as [`Proxy::handover`] lists it.
+#[derive(Debug)]
+pub struct HandoverSocket<'a> {
+    /// The listener.
+    pub listener: &'a str,
+    /// The address it is bound to.
+    pub address: SocketAddr,
+    /// A UDP socket (else TCP, listening).
+    pub udp: bool,
+    /// The socket.
+    pub fd: BorrowedFd<'a>,
 }
 
 /// The proxy tier of a node.
@@ -72,6 +102,8 @@ pub struct Proxy {
     retiring: Vec<WorkerHandle>,
     budget: Arc<DescriptorBudget>,
     access: Option<Arc<AccessLog>>,
+    /// Sockets handed over by the process this one replaces, not yet taken by a listener.
+    inherited: Mutex<Vec<InheritedSocket>>,
 }
 
 /// One upstream as [`Proxy::listeners`] shows it.
@@ -129,6 +161,20 @@ enum Plan {
     },
 }
 
+/// A copy of `socket`'s descriptor (the worker gets the socket, the proxy keeps the copy).
+fn copy(listener: &str, socket: &ListenSocket) -> Result<OwnedFd, ProxyError> {
+    socket
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|source| ProxyError::Bind {
+            listener: listener.to_owned(),
+            address: socket
+                .local_addr()
+                .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
+            source,
+        })
+}
+
 impl Proxy {
     /// A proxy with no listener; `node` names it in `X-Served-By`; `steering` serves
     /// listeners with `steering = "source"` (without it they are refused).
@@ -141,7 +187,50 @@ impl Proxy {
             retiring: Vec::new(),
             budget: Arc::default(),
             access: None,
+            inherited: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Sockets handed over by the process this one replaces: the next [`Proxy::prepare`]
+    /// gives a new listener those of its name, protocol and address (port 0 matches any
+    /// port) instead of binding its own, in order, and binds more if it has more workers.
+    pub fn inherit(&self, sockets: Vec<InheritedSocket>) {
+        self.inherited
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(sockets);
+    }
+
+    /// Closes the handed-over sockets no listener took (a listener removed or changed by the
+    /// upgrade, or one with fewer workers), and says which. A connection waiting in such a
+    /// socket's accept queue is reset unless `net.ipv4.tcp_migrate_req` is on.
+    pub fn close_inherited(&self) -> Vec<(String, SocketAddr)> {
+        std::mem::take(
+            &mut *self
+                .inherited
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+        .into_iter()
+        .map(|s| (s.listener, s.address))
+        .collect()
+    }
+
+    /// Every running listener's sockets, in worker order: what a process that replaces this
+    /// one needs to serve the same listeners without closing them.
+    pub fn handover(&self) -> Vec<HandoverSocket<'_>> {
+        self.listeners
+            .iter()
+            .flat_map(|(name, r)| {
+                let udp = r.shared.load().spec.protocol == Protocol::Udp;
+                r.copies.iter().map(move |fd| HandoverSocket {
+                    listener: name,
+                    address: r.address,
+                    udp,
+                    fd: fd.as_fd(),
+                })
+            })
+            .collect()
     }
 
     /// The same proxy drawing its descriptors from `budget` (without one: an unlimited
@@ -210,7 +299,7 @@ impl Proxy {
                 }
                 previous => {
                     let prev = previous.map(|r| r.shared.load_full());
-                    let (sockets, address) = bind_all(&spec)?;
+                    let (sockets, address) = bind_all(&spec, &self.inherited)?;
                     let group = self.steer(&spec, &sockets)?;
                     let shared = ListenerShared::build(spec, &stats, prev.as_deref())?;
                     Plan::Start {
@@ -286,6 +375,7 @@ impl Proxy {
                 };
                 r.shared.store(Arc::new(shared));
                 for _ in 0..remove {
+                    r.copies.pop();
                     if let Some(w) = r.workers.pop() {
                         let live: Vec<u32> = (0..r.workers.len() as u32).collect();
                         if let Some(g) = r.group.as_mut()
@@ -298,6 +388,7 @@ impl Proxy {
                     }
                 }
                 for (i, socket) in add {
+                    r.copies.push(copy(&name, &socket)?);
                     if let Some(g) = r.group.as_mut() {
                         let _ = g.set_socket(i, socket.as_fd());
                     }
@@ -319,12 +410,17 @@ impl Proxy {
                 let name = shared.spec.name.clone();
                 tracing::info!(listener = %name, %address, workers = sockets.len(),
                                protocol = shared.spec.protocol.as_str(), "listener started");
+                let copies = sockets
+                    .iter()
+                    .map(|s| copy(&name, s))
+                    .collect::<Result<Vec<_>, _>>()?;
                 let mut r = Running {
                     shared: Arc::new(ArcSwap::from_pointee(shared)),
                     stats,
                     address,
                     workers: Vec::new(),
                     group,
+                    copies,
                 };
                 let mut result = Ok(());
                 for (i, socket) in sockets.into_iter().enumerate() {
@@ -478,8 +574,55 @@ fn start_worker(
     })
 }
 
-/// One socket per worker, all on the spec's address (the first decides the port when it is 0).
-fn bind_all(spec: &ListenerSpec) -> Result<(Vec<ListenSocket>, SocketAddr), ProxyError> {
+/// One socket per worker, all on the spec's address (the first decides the port when it is
+/// 0): handed-over ones of the same listener first ([`Proxy::inherit`]).
+fn bind_all(
+    spec: &ListenerSpec,
+    inherited: &Mutex<Vec<InheritedSocket>>,
+) -> Result<(Vec<ListenSocket>, SocketAddr), ProxyError> {
+    let udp = spec.protocol == Protocol::Udp;
+    let mut taken: Vec<ListenSocket> = {
+        let mut pool = inherited.lock().unwrap_or_else(PoisonError::into_inner);
+        let fits = |s: &InheritedSocket| {
+            s.listener == spec.name
+                && s.udp == udp
+                && (s.address == spec.address
+                    || (spec.address.port() == 0 && s.address.ip() == spec.address.ip()))
+        };
+        let Some(port) = pool.iter().find(|s| fits(s)).map(|s| s.address.port()) else {
+            return bind_fresh(spec);
+        };
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut *pool)
+            .into_iter()
+            .partition(|s| fits(s) && s.address.port() == port);
+        *pool = rest;
+        mine.into_iter()
+            .map(|s| {
+                if udp {
+                    ListenSocket::Udp(s.fd.into())
+                } else {
+                    ListenSocket::Tcp(s.fd.into())
+                }
+            })
+            .collect()
+    };
+    let want = spec.workers.max(1);
+    taken.truncate(want);
+    let address = taken[0].local_addr().map_err(|source| ProxyError::Bind {
+        listener: spec.name.clone(),
+        address: spec.address,
+        source,
+    })?;
+    tracing::info!(listener = %spec.name, %address, inherited = taken.len(),
+                   "listener takes the sockets handed over");
+    while taken.len() < want {
+        taken.push(bind(spec, address)?);
+    }
+    Ok((taken, address))
+}
+
+/// [`bind_all`] with no socket handed over.
+fn bind_fresh(spec: &ListenerSpec) -> Result<(Vec<ListenSocket>, SocketAddr), ProxyError> {
     let first = bind(spec, spec.address)?;
     let address = first.local_addr().map_err(|source| ProxyError::Bind {
         listener: spec.name.clone(),

@@ -21,6 +21,7 @@
 //! - [`limits`]: the process's descriptor limit (`RLIMIT_NOFILE`), set or raised to its hard
 //!   limit, and the descriptors open now;
 //! - [`users`]: a group name to its id (the local group database), the effective ids;
+//! - [`fdpass`]: descriptors handed to another process over a Unix socket (`SCM_RIGHTS`);
 //! - [`files`]: a file replaced atomically through a temporary file created exclusively in
 //!   the target's directory (`O_EXCL | O_NOFOLLOW`, chosen mode and group): a user who can
 //!   write to that directory cannot make the node write through a symbolic link.
@@ -37,6 +38,7 @@ pub mod bpf_build;
 pub mod clock;
 pub mod cpu;
 pub mod creds;
+pub mod fdpass;
 pub mod files;
 pub mod iface;
 pub mod limits;

@@ -13,6 +13,7 @@ mod lab_cmd;
 mod run_cmd;
 mod table;
 mod trace_send;
+mod upgrade_cmd;
 mod withdraw_cmd;
 mod xdp_cmd;
 
@@ -37,6 +38,9 @@ enum Command {
     /// Withdraw every VIP of the node through BIRD without `stator run` (systemd's
     /// `ExecStopPost=` after the controller died, hung or could not start).
     Withdraw(withdraw_cmd::WithdrawArgs),
+    /// Replace the running node's process (after a package upgrade) without closing a
+    /// connection: its successor takes the listening sockets, the old process drains.
+    Upgrade(upgrade_cmd::UpgradeArgs),
     #[command(flatten)]
     Client(client_cmd::ClientCmd),
     /// The XDP data plane: attach, detach, status, stats.
@@ -90,6 +94,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Run(args) => run_cmd::run(args),
         Command::Withdraw(args) => withdraw_cmd::run(args),
+        Command::Upgrade(args) => upgrade_cmd::run(args),
         Command::Client(cmd) => client_cmd::run(cmd),
         Command::Xdp(cmd) => xdp_cmd::run(cmd),
         Command::Decap(cmd) => decap_cmd::run(cmd),

@@ -39,6 +39,8 @@ pub struct Config {
     pub api: Api,
     /// `[log]`.
     pub log: Log,
+    /// `[upgrade]`.
+    pub upgrade: Upgrade,
     /// Every distinct backend, in order of first appearance; indexed by [`BackendId`].
     pub backends: Vec<Backend>,
     /// The pools, in file order; indexed by [`PoolId`].
@@ -513,6 +515,23 @@ pub struct Log {
     pub format: LogFormat,
     /// Level.
     pub level: LogLevel,
+}
+
+/// `[upgrade]`: replacing the node's process without closing a connection (docs/operations.md,
+/// "Upgrades"): `stator run --takeover` takes the running node's listening sockets over
+/// `socket`, serves, and the node drains for up to `drain`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Upgrade {
+    /// The Unix socket (default: beside `api.socket`, `/run/stator/api.upgrade.sock`), mode
+    /// 0600: root (or the node's user) only.
+    pub socket: PathBuf,
+    /// How long the replaced process goes on serving its connections once its successor
+    /// serves (default 300 s): then it exits, closing what is left.
+    pub drain: Duration,
+    /// How long the node waits for its successor to serve (default 60 s): past it, or when
+    /// the successor fails, the node runs on as before.
+    pub start_timeout: Duration,
 }
 
 /// Index of a backend in [`Config::backends`].

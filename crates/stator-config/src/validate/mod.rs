@@ -35,6 +35,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
     let encap = sections::encap(&mut ctx, &raw.encap);
     let api = sections::api(&mut ctx, &raw.api);
     let log = sections::log(&raw.log);
+    let upgrade = sections::upgrade(&mut ctx, &raw.upgrade, api.as_ref());
     let bgp = bgp::bgp(&mut ctx, raw.bgp.as_ref(), node.as_ref());
     let pools = pools::pools(&mut ctx, &raw.pool, node.as_ref(), proxy_only);
     let fragments = cluster::fragments(&mut ctx, &raw.fragments, node.as_ref());
@@ -110,6 +111,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
         classes,
         access_log,
         receive_steering,
+        upgrade,
     ) {
         (
             Some(node),
@@ -124,6 +126,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
             Some(classes),
             Some(access_log),
             Some(receive_steering),
+            Some(upgrade),
         ) if ctx.errors.is_empty() => Ok(Config {
             node,
             dataplane,
@@ -131,6 +134,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, Vec<ConfigError>> {
             bgp,
             api,
             log,
+            upgrade,
             backends: pools.backends,
             pools: pools.pools,
             vips,

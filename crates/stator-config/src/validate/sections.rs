@@ -1,5 +1,7 @@
 //! `[node]`, `[dataplane]`, `[encap]`, `[api]`, `[log]`.
 
+use crate::raw::RawUpgrade;
+use crate::types::Upgrade;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -664,6 +666,35 @@ fn socket_group(ctx: &mut Ctx, path: FieldPath, text: &str) -> Option<SocketGrou
         );
         None
     }
+}
+
+pub(super) fn upgrade(ctx: &mut Ctx, raw: &RawUpgrade, api: Option<&Api>) -> Option<Upgrade> {
+    let at = FieldPath::root().key("upgrade");
+    let socket = match raw.socket.as_deref() {
+        None => Some(api.map_or_else(
+            || PathBuf::from(d::UPGRADE_SOCKET),
+            |a| crate::upgrade_socket_beside(&a.socket),
+        )),
+        Some(text) => ctx.absolute_path(at.key("socket"), text),
+    };
+    let drain = match &raw.drain {
+        None => Some(d::UPGRADE_DRAIN),
+        Some(v) => ctx.duration_in(at.key("drain"), v, Duration::ZERO, d::MAX_UPGRADE_DRAIN),
+    };
+    let start_timeout = match &raw.start_timeout {
+        None => Some(d::UPGRADE_START_TIMEOUT),
+        Some(v) => ctx.duration_in(
+            at.key("start_timeout"),
+            v,
+            d::MIN_UPGRADE_START_TIMEOUT,
+            d::MAX_UPGRADE_START_TIMEOUT,
+        ),
+    };
+    Some(Upgrade {
+        socket: socket?,
+        drain: drain?,
+        start_timeout: start_timeout?,
+    })
 }
 
 pub(super) fn log(raw: &RawLog) -> Log {

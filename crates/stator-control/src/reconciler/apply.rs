@@ -25,9 +25,7 @@ impl Reconciler {
         if_match: Option<u64>,
     ) -> Result<ApplyReport, ControlError> {
         let started = Instant::now();
-        if self.phase == Phase::Stopping {
-            return Err(ControlError::ShuttingDown);
-        }
+        self.takes_changes()?;
         if let Some(expected) = if_match
             && expected != self.config_generation
         {
@@ -138,9 +136,7 @@ impl Reconciler {
         backend: String,
         timeout: Option<Duration>,
     ) -> Result<(), ControlError> {
-        if self.phase == Phase::Stopping {
-            return Err(ControlError::ShuttingDown);
-        }
+        self.takes_changes()?;
         if !self.config.backends.iter().any(|b| b.name == backend) {
             return Err(ControlError::UnknownBackend { id: backend });
         }
@@ -173,9 +169,7 @@ impl Reconciler {
     }
 
     pub(super) async fn undrain(&mut self, backend: String) -> Result<(), ControlError> {
-        if self.phase == Phase::Stopping {
-            return Err(ControlError::ShuttingDown);
-        }
+        self.takes_changes()?;
         if !self.config.backends.iter().any(|b| b.name == backend) {
             return Err(ControlError::UnknownBackend { id: backend });
         }

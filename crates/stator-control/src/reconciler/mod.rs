@@ -86,6 +86,25 @@ pub enum Request {
         /// The answer.
         reply: oneshot::Sender<Result<(), ControlError>>,
     },
+    /// Take no more changes while a successor process starts (an upgrade): commit nothing,
+    /// change no announcement, let the watchdog repair nothing; the data plane forwards what
+    /// was last committed. Ended by [`Request::Resume`] or [`Request::HandOver`].
+    Pause {
+        /// Answered when paused.
+        reply: oneshot::Sender<Result<(), ControlError>>,
+    },
+    /// The successor failed: attach our program again where it replaced it, commit a new
+    /// snapshot (a generation above any the successor committed) and run on.
+    Resume {
+        /// Answered when running again.
+        reply: oneshot::Sender<Result<(), ControlError>>,
+    },
+    /// The successor serves: stop without withdrawing anything or detaching the data plane
+    /// (both are the successor's now), stop the checks.
+    HandOver {
+        /// Answered when done.
+        reply: oneshot::Sender<Result<(), ControlError>>,
+    },
     /// Withdraw everything, stop the checks, detach or keep the data plane, and stop.
     Shutdown {
         /// Answered when done, with the withdrawal's error if it failed.
@@ -414,7 +433,9 @@ impl Reconciler {
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             self.heartbeat.beat();
-            let deadline = self.next_deadline();
+            let deadline = self
+                .next_deadline()
+                .filter(|_| self.phase != Phase::Upgrading);
             let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(far_future));
             tokio::select! {
                 _ = beat.tick() => {}
@@ -423,6 +444,11 @@ impl Reconciler {
                     Some(Request::Shutdown { reply }) => {
                         let result = self.shutdown().await;
                         let _ = reply.send(result);
+                        return;
+                    }
+                    Some(Request::HandOver { reply }) => {
+                        self.hand_over();
+                        let _ = reply.send(Ok(()));
                         return;
                     }
                     Some(req) => self.handle(req).await,
@@ -434,6 +460,11 @@ impl Reconciler {
                     self.rebuild_logged("health change").await;
                 }
                 Some(f) = inputs.forwarder.recv() => {
+                    if self.phase == Phase::Upgrading {
+                        // the successor may have replaced our program: not our forwarder's
+                        // health until we resume (which attaches ours again)
+                        continue;
+                    }
                     self.forwarder_changed(f);
                     self.announce();
                     self.publish();
@@ -485,8 +516,17 @@ impl Reconciler {
                 let result = self.undrain(backend).await;
                 let _ = reply.send(result);
             }
-            // Invariant: `run` takes Shutdown itself and never passes it here.
-            Request::Shutdown { .. } => unreachable!("handled by run"),
+            Request::Pause { reply } => {
+                let _ = reply.send(self.pause());
+            }
+            Request::Resume { reply } => {
+                let result = self.resume().await;
+                let _ = reply.send(result);
+            }
+            // Invariant: `run` takes Shutdown and HandOver itself and never passes them here.
+            Request::Shutdown { .. } | Request::HandOver { .. } => {
+                unreachable!("handled by run")
+            }
         }
     }
 }

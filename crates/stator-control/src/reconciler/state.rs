@@ -289,6 +289,76 @@ impl Reconciler {
         }
     }
 
+    /// Whether changes are taken now: not while stopping, nor while a successor starts.
+    pub(super) fn takes_changes(&self) -> Result<(), ControlError> {
+        match self.phase {
+            Phase::Stopping => Err(ControlError::ShuttingDown),
+            Phase::Upgrading => Err(ControlError::Upgrading),
+            Phase::Starting | Phase::Running => Ok(()),
+        }
+    }
+
+    /// [`super::Request::Pause`].
+    pub(super) fn pause(&mut self) -> Result<(), ControlError> {
+        self.takes_changes()?;
+        self.events.push(Event::new(
+            EventKind::Upgrade,
+            "upgrade: a successor process starts; no change is taken meanwhile",
+        ));
+        tracing::info!("upgrade: paused while the successor starts");
+        self.phase = Phase::Upgrading;
+        // the watchdog repairs nothing meanwhile: the successor attaches its own program
+        self.stopping.store(true, Ordering::SeqCst);
+        self.publish();
+        Ok(())
+    }
+
+    /// [`super::Request::Resume`].
+    pub(super) async fn resume(&mut self) -> Result<(), ControlError> {
+        if self.phase != Phase::Upgrading {
+            return Ok(());
+        }
+        self.events.push(Event::new(
+            EventKind::Upgrade,
+            "upgrade failed: the successor did not serve; this node runs on",
+        ));
+        tracing::warn!("upgrade: the successor did not serve; running on");
+        self.phase = Phase::Running;
+        self.stopping.store(false, Ordering::SeqCst);
+        let interfaces = self.interfaces.clone();
+        let seen = with_plane(&self.plane, move |p| {
+            if !interfaces.is_empty() {
+                p.attach(&interfaces)?;
+            }
+            p.active_snapshot()
+        })
+        .await??;
+        // a generation above any the successor committed: generations only grow
+        if let Some(s) = seen {
+            self.generation = self.generation.max(s.generation);
+        }
+        let result = self.rebuild(true).await.map(drop);
+        self.announce();
+        self.publish();
+        result
+    }
+
+    /// [`super::Request::HandOver`]: what a shutdown does, but for withdrawing and detaching.
+    pub(super) fn hand_over(&mut self) {
+        self.events.push(Event::new(
+            EventKind::Upgrade,
+            "upgrade: the successor serves; this node hands over and drains",
+        ));
+        self.phase = Phase::Stopping;
+        self.stopping.store(true, Ordering::SeqCst);
+        self.publish();
+        // Dropping the announcer stops its thread without a withdrawal: BIRD keeps the
+        // routes, which the successor's announcer now keeps.
+        drop(lock_announcer(&self.announcer).take());
+        self.runner.stop();
+        tracing::info!("upgrade: handed over; routes and the data plane are the successor's");
+    }
+
     pub(super) async fn shutdown(&mut self) -> Result<(), ControlError> {
         self.events.push(Event::new(
             EventKind::Stopping,

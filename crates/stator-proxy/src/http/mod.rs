@@ -185,7 +185,26 @@ pub(crate) async fn watch(ctx: &WorkerCtx, p: &Parked) -> bool {
             ctx.stats.client_error(ClientErrorKind::IdleTimeout);
             false
         }
-        _ = stop.wait_for(|s| *s) => false,
+        _ = stop.wait_for(|s| *s) => last_call(&p.client, p.idle_until).await,
+    }
+}
+
+/// How long an idle kept-alive connection of a stopping worker is still given for its next
+/// request (at most its idle timeout): a request already on its way is served, with
+/// `Connection: close`, instead of meeting a closed connection.
+pub const STOPPING_IDLE_GRACE: Duration = Duration::from_secs(1);
+
+/// A stopping worker's idle connection: `true` when its next request arrives within
+/// [`STOPPING_IDLE_GRACE`] (and before `idle_until`), `false` to close it. Closing an idle
+/// connection at once races with the request its client may be sending that very moment
+/// (the client sees a reset and a failed request — what an upgrade must not cause); after
+/// the grace it is as idle as any connection a server closes.
+async fn last_call(client: &TcpStream, idle_until: tokio::time::Instant) -> bool {
+    let until = idle_until.min(tokio::time::Instant::now() + STOPPING_IDLE_GRACE);
+    tokio::select! {
+        biased;
+        r = client.readable() => r.is_ok(),
+        () = tokio::time::sleep_until(until) => false,
     }
 }
 
@@ -370,7 +389,10 @@ impl<'a> Conn<'a> {
         // what is left is the next request's (pipelined)
         self.inb.drain(..self.used.min(self.inb.len()));
         self.used = 0;
-        keep && !*self.stop.borrow()
+        // What the response said, even if the worker stopped since: a connection it kept
+        // alive waits for its next request (`last_call`) rather than closing under a client
+        // that may be sending one.
+        keep
     }
 
     /// Gives the connection's buffers to the worker's spares (emptied: this connection is
@@ -482,7 +504,9 @@ impl<'a> Conn<'a> {
                     biased;
                     r = self.client.readable() => r.map_err(|_| Wait::Failed),
                     () = self.timer.0.as_mut() => Err(Wait::Timeout),
-                    _ = stop.wait_for(|s| *s) => return None,
+                    _ = stop.wait_for(|s| *s) => {
+                        if last_call(&self.client, at).await { Ok(()) } else { return None }
+                    }
                 };
                 if woke == Err(Wait::Timeout) && park_at < at {
                     self.parked_until = Some(at);
