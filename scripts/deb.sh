@@ -80,6 +80,14 @@ if [ "$1" = configure ]; then
   if [ -z "$2" ]; then
     echo "stator: edit /etc/stator/stator.toml (stator check /etc/stator/stator.toml), then: systemctl enable --now stator"
     echo "stator: on a backend, edit /etc/stator/decap.env instead, then: systemctl enable --now stator-decap"
+  elif [ -d /run/systemd/system ] && systemctl is-active --quiet stator.service; then
+    # An upgrade of a running node: the new binary takes over its sockets; no VIP is
+    # withdrawn, no connection closed (docs/operations.md, "Upgrades").
+    if /usr/bin/stator check /etc/stator/stator.toml >/dev/null 2>&1 && /usr/bin/stator upgrade; then
+      :
+    else
+      echo "stator: the running node was not upgraded (see: journalctl -u stator); it runs the previous binary: systemctl restart stator when ready"
+    fi
   fi
 fi
 exit 0
@@ -87,7 +95,7 @@ SCRIPT
 cat > "$stage/DEBIAN/prerm" <<'SCRIPT'
 #!/bin/sh
 set -e
-# On removal only: an upgrade leaves the node running (restart it when ready).
+# On removal only: on an upgrade postinst hands the running node over to the new binary.
 if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
   systemctl stop stator.service stator-decap.service >/dev/null 2>&1 || true
   systemctl disable stator.service stator-decap.service >/dev/null 2>&1 || true

@@ -57,6 +57,11 @@ impl SocketFile {
     pub fn keep(&mut self) {
         self.keep = true;
     }
+
+    /// Removes the file on drop again: this node serves on it now (a successor that started).
+    pub fn own(&mut self) {
+        self.keep = false;
+    }
 }
 
 impl Drop for SocketFile {
@@ -225,8 +230,9 @@ fn policy(
 
 /// Takes the socket a node this one replaces was serving its API on (an upgrade:
 /// docs/operations.md), instead of binding one: `fd` must be a listening Unix socket, the
-/// one at `path` (it was bound under a temporary name: the kernel cannot say). Its file
-/// stays: this node removes it when it stops.
+/// one at `path` (it was bound under a temporary name: the kernel cannot say). Its file is
+/// left in place on drop until [`SocketFile::own`]: a successor that fails to start must not
+/// remove the socket the node it was to replace serves on.
 ///
 /// # Errors
 /// `api.socket`: the descriptor is not a Unix socket listening at `path`.
@@ -266,7 +272,7 @@ pub fn adopt(
         file: SocketFile {
             path: path.to_owned(),
             ino,
-            keep: false,
+            keep: true,
         },
     })
 }

@@ -34,6 +34,25 @@ use crate::error::ControlError;
 use crate::plan::Health;
 use crate::view::{DrainView, View};
 
+/// A listener that cannot start, as an error naming its field (`listener[2].address`).
+pub fn listener_error(config: &Config, e: &ProxyError) -> ControlError {
+    let (listener, what) = match e {
+        ProxyError::Bind { listener, .. } => (listener.as_str(), "address"),
+        ProxyError::Steering { listener, .. } => (listener.as_str(), "steering"),
+        ProxyError::Scheduler { listener, .. } => (listener.as_str(), "scheduler"),
+        ProxyError::Worker { listener, .. } => (listener.as_str(), "workers"),
+        _ => ("", "address"),
+    };
+    let field = match config.listeners.iter().position(|l| l.name == listener) {
+        Some(i) => format!("listener[{i}].{what}"),
+        None => "listener".to_owned(),
+    };
+    ControlError::Host {
+        field,
+        reason: e.to_string(),
+    }
+}
+
 /// The node's proxy, shared by the API and the task that follows the views.
 #[derive(Debug, Clone)]
 pub struct ProxyTier {
@@ -181,23 +200,10 @@ impl ProxyTier {
         if let Some(spec) = &access {
             AccessLog::check(spec).map_err(|e| access_error(&e))?;
         }
-        let proxy = self.lock().prepare(specs(config)).map_err(|e| {
-            let (listener, what) = match &e {
-                ProxyError::Bind { listener, .. } => (listener.as_str(), "address"),
-                ProxyError::Steering { listener, .. } => (listener.as_str(), "steering"),
-                ProxyError::Scheduler { listener, .. } => (listener.as_str(), "scheduler"),
-                ProxyError::Worker { listener, .. } => (listener.as_str(), "workers"),
-                _ => ("", "address"),
-            };
-            let field = match config.listeners.iter().position(|l| l.name == listener) {
-                Some(i) => format!("listener[{i}].{what}"),
-                None => "listener".to_owned(),
-            };
-            ControlError::Host {
-                field,
-                reason: e.to_string(),
-            }
-        })?;
+        let proxy = self
+            .lock()
+            .prepare(specs(config))
+            .map_err(|e| listener_error(config, &e))?;
         Ok(PreparedListeners {
             proxy,
             sizing,

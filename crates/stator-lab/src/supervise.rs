@@ -17,7 +17,7 @@
 //!    again at once, as `systemctl restart` does.
 //!
 //! Every step is recorded with its time ([`Supervisor::events`]), so tests measure them. Not
-//! emulated: `NotifyAccess=main` (the socket is the node's own; any sender counts) and the
+//! emulated: `NotifyAccess=` (the socket is the node's own; any sender counts), `MAINPID=`, and the
 //! start rate limit (`StartLimitBurst=`).
 
 use std::fs::File;

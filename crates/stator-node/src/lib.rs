@@ -406,12 +406,7 @@ impl Node {
                     tracing::warn!(%listener, %address,
                                    "a socket handed over that no listener takes now: closed");
                 }
-                applied.map_err(|e| {
-                    ControlError::io(
-                        "starting the listeners",
-                        std::io::Error::other(e.to_string()),
-                    )
-                })
+                applied.map_err(|e| stator_control::listeners::listener_error(&first.config, &e))
             });
         if let Err(e) = started {
             proxy.shutdown(std::time::Duration::ZERO);
@@ -422,6 +417,11 @@ impl Node {
             }
             return Err(e);
         }
+        // started: the sockets handed over are this node's to remove when it stops
+        let mut api_socket = api_socket;
+        api_socket.own();
+        let mut upgrade_socket = upgrade_socket;
+        upgrade_socket.own();
         let follower = proxy.follow(view);
         let heartbeat = reconciler.heartbeat();
         let reconciler = tokio::spawn(reconciler.run(inputs));

@@ -429,7 +429,10 @@ impl UpgradeSocket {
         if at.as_pathname().is_none() {
             return Err("the handed-over upgrade socket is not bound to a path".into());
         }
-        Self::new(socket, path)
+        let mut adopted = Self::new(socket, path)?;
+        // the replaced node's file until this one serves ([`UpgradeSocket::own`])
+        adopted.keep = true;
+        Ok(adopted)
     }
 
     fn new(socket: Socket, path: &Path) -> Result<Self, String> {
@@ -527,6 +530,11 @@ impl UpgradeSocket {
     /// Leaves the file in place when dropped: the socket is the successor's now.
     pub fn keep(&mut self) {
         self.keep = true;
+    }
+
+    /// Removes the file when dropped again: this node serves on it now.
+    pub fn own(&mut self) {
+        self.keep = false;
     }
 }
 

@@ -16,6 +16,7 @@ const TABLES: &[(&str, &str)] = &[
     ("[[bgp.neighbor]]", "[[bgp.neighbor]]\nzz_unknown = 1\n"),
     ("[api]", "[api]\nzz_unknown = 1\n"),
     ("[log]", "[log]\nzz_unknown = 1\n"),
+    ("[upgrade]", "[upgrade]\nzz_unknown = 1\n"),
     ("[[pool]]", "[[pool]]\nzz_unknown = 1\n"),
     ("[pool.health]", "[[pool]]\n[pool.health]\nzz_unknown = 1\n"),
     (

@@ -15,3 +15,4 @@ mod bench_tcp_smoke;
 mod bench_udp_proxy_smoke;
 mod build_loop;
 mod packaging;
+mod upgrade_node;

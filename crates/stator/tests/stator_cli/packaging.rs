@@ -189,7 +189,8 @@ fn the_debian_package() {
         "LimitNOFILE=1048576",
         // Supervision: readiness, the watchdog, and the withdrawal after an unclean stop.
         "Type=notify",
-        "NotifyAccess=main",
+        // the successor `stator upgrade` starts says MAINPID= itself
+        "NotifyAccess=all",
         "WatchdogSec=10s",
         "ExecStopPost=/usr/bin/stator withdraw --unless-clean -c /etc/stator/stator.toml",
     ] {
