@@ -43,6 +43,15 @@ impl BpfFs {
     }
 }
 
+impl Drop for StatorRun {
+    fn drop(&mut self) {
+        // the child (ChildGuard) is killed by its own drop; a successor is not our child
+        if self.signal_successor(libc::SIGKILL) {
+            self.successor_gone(Duration::from_secs(5));
+        }
+    }
+}
+
 impl Drop for BpfFs {
     fn drop(&mut self) {
         let _ = run(Command::new("umount").arg("-l").arg(&self.path));
@@ -71,6 +80,9 @@ pub struct StatorRun {
     child: Option<ChildGuard>,
     /// Set for a node supervised as the systemd unit does (then `child` is `None`).
     supervisor: Option<Supervisor>,
+    /// The process serving now after [`StatorRun::upgrade`]: started by the one it replaced,
+    /// so not our child (signalled by pid, gone when `/proc` says so).
+    successor: Option<u32>,
 }
 
 impl StatorRun {
@@ -110,6 +122,7 @@ impl StatorRun {
             binary: binary.to_owned(),
             child: None,
             supervisor: None,
+            successor: None,
         })
     }
 
@@ -143,6 +156,84 @@ impl StatorRun {
     }
 
     /// The supervisor, for a supervised node.
+    /// `stator upgrade` in the namespace: the node starts its successor, which takes its
+    /// sockets and serves; the replaced process drains and exits by itself. Returns the
+    /// successor's pid once `stator upgrade` reports it serves (an error, with the command's
+    /// output and the log's tail, when it did not: the node then runs on).
+    pub fn upgrade(&mut self) -> Result<u32> {
+        let cmd = format!(
+            "stator upgrade -c {} in {}",
+            self.config.display(),
+            self.ns.name()
+        );
+        let out = Command::new("nsenter")
+            .arg(format!("--net={}", self.ns.path().display()))
+            .arg(&self.binary)
+            .args(["upgrade", "-c"])
+            .arg(&self.config)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| NetnsError::Spawn {
+                cmd: cmd.clone(),
+                source,
+            })?;
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let pid = said
+            .split("(pid ")
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        match pid {
+            Some(pid) if out.status.success() => {
+                self.successor = Some(pid);
+                Ok(pid)
+            }
+            _ => Err(NetnsError::Failed {
+                cmd,
+                status: out.status.to_string(),
+                stderr: said + "\n--- log ---\n" + &self.log_tail(30),
+            }),
+        }
+    }
+
+    /// Signals the successor, if an upgrade started one.
+    fn signal_successor(&self, sig: i32) -> bool {
+        match self.successor {
+            Some(pid) => {
+                let _ = stator_sys::process::send_signal(pid, sig);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Waits up to `timeout` for the successor to be gone.
+    fn successor_gone(&self, timeout: Duration) -> bool {
+        let Some(pid) = self.successor else {
+            return true;
+        };
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        wait_until(
+            "the successor to exit",
+            timeout,
+            Duration::from_millis(20),
+            || {
+                // a zombie (not yet reaped by the process that started it) has exited
+                std::fs::read_to_string(proc.join("stat")).map_or(true, |s| {
+                    s.rsplit(')')
+                        .next()
+                        .is_some_and(|r| r.trim_start().starts_with('Z'))
+                })
+            },
+        )
+        .is_ok()
+    }
+
     pub fn supervisor(&self) -> Option<&Supervisor> {
         self.supervisor.as_ref()
     }
@@ -156,6 +247,7 @@ impl StatorRun {
             return Ok(());
         }
         self.kill();
+        self.successor = None;
         let log = File::options()
             .create(true)
             .append(true)
@@ -196,6 +288,9 @@ impl StatorRun {
 
     /// The process id while it runs.
     pub fn pid(&self) -> Option<u32> {
+        if self.successor.is_some() {
+            return self.successor;
+        }
         match &self.supervisor {
             Some(s) => s.pid(),
             None => self.child.as_ref().and_then(ChildGuard::id),
@@ -204,6 +299,9 @@ impl StatorRun {
 
     /// True while the process runs (supervised: while it is supervised, restarts included).
     pub fn is_running(&mut self) -> bool {
+        if self.successor.is_some() {
+            return !self.successor_gone(Duration::ZERO);
+        }
         match &self.supervisor {
             Some(s) => s.is_active(),
             None => self.child.as_mut().is_some_and(ChildGuard::is_running),
@@ -248,6 +346,9 @@ impl StatorRun {
 
     /// Sends SIGHUP: `stator run` applies its configuration file again.
     pub fn reload(&self) -> Result<()> {
+        if self.signal_successor(libc::SIGHUP) {
+            return Ok(());
+        }
         if let Some(s) = &self.supervisor {
             s.signal(libc::SIGHUP);
             return Ok(());
@@ -299,6 +400,22 @@ impl StatorRun {
     /// A supervised node is stopped by its supervisor (`systemctl stop`: SIGTERM, then
     /// `stator withdraw --unless-clean`); its status is success unless the stop was not clean.
     pub fn terminate(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
+        if self.signal_successor(libc::SIGTERM) {
+            use std::os::unix::process::ExitStatusExt as _;
+            // not our child: its exit status is its parent's (or init's) to read
+            return if self.successor_gone(timeout) {
+                self.successor = None;
+                Ok(std::process::ExitStatus::from_raw(0))
+            } else {
+                Err(NetnsError::Timeout {
+                    what: format!(
+                        "stator run {} (the successor) to exit after SIGTERM",
+                        self.name
+                    ),
+                    waited: timeout,
+                })
+            };
+        }
         if let Some(mut s) = self.supervisor.take() {
             use std::os::unix::process::ExitStatusExt as _;
             let result = s.stop(timeout)?;
@@ -334,6 +451,9 @@ impl StatorRun {
     ///
     /// A supervised node's supervisor sees the crash: it withdraws the node and restarts it.
     pub fn kill(&mut self) {
+        if self.signal_successor(libc::SIGKILL) {
+            self.successor_gone(Duration::from_secs(5));
+        }
         if let Some(s) = &self.supervisor {
             s.signal(libc::SIGKILL);
             return;

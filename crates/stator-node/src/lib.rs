@@ -795,6 +795,17 @@ impl Node {
         tracing::info!(successor, drain = ?drain, "upgrade: the successor serves; handing over and draining");
         // systemd follows the successor (MAINPID): nothing more from this process
         supervision.handed_over();
+        // First stop accepting — upgrades, API requests, proxy connections — so that every
+        // new client meets the successor; then stop the controller; then drain.
+        self.upgrade.keep();
+        self.upgrade.stop();
+        self.api_socket.keep();
+        for (task, stop) in self.servers.drain(..) {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
+        let proxy = self.ctx.proxy.clone();
+        let drained = tokio::task::spawn_blocking(move || proxy.shutdown(drain));
         let (reply, rx) = oneshot::channel();
         if self
             .ctx
@@ -812,16 +823,8 @@ impl Node {
         if let Some(r) = refresher {
             r.finish(false);
         }
-        self.upgrade.keep();
-        self.upgrade.stop();
-        self.api_socket.keep();
-        for (task, stop) in self.servers.drain(..) {
-            let _ = stop.send(());
-            let _ = task.await;
-        }
         drop(self.reporter.take());
-        let proxy = self.ctx.proxy.clone();
-        let _ = tokio::task::spawn_blocking(move || proxy.shutdown(drain)).await;
+        let _ = drained.await;
         tracing::info!("upgrade: drained; exiting");
         Ok(())
     }

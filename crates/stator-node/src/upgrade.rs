@@ -335,8 +335,13 @@ pub fn take_over(path: &Path, commit: &str) -> Result<(Inherited, Predecessor), 
 pub fn request_spawn(path: &Path, timeout: Duration) -> Result<u32, String> {
     let at = path.display();
     let link = Link::connect(path).map_err(|e| format!("no node at {at}: {e}"))?;
-    link.send(&Message::Spawn, &[])
-        .map_err(|e| format!("{at}: {e}"))?;
+    let refused = |e: io::Error| {
+        format!(
+            "the node at {at} closed the connection ({e}): only root and the node's own user \
+             may upgrade it"
+        )
+    };
+    link.send(&Message::Spawn, &[]).map_err(refused)?;
     match link.recv(timeout) {
         Ok((Message::Serving { pid }, _)) => Ok(pid),
         Ok((Message::Failed { reason }, _)) => Err(format!(
@@ -344,6 +349,14 @@ pub fn request_spawn(path: &Path, timeout: Duration) -> Result<u32, String> {
         )),
         Ok((Message::Refused { reason }, _)) => Err(format!("the node refused: {reason}")),
         Ok((other, _)) => Err(format!("unexpected answer {other:?}")),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+            ) =>
+        {
+            Err(refused(e))
+        }
         Err(e) => Err(format!("no answer from the node at {at}: {e}")),
     }
 }

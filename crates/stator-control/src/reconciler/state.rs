@@ -148,6 +148,10 @@ impl Reconciler {
         }
         self.forwarder.healthy = f.healthy;
         self.forwarder.reason = f.reason;
+        self.forwarder_checked = true;
+        if self.announcer_due && self.phase == Phase::Running {
+            self.spawn_announcer();
+        }
         self.forwarder.since = SystemTime::now();
     }
 
@@ -250,23 +254,40 @@ impl Reconciler {
             seen.insert(vip.name.clone(), on);
         }
         self.announce_seen = seen;
-        let desired = DesiredRoutes::from_vips(
-            self.config
-                .vips
-                .iter()
-                .zip(&states)
-                .map(|(v, s)| (v.key.addr, *s)),
-        );
+        let desired = self.desired(&states);
         if let Some(a) = lock_announcer(&self.announcer).as_ref() {
             a.set_desired(desired);
         }
     }
 
-    pub(super) fn spawn_announcer(&self) {
+    fn desired(&self, states: &[bool]) -> DesiredRoutes {
+        DesiredRoutes::from_vips(
+            self.config
+                .vips
+                .iter()
+                .zip(states)
+                .map(|(v, s)| (v.key.addr, *s)),
+        )
+    }
+
+    /// Starts the announcer once the forwarder's first check is in (else when it comes: see
+    /// `forwarder_changed`), with the routes to announce already set: its first pass never
+    /// tells BIRD anything but the decision. A node that replaces another (an upgrade) thus
+    /// never withdraws, even for a moment, what the replaced one announced and it announces
+    /// too.
+    pub(super) fn spawn_announcer(&mut self) {
         let Some(bgp) = self.config.bgp.clone() else {
             return;
         };
-        match AnnouncerThread::spawn(Announcer::new(bgp)) {
+        if !self.forwarder_checked {
+            self.announcer_due = true;
+            return;
+        }
+        self.announcer_due = false;
+        let mut announcer = Announcer::new(bgp);
+        let states = self.announce_states();
+        announcer.set_desired(self.desired(&states));
+        match AnnouncerThread::spawn(announcer) {
             Ok(t) => *lock_announcer(&self.announcer) = Some(t),
             Err(e) => tracing::error!(error = %e, "cannot start the BGP announcer"),
         }

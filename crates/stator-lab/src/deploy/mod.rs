@@ -600,6 +600,18 @@ impl Deployment {
         self.nodes[j].run.kill();
     }
 
+    /// Replaces node `j`'s `stator run` process without closing a connection (`stator
+    /// upgrade`: docs/operations.md, "Upgrades"); returns the successor's pid once it serves.
+    /// The replaced process drains and exits by itself.
+    pub fn node_upgrade(&mut self, j: usize) -> Result<u32> {
+        let dir = self.spec.dir.clone();
+        let node = &mut self.nodes[j];
+        let pid = node.run.upgrade()?;
+        write_pid(&dir, &format!("stator-n{j}"), Some(pid))?;
+        node.run.wait_ready(START)?;
+        Ok(pid)
+    }
+
     /// Starts node `j`'s `stator run` again; returns once its API says `running`.
     pub fn node_start(&mut self, j: usize) -> Result<Duration> {
         let dir = self.spec.dir.clone();

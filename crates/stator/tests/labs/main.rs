@@ -13,4 +13,5 @@ mod lab_failures;
 mod lab_fragments_redirects;
 mod lab_prometheus;
 mod lab_second_chance;
+mod lab_upgrade;
 mod quickstart_netns;

@@ -261,6 +261,49 @@ fn only_root_the_group_and_tokens_reach_the_admin_api() {
         "none"
     );
 
+    // --- the upgrade socket (docs/operations.md, "Upgrades"): whoever connects can take the
+    // node's sockets and make it drain and exit, so root's only — mode 0600, and a socket
+    // whose mode was loosened still closes on nobody after the peer-credential check.
+    let upgrade = dir.join("run/api.upgrade.sock");
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let m = std::fs::metadata(&upgrade).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o600, "upgrade socket mode");
+        assert_eq!(m.uid(), 0, "upgrade socket owner");
+    }
+    let upgrade_args = [
+        "upgrade",
+        "--socket",
+        upgrade.to_str().unwrap(),
+        "--timeout",
+        "5",
+    ];
+    let out = nobody(BIN, &upgrade_args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("Permission denied"), "{}", text(&out));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&upgrade, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    let out = nobody(BIN, &upgrade_args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("closed the connection"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        run.0.try_wait().unwrap().is_none(),
+        "the node was neither replaced nor stopped"
+    );
+    assert_eq!(root.get_json("/v1/status").unwrap()["phase"], "running");
+    assert!(
+        std::fs::read_to_string(dir.join("stator.log"))
+            .unwrap()
+            .contains("upgrade socket: refused a peer of another user"),
+        "the refusal is logged"
+    );
+
     // --- the measured attack: a configuration naming a file for the node to write, put
     // through the API — even with the admin token — is refused with its field path.
     let target = dir.join("etc-cron-evil");
