@@ -225,15 +225,43 @@ pub fn answer(ctx: &Ctx, q: &TraceQuery) -> Result<Value, ControlError> {
             "verdict": verdict,
         }));
     }
-    let table_size = maglev
+    let built_vip = maglev
         .vip
-        .and_then(|m| built.vips.iter().find(|b| b.id == m.id))
-        .map(|b| b.table_size);
+        .and_then(|m| built.vips.iter().find(|b| b.id == m.id));
+    let table_size = built_vip.map(|b| b.table_size);
+    // docs/forwarding.md §12: the previous table's backend for the same slot, while one is
+    // kept; a non-SYN miss whose two backends differ goes to the current one with a second
+    // chance naming this one
+    let previous = built_vip
+        .and_then(|b| {
+            let p = b.previous.as_ref()?;
+            let slot = maglev.selection?.slot?;
+            Some((p, *p.table.get(slot as usize)?))
+        })
+        .map(|(p, id)| {
+            let id = RealId(id);
+            let named = names.get(&id).cloned().or_else(|| {
+                built.snapshot.reals.get(&id).map(|r| {
+                    let name = v
+                        .config
+                        .backends
+                        .iter()
+                        .find(|b| b.address == r.addr)
+                        .map(|b| b.name.clone());
+                    json!({ "id": name, "address": r.addr, "real_id": id.0 })
+                })
+            });
+            json!({
+                "backend": named.unwrap_or_else(|| json!({ "real_id": id.0 })),
+                "until_seconds": p.until.saturating_duration_since(tokio::time::Instant::now()).as_secs_f64(),
+            })
+        });
     let maglev_json = json!({
         "cause": maglev.selection.map(|s| cause_name(s.cause)),
         "slot": maglev.selection.and_then(|s| s.slot),
         "table_size": table_size,
         "backend": match maglev.outcome { TraceOutcome::Real(id) => backend(id), _ => Value::Null },
+        "previous": previous.unwrap_or(Value::Null),
     });
     let (decision, outcome) = match (&hit, maglev.outcome) {
         (_, TraceOutcome::NotVip) => ("not_vip", maglev.outcome),

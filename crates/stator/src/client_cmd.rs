@@ -614,6 +614,21 @@ fn print_trace(v: &Value) {
             m["table_size"],
             s(&m["backend"]["id"])
         );
+        let p = &m["previous"];
+        if !p.is_null() {
+            let (before, now) = (&p["backend"]["real_id"], &m["backend"]["real_id"]);
+            println!(
+                "previous  slot {}: {} for {:.0}s more{}",
+                m["slot"],
+                s(&p["backend"]["id"]),
+                p["until_seconds"].as_f64().unwrap_or(0.0),
+                if before == now {
+                    ": the same backend"
+                } else {
+                    ": a miss that is not a SYN goes to the current one with a second chance to it"
+                }
+            );
+        }
     }
     let chosen = &v["backend"];
     match v["decision"].as_str() {

@@ -83,7 +83,7 @@ format = "json"
             mode = if spec.is_afxdp(j) { "afxdp" } else { "xdp" },
             // supervised like the packaged unit: with the packaged configuration's choice, so
             // that a restart never stops the data plane
-            on_exit = if spec.supervise.is_some() {
+            on_exit = if spec.supervise.is_some() || spec.keep_on_exit {
                 "on_exit = \"keep\"\n"
             } else {
                 ""

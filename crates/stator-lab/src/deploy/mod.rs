@@ -169,6 +169,10 @@ pub struct DeploySpec {
     /// previous tables (room for them in `slots_per_generation`), and the backends pass on
     /// what they do not own (`stator decap attach --second-chance-from` the nodes).
     pub second_chance: bool,
+    /// `dataplane.on_exit = "keep"` (the packaged configuration's choice) without
+    /// supervision: a stopped node's program keeps forwarding, and the node started again
+    /// reuses its maps (connection table, active snapshot: previous tables seeded from it).
+    pub keep_on_exit: bool,
 }
 
 /// The address of a VIP in cluster `c` (cluster 0: [`VIP_V4`] / [`VIP_V6`]): the same suffix
@@ -212,6 +216,7 @@ impl DeploySpec {
             clusters: 1,
             supervise: None,
             second_chance: false,
+            keep_on_exit: false,
         }
     }
 

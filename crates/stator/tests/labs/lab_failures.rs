@@ -127,7 +127,7 @@ fn backend_name(id: &str) -> String {
     id.split('-').next().unwrap_or(id).to_owned()
 }
 
-fn trace(d: &Deployment, j: usize, c: &Conn, syn: bool) -> Value {
+pub(crate) fn trace(d: &Deployment, j: usize, c: &Conn, syn: bool) -> Value {
     let v6 = c.local.is_ipv6();
     json(
         d,

@@ -278,3 +278,93 @@ fn second_chance_keeps_every_connection_through_a_node_cut_and_a_backend_added()
     assert_all_kept(d, &ll, CONNS, &round);
     lab.finish();
 }
+
+/// 14. A rolling restart of every node (SIGTERM, then `stator run` again over the kept maps:
+///     `on_exit = "keep"`) while backends join one by one — one joins as each of the first two
+///     nodes goes down — with traffic on every connection while each node is down (the
+///     router then spreads the down node's connections, and reshuffles some of the others,
+///     over nodes without their entries) and again once it is back. The first step changes
+///     the tables once since the connections began: second chance keeps every connection.
+///     From the second step on a connection may have seen two changes, and a node names only
+///     the previous table's backend: the connections whose first backend neither table names
+///     any more are lost (measured, printed), never answered by another backend.
+#[test]
+fn a_rolling_restart_while_backends_join_one_by_one() {
+    const CONNS: usize = 300;
+    let mut lab = Lab::up("stff-", 215, |s| {
+        s.second_chance = true;
+        s.keep_on_exit = true;
+        s.backends = 5;
+        s.weights = vec![1; 5];
+    });
+    let d = lab.d();
+    d.set_in_config(3, false);
+    d.set_in_config(4, false);
+    d.reload_all().unwrap();
+    let mut ll = open(d, false, CONNS);
+    println!(
+        "{CONNS} echo connections: per backend {}",
+        per_backend_text(&ll.per_backend())
+    );
+    // The table the connections began under must outlive `brief_table` (2 × the health
+    // interval) before the first change, or that change keeps the table from before the
+    // removal above as the previous one (§12.1's rule for flapping backends)
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut lost_by_step = Vec::new();
+    for j in 0..3 {
+        let joined = (j < 2).then_some(3 + j);
+        if let Some(k) = joined {
+            d.set_in_config(k, true);
+            d.reload_all().unwrap();
+            for n in 0..3 {
+                stator_lab::wait::wait_until(
+                    &format!("n{n} to use b{k}"),
+                    Duration::from_secs(10),
+                    Duration::from_millis(20),
+                    || plan(d, n, &format!("b{k}-v4"), "echo4").as_deref() == Some("usable"),
+                )
+                .unwrap();
+            }
+        }
+        let alive_before = ll.alive();
+        d.node_stop(j, Duration::from_secs(20)).unwrap();
+        let rest: Vec<usize> = (0..3).filter(|&n| n != j).collect();
+        d.wait_routed(false, &rest, Duration::from_secs(20))
+            .unwrap_or_else(|e| panic!("the router never withdrew n{j}: {e}"));
+        let down = ll.round(&format!("n{j} down"), 8, EXCHANGE);
+        d.node_start(j).unwrap();
+        d.wait_routed(false, &[0, 1, 2], Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("the router never routed to n{j} again: {e}"));
+        let up = ll.round(&format!("n{j} back"), 8, EXCHANGE);
+        let lost = alive_before - ll.alive();
+        println!(
+            "step {j}: {} n{j} restarted: {lost} lost (while down: {} failed, {} by another \
+             backend; back: {} failed); second chances sent {}, passed on {}, orphans {}; \
+             first problem {:?}",
+            joined.map_or("no backend joined,".to_owned(), |k| format!("b{k} joined,")),
+            down.failed,
+            down.other_backend,
+            up.failed,
+            metric_sum(d, "stator_second_chance_total{event=\"sent\""),
+            decap_sum(d, "sc_forwarded"),
+            decap_sum(d, "sc_orphan"),
+            down.first_error,
+        );
+        assert_eq!(
+            (down.other_backend, up.other_backend),
+            (0, 0),
+            "no connection answered by another backend"
+        );
+        lost_by_step.push(lost);
+    }
+    print_decap(d);
+    println!(
+        "lost by step {lost_by_step:?}: {} of {CONNS} in all",
+        lost_by_step.iter().sum::<usize>()
+    );
+    assert_eq!(
+        lost_by_step[0], 0,
+        "one table change since the connections began: second chance keeps every one"
+    );
+    lab.finish();
+}
