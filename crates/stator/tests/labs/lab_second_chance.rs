@@ -220,10 +220,23 @@ fn second_chance_keeps_every_connection_when_a_node_joins_during_a_drain() {
 ///     the new backend reach their old one through it. Every connection survives.
 #[test]
 fn second_chance_keeps_every_connection_through_a_node_cut_and_a_backend_added() {
+    node_cut_and_backend_added("stfd-", 213, false);
+}
+
+/// 13b. The same over IPv6: an IPv6 VIP, IPv6 clients, and the second chance naming the
+///      previous backend's IPv6 address (docs/forwarding.md §12.3, family 6).
+#[test]
+fn second_chance_keeps_every_ipv6_connection_through_a_node_cut_and_a_backend_added() {
+    node_cut_and_backend_added("stfg-", 216, true);
+}
+
+fn node_cut_and_backend_added(prefix: &str, subnet: u8, v6: bool) {
     const CONNS: usize = 300;
     const CUT: usize = 2;
     const ADDED: usize = 4;
-    let mut lab = Lab::up("stfd-", 213, |s| {
+    let fam = if v6 { "v6" } else { "v4" };
+    let echo = if v6 { "echo6" } else { "echo4" };
+    let mut lab = Lab::up(prefix, subnet, |s| {
         s.second_chance = true;
         s.backends = 5;
         s.weights = vec![1; 5];
@@ -231,7 +244,7 @@ fn second_chance_keeps_every_connection_through_a_node_cut_and_a_backend_added()
     let d = lab.d();
     d.set_in_config(ADDED, false);
     d.reload_all().unwrap();
-    let mut ll = open(d, false, CONNS);
+    let mut ll = open(d, v6, CONNS);
     let before_node = nodes_of(d, &ll);
     let on_cut = before_node.values().filter(|&&n| n == CUT).count();
     assert!(
@@ -248,11 +261,11 @@ fn second_chance_keeps_every_connection_through_a_node_cut_and_a_backend_added()
             &format!("n{j} to use b{ADDED}"),
             Duration::from_secs(10),
             Duration::from_millis(20),
-            || plan(d, j, &format!("b{ADDED}-v4"), "echo4").as_deref() == Some("usable"),
+            || plan(d, j, &format!("b{ADDED}-{fam}"), echo).as_deref() == Some("usable"),
         )
         .unwrap();
     }
-    d.wait_routed(false, &rest, Duration::from_secs(20))
+    d.wait_routed(v6, &rest, Duration::from_secs(20))
         .unwrap_or_else(|e| panic!("the router never withdrew n{CUT}: {e}"));
     let at_risk = ll
         .conns
@@ -262,7 +275,7 @@ fn second_chance_keeps_every_connection_through_a_node_cut_and_a_backend_added()
     let round = ll.round("after", 8, EXCHANGE);
     let alive = ll.conns.iter().filter(|c| c.alive).count();
     println!(
-        "{CONNS} connections ({on_cut} through n{CUT}); cut n{CUT} and added b{ADDED}: \
+        "{CONNS} {fam} connections ({on_cut} through n{CUT}); cut n{CUT} and added b{ADDED}: \
          reloaded in {reload:.1?}, b{ADDED} usable and n{CUT} withdrawn {:.1?} after the cut; \
          {alive}/{CONNS} alive (Maglev alone breaks at least {at_risk}); second chances sent \
          {}, passed on {}, delivered {}, orphans {}; first problem {:?}",
