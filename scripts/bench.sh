@@ -28,8 +28,10 @@ if [ "$(id -u)" -eq 0 ]; then
   "$bin" bench xdp --conntrack shared --out target/bench/xdp-shared.json
   # packets per second end to end on veth: forwarder vs plain forwarding, same run
   "$bin" bench veth --out target/bench/veth.json
+  # the backend's decap program, and what second chance adds to it
+  "$bin" bench decap --out target/bench/decap.json
 else
-  echo "bench.sh: skipping 'stator bench xdp' and 'stator bench veth' (need root)" >&2
+  echo "bench.sh: skipping 'stator bench xdp', 'veth' and 'decap' (need root)" >&2
 fi
 # Upstream schedulers (no root): ns per pick, VNSWRR against nginx's SWRR, and the weight-change
 # burst; pinned to one CPU, a few seconds.

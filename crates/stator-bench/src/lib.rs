@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod afxdp;
+pub mod decap;
 pub mod error;
 pub mod hashing;
 mod load;

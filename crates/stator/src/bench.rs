@@ -16,6 +16,9 @@ pub enum BenchCmd {
     Hashing(HashingArgs),
     /// The XDP forwarder under BPF_PROG_TEST_RUN (needs root).
     Xdp(BenchXdpArgs),
+    /// The backend's decap program under BPF_PROG_TEST_RUN, and what second chance adds:
+    /// the socket lookup, passing a packet on (needs root).
+    Decap(stator_bench::decap::BenchDecapArgs),
     /// Packets per second end to end on veth: the forwarder against plain forwarding without
     /// load balancing, in the same run (needs root).
     Veth(BenchVethArgs),
@@ -44,6 +47,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Hashing(args) => Ok(stator_bench::hashing::run(&args)?),
         BenchCmd::Xdp(args) => Ok(stator_bench::xdp::run(args)?),
+        BenchCmd::Decap(args) => Ok(stator_bench::decap::run(args)?),
         BenchCmd::Veth(args) => Ok(stator_bench::veth::run(args)?),
         BenchCmd::Proxy(args) => {
             let stator = std::env::current_exe()?;

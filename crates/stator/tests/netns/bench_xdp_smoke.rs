@@ -44,3 +44,29 @@ fn bench_xdp_quick_produces_numbers() {
     assert!((ratio - 104.0 / 19.0).abs() < 1e-9, "goal ratio {ratio}");
     assert!(new["goal_ratio_met"].is_boolean());
 }
+
+/// `stator bench decap --quick`: every row measured, each having taken the path its name says
+/// (the benchmark checks each row's verdict and counter before it times it, and fails
+/// otherwise). Needs root.
+#[test]
+fn bench_decap_quick_produces_numbers() {
+    let report = common::bench_report(&["decap", "--quick"]);
+    let rows = report["rows"].as_array().expect("rows");
+    let names: Vec<&str> = rows.iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "not_tunnel",
+            "gue",
+            "gue_private",
+            "gue_sc_hop1",
+            "gue_sc_local",
+            "gue_sc_pass_on"
+        ]
+    );
+    for r in rows {
+        let v = r["ns"].as_f64().unwrap_or(-1.0);
+        assert!(v > 0.0 && v.is_finite(), "{}: ns = {v}", r["name"]);
+    }
+    assert!(report["second_chance_hit_over_private_ns"].is_f64());
+}
