@@ -172,6 +172,29 @@ impl ProxyTier {
         )
     }
 
+    /// Before handing the listeners' sockets to a successor (an upgrade): lets go of them in
+    /// the steering programs' maps and detaches receive steering from its interfaces, so that
+    /// the successor can steer with its own programs. Errors are logged.
+    pub fn release_steering(&self) {
+        self.lock().release_steering();
+        if let Some(r) = lock(&self.receive).as_mut()
+            && let Err(e) = r.detach_all()
+        {
+            tracing::warn!(error = %e, "receive steering: detaching for the successor");
+        }
+    }
+
+    /// The successor did not start: steering as before [`ProxyTier::release_steering`]. Errors
+    /// are logged.
+    pub fn reclaim_steering(&self) {
+        if let Some(r) = lock(&self.receive).as_mut()
+            && let Err(e) = r.attach_again()
+        {
+            tracing::warn!(error = %e, "receive steering: attaching again");
+        }
+        self.lock().reclaim_steering();
+    }
+
     /// Opens the access log's file again by its name (`SIGUSR1`, after logrotate moved it).
     pub fn reopen_access_log(&self) -> std::io::Result<()> {
         self.access.reopen()
@@ -341,6 +364,12 @@ impl SteeringGroup for Group {
         self.0
             .set_workers(live)
             .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn clear_socket(&mut self, worker: usize) -> Result<(), String> {
+        self.0
+            .clear_socket(worker as u32)
             .map_err(|e| e.to_string())
     }
 

@@ -921,6 +921,9 @@ async fn upgrade_session(link: upgrade::Link, parts: SessionParts) -> SessionEnd
         return SessionEnd::Nothing;
     }
     tracing::info!(successor, commit = %their_commit, "upgrade: a successor takes this node's sockets");
+    // the successor steers with its own programs: a socket is in one group map at most, and an
+    // interface has one XDP program
+    parts.proxy.release_steering();
     let mut sockets: Vec<(upgrade::Entry, OwnedFd)> = Vec::new();
     for h in parts.proxy.lock().handover() {
         match h.fd.try_clone_to_owned() {
@@ -966,6 +969,8 @@ async fn upgrade_session(link: upgrade::Link, parts: SessionParts) -> SessionEnd
         None => "the upgrade task failed".to_owned(),
     };
     tracing::warn!(successor, reason = %reason, "upgrade: the successor did not serve; resuming");
+    let proxy = parts.proxy.clone();
+    let _ = tokio::task::spawn_blocking(move || proxy.reclaim_steering()).await;
     let (reply, rx) = oneshot::channel();
     if parts.requests.send(Request::Resume { reply }).await.is_ok()
         && let Ok(Err(e)) = rx.await

@@ -47,6 +47,9 @@ pub trait SteeringGroup: Send + std::fmt::Debug {
     fn attach(&mut self, fd: BorrowedFd<'_>) -> Result<(), String>;
     /// The workers that take new connections; a worker leaving moves only its own clients.
     fn set_workers(&mut self, live: &[u32]) -> Result<(), String>;
+    /// Empties worker `worker`'s slot (its socket may join another process's group map: a
+    /// socket is in one at most).
+    fn clear_socket(&mut self, worker: usize) -> Result<(), String>;
     /// The program's counters by label (for metrics); none by default.
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
@@ -214,6 +217,51 @@ impl Proxy {
         .into_iter()
         .map(|s| (s.listener, s.address))
         .collect()
+    }
+
+    /// Lets go of every listener's sockets in its steering program's map, so that a process
+    /// this one hands them to can put them in its own (a socket is in one map at most); until
+    /// that process attaches its program, the kernel picks the worker for new connections (its
+    /// own hash over the group). Errors are logged.
+    pub fn release_steering(&mut self) {
+        for (name, r) in &mut self.listeners {
+            let Some(g) = r.group.as_mut() else { continue };
+            for i in 0..r.copies.len() {
+                if let Err(e) = g.clear_socket(i) {
+                    tracing::warn!(listener = %name, worker = i, error = %e, "steering: releasing a socket");
+                }
+            }
+        }
+    }
+
+    /// Takes the sockets back after [`Proxy::release_steering`] (the process they were handed
+    /// to did not start): attaches this process's program to each group again (replacing any
+    /// other) and puts the sockets back, retrying while the kernel still holds them in the
+    /// other process's map (freed after its program is replaced). Errors are logged.
+    pub fn reclaim_steering(&mut self) {
+        for (name, r) in &mut self.listeners {
+            let Some(g) = r.group.as_mut() else { continue };
+            if let Some(first) = r.copies.first()
+                && let Err(e) = g.attach(first.as_fd())
+            {
+                tracing::warn!(listener = %name, error = %e, "steering: attaching again");
+            }
+            for (i, fd) in r.copies.iter().enumerate() {
+                let mut tries = 0;
+                while let Err(e) = g.set_socket(i, fd.as_fd()) {
+                    tries += 1;
+                    if tries >= 50 {
+                        tracing::warn!(listener = %name, worker = i, error = %e, "steering: taking a socket back");
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            let live: Vec<u32> = (0..r.workers.len() as u32).collect();
+            if let Err(e) = g.set_workers(&live) {
+                tracing::warn!(listener = %name, error = %e, "steering: set_workers");
+            }
+        }
     }
 
     /// Every running listener's sockets, in worker order: what a process that replaces this

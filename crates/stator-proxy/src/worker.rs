@@ -180,6 +180,15 @@ impl WorkerCtx {
     }
 }
 
+/// Waits until `stop` says the worker stops. Use this, never `stop.wait_for` in a `select!`
+/// arm: the guard `wait_for` returns holds the channel's read lock for as long as the arm's
+/// body runs, and the next `send` — whose write lock waits for it — blocks every other
+/// `borrow` of the channel, on this same thread: a worker whose arm awaits (a stopping
+/// connection's last call) and another of its connections reading the flag deadlocked.
+pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
 /// A running worker, seen from the listener that owns it.
 #[derive(Debug)]
 pub(crate) struct WorkerHandle {
@@ -350,7 +359,7 @@ async fn serve(setup: WorkerSetup, stop: watch::Receiver<bool>) {
 async fn accept_loop(ctx: &Rc<WorkerCtx>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
     loop {
         let accepted = tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
+            () = stopped(&mut stop) => return,
             r = listener.accept() => r,
         };
         let (stream, peer) = match accepted {

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use aya::maps::{Array, CpuMap, HashMap as BpfHashMap, MapData, PerCpuArray};
+use aya::programs::xdp::XdpLinkId;
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use stator_abi::{
@@ -135,6 +136,8 @@ pub struct ReceiveSteering {
     steered: BTreeSet<(Transport, u16)>,
     counters: PerCpuArray<MapData, u64>,
     attached: Vec<(String, &'static str)>,
+    /// The links of `attached`, in order; empty while detached ([`ReceiveSteering::detach_all`]).
+    links: Vec<XdpLinkId>,
 }
 
 impl fmt::Debug for ReceiveSteering {
@@ -238,6 +241,7 @@ impl ReceiveSteering {
             steered: BTreeSet::new(),
             counters,
             attached: Vec::new(),
+            links: Vec::new(),
         })
     }
 
@@ -291,16 +295,67 @@ impl ReceiveSteering {
             .expect("loaded in load()")
             .try_into()
             .map_err(|e| receive_error("stator_rss", &e))?;
-        if let Err(e) = program.attach(interface, m) {
-            return Err(SteerError::Receive {
-                what: format!("attaching to {interface} ({name})"),
-                detail: chain(&e),
-                hint: " (the interface must exist and have no other XDP program; stator-xdp's \
-                    forwarder and receive steering cannot share one)",
-            });
-        }
+        let link = match program.attach(interface, m) {
+            Ok(link) => link,
+            Err(e) => {
+                return Err(SteerError::Receive {
+                    what: format!("attaching to {interface} ({name})"),
+                    detail: chain(&e),
+                    hint: " (the interface must exist and have no other XDP program; stator-xdp's \
+                        forwarder and receive steering cannot share one)",
+                });
+            }
+        };
         self.attached.push((interface.to_string(), name));
+        self.links.push(link);
         Ok(name)
+    }
+
+    /// Detaches the program from every interface, keeping its maps and table: another process
+    /// can attach its own there (an upgrade: docs/operations.md, "Upgrades"); meanwhile the
+    /// stack delivers every packet on the CPU it arrived on. [`Self::attach_again`] undoes it.
+    ///
+    /// # Errors
+    /// [`SteerError::Receive`] when the kernel refuses a detach (the others are still tried).
+    pub fn detach_all(&mut self) -> Result<()> {
+        let program: &mut Xdp = self
+            .ebpf
+            .program_mut(RSS_PROGRAM_NAME)
+            .expect("loaded in load()")
+            .try_into()
+            .map_err(|e| receive_error("stator_rss", &e))?;
+        let mut first = None;
+        for (link, (interface, _)) in self.links.drain(..).zip(&self.attached) {
+            if let Err(e) = program.detach(link) {
+                first.get_or_insert(SteerError::Receive {
+                    what: format!("detaching from {interface}"),
+                    detail: chain(&e),
+                    hint: "",
+                });
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Attaches the program again where [`Self::detach_all`] detached it, in the same modes.
+    ///
+    /// # Errors
+    /// As [`Self::attach`], for the first interface that fails.
+    pub fn attach_again(&mut self) -> Result<()> {
+        let was = std::mem::take(&mut self.attached);
+        self.links.clear();
+        let mut first = None;
+        for (interface, name) in was {
+            let mode = if name == "native" {
+                RssAttachMode::Native
+            } else {
+                RssAttachMode::Generic
+            };
+            if let Err(e) = self.attach(&interface, mode) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 
     /// The interfaces the program is attached to, with the mode each took.

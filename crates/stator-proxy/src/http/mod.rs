@@ -185,7 +185,7 @@ pub(crate) async fn watch(ctx: &WorkerCtx, p: &Parked) -> bool {
             ctx.stats.client_error(ClientErrorKind::IdleTimeout);
             false
         }
-        _ = stop.wait_for(|s| *s) => last_call(&p.client, p.idle_until).await,
+        () = crate::worker::stopped(&mut stop) => last_call(&p.client, p.idle_until).await,
     }
 }
 
@@ -504,7 +504,7 @@ impl<'a> Conn<'a> {
                     biased;
                     r = self.client.readable() => r.map_err(|_| Wait::Failed),
                     () = self.timer.0.as_mut() => Err(Wait::Timeout),
-                    _ = stop.wait_for(|s| *s) => {
+                    () = crate::worker::stopped(&mut stop) => {
                         if last_call(&self.client, at).await { Ok(()) } else { return None }
                     }
                 };

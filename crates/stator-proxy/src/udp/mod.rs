@@ -235,7 +235,7 @@ pub(crate) async fn serve(
     let flusher = tokio::task::spawn_local(flusher(Rc::clone(&w)));
     let sweeper = tokio::task::spawn_local(sweeper(Rc::clone(&w)));
     let result = tokio::select! {
-        _ = stop.wait_for(|s| *s) => Ok(()),
+        () = crate::worker::stopped(&mut stop) => Ok(()),
         r = client_loop(&w) => r,
     };
     flusher.abort();

@@ -50,4 +50,7 @@ impl SteeringGroup for Group {
     fn set_workers(&mut self, live: &[u32]) -> Result<(), String> {
         self.with(|s| s.set_workers(live).map(|_| ()))
     }
+    fn clear_socket(&mut self, worker: usize) -> Result<(), String> {
+        self.with(|s| s.clear_socket(worker as u32))
+    }
 }

@@ -1,6 +1,8 @@
 //! What the lab's end-to-end test files and the benchmark smoke tests share.
 #![allow(dead_code)] // each test file uses a different part
 
+pub mod upgrade;
+
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -22,3 +22,4 @@ mod reload_netns;
 mod run_bgp;
 mod run_cli;
 mod status_page;
+mod upgrade_steering;
