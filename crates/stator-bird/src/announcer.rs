@@ -213,6 +213,8 @@ pub struct Announcer {
     client: BirdClient,
     requested: DesiredRoutes,
     held: bool,
+    /// No pass until the first [`Announcer::set_desired`] ([`Announcer::undecided`]).
+    undecided: bool,
     /// The structure BIRD runs, and on which connection we learnt it.
     loaded: Option<(u64, Structure)>,
     /// The structure BIRD last accepted (`configure check` passed), on any connection.
@@ -267,6 +269,7 @@ impl Announcer {
             client,
             requested: DesiredRoutes::new(),
             held: false,
+            undecided: false,
             loaded: None,
             accepted: None,
             written: None,
@@ -281,10 +284,21 @@ impl Announcer {
         }
     }
 
+    /// An announcer that makes no pass — does not contact BIRD, writes nothing — until the
+    /// routes are decided ([`Announcer::set_desired`]): a node that replaces another (an
+    /// upgrade) must not tell BIRD "nothing" before it knows what to announce, or BIRD would
+    /// withdraw, for a moment, what the replaced node announced.
+    #[must_use]
+    pub fn undecided(mut self) -> Self {
+        self.undecided = true;
+        self
+    }
+
     /// Sets the desired routes; the next [`Announcer::poll`] applies them. Addresses of a
     /// family no neighbour carries are left out (no session would announce them).
     pub fn set_desired(&mut self, desired: DesiredRoutes) {
-        if desired != self.requested {
+        if desired != self.requested || self.undecided {
+            self.undecided = false;
             self.requested = desired;
             self.next_pass = None;
         }
@@ -324,6 +338,10 @@ impl Announcer {
 
     /// Runs a pass if one is due and returns when the next one is.
     pub fn poll(&mut self, now: Instant) -> Instant {
+        if self.undecided {
+            // woken by set_desired (the thread's inbox), or looks again
+            return now + Duration::from_secs(1);
+        }
         if let Some(due) = self.next_pass
             && now < due
         {
@@ -677,6 +695,30 @@ mod tests {
         assert!(repeat_warning(Some("no BIRD"), "no BIRD", Some(t0), late));
         // never warned (it started as a repeat): warn
         assert!(repeat_warning(Some("no BIRD"), "no BIRD", None, t0));
+    }
+
+    #[test]
+    fn an_undecided_announcer_tells_bird_nothing_until_the_routes_are_set() {
+        let config = stator_config::from_toml_str(
+            "t.toml",
+            "[node]\nname = \"lb1\"\naddress_v4 = \"10.0.0.10\"\n[dataplane]\n\
+             interfaces = [\"eth0\"]\n[bgp]\nlocal_as = 65010\nrouter_id = \"10.0.0.10\"\n\
+             bird_socket = \"/nonexistent/stator-test/bird.ctl\"\n[[bgp.neighbor]]\n\
+             address = \"10.0.0.1\"\nremote_as = 65000\n",
+        )
+        .unwrap();
+        let mut a = Announcer::new(config.bgp.unwrap()).undecided();
+        let t0 = Instant::now();
+        assert!(a.poll(t0) > t0, "undecided: no pass is due");
+        assert_eq!(a.status().counters.errors, 0, "BIRD not contacted");
+        // the decision, even "nothing to announce", starts the passes (here failing: no BIRD)
+        a.set_desired(DesiredRoutes::new());
+        a.poll(t0);
+        assert_eq!(
+            a.status().counters.errors,
+            1,
+            "a pass ran and found no BIRD"
+        );
     }
 
     #[test]

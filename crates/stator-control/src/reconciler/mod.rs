@@ -238,10 +238,8 @@ pub struct Reconciler {
     generation: u64,
     committed_at: Option<SystemTime>,
     forwarder: ForwarderView,
-    /// The forwarder's first check is in (the announcer starts only then).
+    /// The forwarder's first check is in (until then the announcer is undecided).
     forwarder_checked: bool,
-    /// The announcer waits for the forwarder's first check.
-    announcer_due: bool,
     health_seen: BTreeMap<String, Health>,
     /// Whether each VIP (by name) was to be announced at the last look, for logging changes.
     announce_seen: BTreeMap<String, bool>,
@@ -346,7 +344,6 @@ impl Reconciler {
                 failures: 0,
             },
             forwarder_checked: false,
-            announcer_due: false,
             health_seen: BTreeMap::new(),
             announce_seen: BTreeMap::new(),
             transitions: BTreeMap::new(),

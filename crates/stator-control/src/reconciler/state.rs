@@ -149,9 +149,6 @@ impl Reconciler {
         self.forwarder.healthy = f.healthy;
         self.forwarder.reason = f.reason;
         self.forwarder_checked = true;
-        if self.announcer_due && self.phase == Phase::Running {
-            self.spawn_announcer();
-        }
         self.forwarder.since = SystemTime::now();
     }
 
@@ -270,23 +267,22 @@ impl Reconciler {
         )
     }
 
-    /// Starts the announcer once the forwarder's first check is in (else when it comes: see
-    /// `forwarder_changed`), with the routes to announce already set: its first pass never
-    /// tells BIRD anything but the decision. A node that replaces another (an upgrade) thus
-    /// never withdraws, even for a moment, what the replaced one announced and it announces
-    /// too.
+    /// Starts the announcer. Before the forwarder's first check is in, it is undecided: it
+    /// makes no pass until `announce` gives it the routes (after that check), so its first
+    /// pass never tells BIRD anything but the decision. A node that replaces another (an
+    /// upgrade) thus never withdraws, even for a moment, what the replaced one announced and
+    /// it announces too.
     pub(super) fn spawn_announcer(&mut self) {
         let Some(bgp) = self.config.bgp.clone() else {
             return;
         };
-        if !self.forwarder_checked {
-            self.announcer_due = true;
-            return;
-        }
-        self.announcer_due = false;
         let mut announcer = Announcer::new(bgp);
-        let states = self.announce_states();
-        announcer.set_desired(self.desired(&states));
+        if self.forwarder_checked {
+            let states = self.announce_states();
+            announcer.set_desired(self.desired(&states));
+        } else {
+            announcer = announcer.undecided();
+        }
         match AnnouncerThread::spawn(announcer) {
             Ok(t) => *lock_announcer(&self.announcer) = Some(t),
             Err(e) => tracing::error!(error = %e, "cannot start the BGP announcer"),

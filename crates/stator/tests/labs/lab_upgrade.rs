@@ -5,7 +5,10 @@
 //! each successor swaps its own in over the pinned maps, no connection is lost or answered by
 //! another backend, and no HTTP request fails. Needs root.
 //!
-//! Prefix `stfe-`, subnet 214.
+//! And the rolling restart of `lab_second_chance`'s test 14 done as upgrades, while backends
+//! join one by one: nothing lost.
+//!
+//! Prefixes `stfe-` and `stfh-`, subnets 214 and 217.
 //!
 //! tier: root (BPF, namespaces or BIRD; scripts/test-tier.sh)
 
@@ -21,7 +24,7 @@ use std::time::{Duration, Instant};
 use stator_lab::bird::kernel_next_hops;
 use stator_lab::deploy::{Deployment, LISTENER_PORT};
 
-use crate::lab_failures::{EXCHANGE, Lab, open, per_backend_text};
+use crate::lab_failures::{EXCHANGE, Lab, open, per_backend_text, plan};
 
 /// Kept-alive HTTP requests to `to` until `stop`, from the thread's namespace: (answered,
 /// failures).
@@ -187,5 +190,57 @@ fn a_rolling_upgrade_of_every_node_loses_no_connection_and_no_route() {
         "a node's route went missing: {missing:?}"
     );
     assert_eq!(alive, CONNS, "no connection lost");
+    lab.finish();
+}
+
+/// The rolling restart of `lab_second_chance`'s test 14 done as upgrades: every node replaced
+/// (`stator upgrade`) while backends join one by one — b3 before n0's upgrade, b4 before
+/// n1's — with 300 long-lived connections exchanging after each step. An upgrade withdraws
+/// nothing and keeps the node's connection table and program, so no connection moves between
+/// nodes and the table changes never reach one: none is lost (where test 14's stop-and-start
+/// loses those that saw two changes).
+#[test]
+fn a_rolling_upgrade_while_backends_join_one_by_one_loses_nothing() {
+    const CONNS: usize = 300;
+    let mut lab = Lab::up("stfh-", 217, |s| {
+        s.backends = 5;
+        s.weights = vec![1; 5];
+    });
+    let d = lab.d();
+    d.set_in_config(3, false);
+    d.set_in_config(4, false);
+    d.reload_all().unwrap();
+    let mut ll = open(d, false, CONNS);
+    for j in 0..d.nodes.len() {
+        if let Some(k) = (j < 2).then_some(3 + j) {
+            d.set_in_config(k, true);
+            d.reload_all().unwrap();
+            for n in 0..d.nodes.len() {
+                stator_lab::wait::wait_until(
+                    &format!("n{n} to use b{k}"),
+                    Duration::from_secs(10),
+                    Duration::from_millis(20),
+                    || plan(d, n, &format!("b{k}-v4"), "echo4").as_deref() == Some("usable"),
+                )
+                .unwrap();
+            }
+        }
+        d.node_upgrade(j)
+            .unwrap_or_else(|e| panic!("n{j}'s upgrade: {e}"));
+        let r = ll.round(&format!("n{j} upgraded"), 8, EXCHANGE);
+        println!(
+            "step {j}: n{j} upgraded: {}/{CONNS} alive, {} failed, {} by another backend",
+            ll.alive(),
+            r.failed,
+            r.other_backend
+        );
+        assert_eq!(
+            (r.failed, r.other_backend),
+            (0, 0),
+            "after n{j}'s upgrade: {:?}",
+            r.first_error
+        );
+    }
+    assert_eq!(ll.alive(), CONNS, "no connection lost");
     lab.finish();
 }
