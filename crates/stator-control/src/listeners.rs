@@ -62,10 +62,25 @@ pub struct ProxyTier {
     receive: Arc<Mutex<Option<ReceiveSteering>>>,
     /// Reloads whose listeners could not all be applied.
     pub reload_failures: Arc<AtomicU64>,
+    /// Keys handed over by the process this one replaces: per listener, and receive
+    /// steering's ([`ProxyTier::inherit_keys`]).
+    keys: Arc<Mutex<std::collections::BTreeMap<String, stator_steer::RssKey>>>,
+    receive_key: Arc<Mutex<Option<stator_steer::RssKey>>>,
     /// The descriptors its workers draw from, and how they were sized.
     pub descriptors: Arc<NodeDescriptors>,
     /// The node's access log (`[access_log]`).
     pub access: Arc<AccessLog>,
+}
+
+/// The steering programs' keys, handed to a process that replaces this one
+/// ([`ProxyTier::steering_keys`], [`ProxyTier::inherit_keys`]): a client reaches the same
+/// worker index in both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SteeringKeys {
+    /// Each steered listener's key (40 bytes), by listener name.
+    pub listeners: Vec<(String, Vec<u8>)>,
+    /// Receive steering's key.
+    pub receive: Option<Vec<u8>>,
 }
 
 /// A reload's listeners, bound and not yet running, with the descriptor budget they come
@@ -82,8 +97,10 @@ impl ProxyTier {
     /// [`NodeDescriptors::start`] sizes it).
     pub fn new(node: &str) -> Self {
         let receive = Arc::new(Mutex::new(None));
+        let keys = Arc::default();
         let steering: Arc<dyn SourceSteering> = Arc::new(KernelSteering {
             receive: Arc::clone(&receive),
+            keys: Arc::clone(&keys),
         });
         let descriptors = Arc::new(NodeDescriptors::default());
         let access = AccessLog::new();
@@ -94,6 +111,8 @@ impl ProxyTier {
             proxy: Arc::new(Mutex::new(proxy)),
             receive,
             reload_failures: Arc::default(),
+            keys,
+            receive_key: Arc::default(),
             descriptors,
             access,
         }
@@ -134,6 +153,7 @@ impl ProxyTier {
         }
         let mut rss = ReceiveSteering::load(&stator_steer::ReceiveOptions {
             queue_size: r.queue_size,
+            key: *lock(&self.receive_key),
             ..stator_steer::ReceiveOptions::new(receive_cpus(r))
         })
         .map_err(|e| host("receive_steering".into(), e))?;
@@ -170,6 +190,30 @@ impl ProxyTier {
                 })
                 .collect(),
         )
+    }
+
+    /// The steering keys a successor needs to send every client to the same worker index as
+    /// here: each steered listener's, and receive steering's.
+    pub fn steering_keys(&self) -> SteeringKeys {
+        SteeringKeys {
+            listeners: self.lock().steering_keys(),
+            receive: lock(&self.receive)
+                .as_ref()
+                .map(|r| r.table().key().bytes().to_vec()),
+        }
+    }
+
+    /// Keys handed over by the process this one replaces (before its listeners and receive
+    /// steering start): a client reaches the same worker index here as there. A key that is
+    /// not 40 bytes is ignored (a new one is drawn).
+    pub fn inherit_keys(&self, keys: SteeringKeys) {
+        let key = |b: Vec<u8>| <[u8; 40]>::try_from(b).ok().map(stator_steer::RssKey::new);
+        lock(&self.keys).extend(
+            keys.listeners
+                .into_iter()
+                .filter_map(|(name, b)| Some((name, key(b)?))),
+        );
+        *lock(&self.receive_key) = keys.receive.and_then(key);
     }
 
     /// Before handing the listeners' sockets to a successor (an upgrade): lets go of them in
@@ -308,6 +352,8 @@ pub fn receive_cpus(r: &stator_config::types::ReceiveSteering) -> Vec<u32> {
 #[derive(Debug)]
 struct KernelSteering {
     receive: Arc<Mutex<Option<ReceiveSteering>>>,
+    /// Keys handed over by the process this one replaces, by listener ([`ProxyTier::inherit_keys`]).
+    keys: Arc<Mutex<std::collections::BTreeMap<String, stator_steer::RssKey>>>,
 }
 
 /// Worker ids a group can hold: room for reloads that add workers (a live id without a
@@ -339,7 +385,10 @@ impl SourceSteering for KernelSteering {
                 .map_err(|e| e.to_string())?;
             rss.listener_options()
         } else {
-            stator_steer::SteeringOptions::new(workers.max(STEERING_CAPACITY) as u32)
+            stator_steer::SteeringOptions {
+                key: lock(&self.keys).get(&spec.name).copied(),
+                ..stator_steer::SteeringOptions::new(workers.max(STEERING_CAPACITY) as u32)
+            }
         };
         let loaded = stator_steer::ReuseportSteering::load(&options).map_err(|e| e.to_string())?;
         Ok(Box::new(Group(loaded)))
@@ -371,6 +420,10 @@ impl SteeringGroup for Group {
         self.0
             .clear_socket(worker as u32)
             .map_err(|e| e.to_string())
+    }
+
+    fn key(&self) -> Option<Vec<u8>> {
+        Some(self.0.key().bytes().to_vec())
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

@@ -396,7 +396,11 @@ impl Node {
                 open,
             )
             .and_then(|()| proxy.start_access_log(&first.config))
-            .and_then(|()| proxy.start_receive_steering(&first.config))
+            .and_then(|()| {
+                // a client reaches the same worker index as in the process this one replaces
+                proxy.inherit_keys(std::mem::take(&mut inherited.steering_keys));
+                proxy.start_receive_steering(&first.config)
+            })
             .and_then(|()| {
                 proxy
                     .lock()
@@ -950,12 +954,13 @@ async fn upgrade_session(link: upgrade::Link, parts: SessionParts) -> SessionEnd
     }
     let timeout = parts.start_timeout;
     let commit = parts.commit.to_string();
+    let keys = parts.proxy.steering_keys();
     let outcome = blocking(move || {
         let borrowed: Vec<_> = sockets
             .iter()
             .map(|(e, fd)| (e.clone(), fd.as_fd()))
             .collect();
-        upgrade::send_offer(&link, std::process::id(), &commit, &borrowed)?;
+        upgrade::send_offer(&link, std::process::id(), &commit, &borrowed, keys)?;
         drop(borrowed);
         drop(sockets);
         link.recv(timeout)

@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, SockAddr, Socket, Type};
+use stator_control::listeners::SteeringKeys;
 use stator_proxy::InheritedSocket;
 use stator_sys::fdpass::{MAX_FDS, recv_with_fds, send_with_fds};
 
@@ -101,6 +102,13 @@ pub enum Message {
         sockets: Vec<Entry>,
         /// How many [`Message::More`] follow.
         more: usize,
+        /// The steering programs' keys by listener, and receive steering's: the successor's
+        /// programs send every client to the same worker index.
+        #[serde(default)]
+        steering_keys: Vec<(String, Vec<u8>)>,
+        /// Receive steering's key.
+        #[serde(default)]
+        receive_key: Option<Vec<u8>>,
     },
     /// Node → successor: more descriptors of the offer.
     More,
@@ -186,6 +194,7 @@ pub fn send_offer(
     pid: u32,
     commit: &str,
     sockets: &[(Entry, BorrowedFd<'_>)],
+    keys: SteeringKeys,
 ) -> io::Result<()> {
     let chunks: Vec<Vec<BorrowedFd<'_>>> = sockets
         .chunks(MAX_FDS)
@@ -196,6 +205,8 @@ pub fn send_offer(
         commit: commit.to_owned(),
         sockets: sockets.iter().map(|(e, _)| e.clone()).collect(),
         more: chunks.len().saturating_sub(1),
+        steering_keys: keys.listeners,
+        receive_key: keys.receive,
     };
     link.send(&offer, chunks.first().map_or(&[], Vec::as_slice))?;
     for chunk in chunks.iter().skip(1) {
@@ -215,6 +226,8 @@ pub struct Inherited {
     pub api_tcp: Option<(SocketAddr, OwnedFd)>,
     /// The upgrade socket and its path.
     pub upgrade: Option<(PathBuf, OwnedFd)>,
+    /// The steering programs' keys.
+    pub steering_keys: SteeringKeys,
 }
 
 /// The node a successor replaces, until the successor tells it how its start went.
@@ -273,13 +286,24 @@ pub fn take_over(path: &Path, commit: &str) -> Result<(Inherited, Predecessor), 
     let (first, mut fds) = link
         .recv(STEP_TIMEOUT)
         .map_err(|e| format!("{at}: no offer: {e}"))?;
-    let (pid, node_commit, sockets, more) = match first {
+    let (pid, node_commit, sockets, more, keys) = match first {
         Message::Offer {
             pid,
             commit,
             sockets,
             more,
-        } => (pid, commit, sockets, more),
+            steering_keys,
+            receive_key,
+        } => (
+            pid,
+            commit,
+            sockets,
+            more,
+            SteeringKeys {
+                listeners: steering_keys,
+                receive: receive_key,
+            },
+        ),
         Message::Refused { reason } => return Err(format!("the node at {at} refused: {reason}")),
         other => return Err(format!("{at}: expected an offer, got {other:?}")),
     };
@@ -299,7 +323,10 @@ pub fn take_over(path: &Path, commit: &str) -> Result<(Inherited, Predecessor), 
             fds.len()
         ));
     }
-    let mut inherited = Inherited::default();
+    let mut inherited = Inherited {
+        steering_keys: keys,
+        ..Inherited::default()
+    };
     for (entry, fd) in sockets.into_iter().zip(fds) {
         match entry {
             Entry::Listener {

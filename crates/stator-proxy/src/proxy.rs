@@ -50,6 +50,11 @@ pub trait SteeringGroup: Send + std::fmt::Debug {
     /// Empties worker `worker`'s slot (its socket may join another process's group map: a
     /// socket is in one at most).
     fn clear_socket(&mut self, worker: usize) -> Result<(), String>;
+    /// The program's hash key, for a process that replaces this one to steer every client to
+    /// the same worker index ([`Proxy::steering_keys`]); none by default.
+    fn key(&self) -> Option<Vec<u8>> {
+        None
+    }
     /// The program's counters by label (for metrics); none by default.
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
@@ -262,6 +267,15 @@ impl Proxy {
                 tracing::warn!(listener = %name, error = %e, "steering: set_workers");
             }
         }
+    }
+
+    /// Each steered listener's program key, by listener name: what a process that replaces
+    /// this one needs to send each client to the same worker index as here.
+    pub fn steering_keys(&self) -> Vec<(String, Vec<u8>)> {
+        self.listeners
+            .iter()
+            .filter_map(|(name, r)| Some((name.clone(), r.group.as_ref()?.key()?)))
+            .collect()
     }
 
     /// Every running listener's sockets, in worker order: what a process that replaces this
