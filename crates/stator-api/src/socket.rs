@@ -52,6 +52,23 @@ impl SocketFile {
 }
 
 impl SocketFile {
+    /// The socket file now at `path` (by its inode), removed on drop unless `keep`.
+    fn at(path: &Path, keep: bool) -> Result<Self, ControlError> {
+        let ino = std::fs::symlink_metadata(path)
+            .map_err(|e| {
+                host(
+                    "api.socket",
+                    format!("cannot inspect {}: {e}", path.display()),
+                )
+            })?
+            .ino();
+        Ok(Self {
+            path: path.to_owned(),
+            ino,
+            keep,
+        })
+    }
+
     /// Leaves the file in place when this is dropped: the socket is another process's now
     /// (an upgrade handed it over).
     pub fn keep(&mut self) {
@@ -176,22 +193,10 @@ pub fn bind(path: &Path, group: &SocketGroup) -> Result<ApiSocket, ControlError>
         }
     }
     std::fs::rename(&tmp, path).map_err(|e| failed("cannot move into place", e))?;
-    let ino = std::fs::symlink_metadata(path)
-        .map_err(|e| {
-            host(
-                "api.socket",
-                format!("cannot inspect {}: {e}", path.display()),
-            )
-        })?
-        .ino();
     Ok(ApiSocket {
         listener,
         policy,
-        file: SocketFile {
-            path: path.to_owned(),
-            ino,
-            keep: false,
-        },
+        file: SocketFile::at(path, false)?,
     })
 }
 
@@ -258,22 +263,10 @@ pub fn adopt(
     let listener =
         UnixListener::from_std(std_listener).map_err(|e| host("api.socket", e.to_string()))?;
     let (_, policy) = policy(path, group, stator_sys::users::effective_uid())?;
-    let ino = std::fs::symlink_metadata(path)
-        .map_err(|e| {
-            host(
-                "api.socket",
-                format!("cannot inspect {}: {e}", path.display()),
-            )
-        })?
-        .ino();
     Ok(ApiSocket {
         listener,
         policy,
-        file: SocketFile {
-            path: path.to_owned(),
-            ino,
-            keep: true,
-        },
+        file: SocketFile::at(path, true)?,
     })
 }
 

@@ -232,8 +232,18 @@ pub fn upgrade(conf: &Path) -> Result<u32, String> {
     pid.ok_or(said)
 }
 
-/// Reads one response; whether the server said it closes.
+/// Reads one response, `ok`; whether the server said it closes.
 pub fn response(r: &mut BufReader<TcpStream>) -> std::io::Result<bool> {
+    let (close, body) = response_body(r)?;
+    if body != b"ok" {
+        return Err(std::io::Error::other(format!("body {body:?}")));
+    }
+    Ok(close)
+}
+
+/// Reads one `200` response (`Content-Length` framing): whether the server said it closes,
+/// and the body.
+pub fn response_body(r: &mut BufReader<TcpStream>) -> std::io::Result<(bool, Vec<u8>)> {
     let mut line = String::new();
     r.read_line(&mut line)?;
     if !line.starts_with("HTTP/1.1 200") {
@@ -256,10 +266,7 @@ pub fn response(r: &mut BufReader<TcpStream>) -> std::io::Result<bool> {
     }
     let mut body = vec![0; len];
     r.read_exact(&mut body)?;
-    if body != b"ok" {
-        return Err(std::io::Error::other(format!("body {body:?}")));
-    }
-    Ok(close)
+    Ok((close, body))
 }
 
 /// What a load thread saw.

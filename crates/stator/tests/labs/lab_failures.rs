@@ -370,6 +370,20 @@ fn health_timing(d: &Deployment) -> stator_config::health::Timing {
 }
 
 /// The plan state (`usable`, `absent`, …) of backend `id` behind `vip` on node `j`.
+/// Waits (10 s at most) until every node uses backend `k` for the IPv4 echo VIP (its health
+/// checks passed since it joined the configuration).
+pub(crate) fn wait_usable(d: &Deployment, k: usize) {
+    for n in 0..d.nodes.len() {
+        stator_lab::wait::wait_until(
+            &format!("n{n} to use b{k}"),
+            Duration::from_secs(10),
+            Duration::from_millis(20),
+            || plan(d, n, &format!("b{k}-v4"), "echo4").as_deref() == Some("usable"),
+        )
+        .unwrap();
+    }
+}
+
 pub(crate) fn plan(d: &Deployment, j: usize, id: &str, vip: &str) -> Option<String> {
     let b = json(d, j, "/v1/backends");
     let backend = b["backends"]

@@ -329,15 +329,7 @@ fn a_rolling_restart_while_backends_join_one_by_one() {
         if let Some(k) = joined {
             d.set_in_config(k, true);
             d.reload_all().unwrap();
-            for n in 0..3 {
-                stator_lab::wait::wait_until(
-                    &format!("n{n} to use b{k}"),
-                    Duration::from_secs(10),
-                    Duration::from_millis(20),
-                    || plan(d, n, &format!("b{k}-v4"), "echo4").as_deref() == Some("usable"),
-                )
-                .unwrap();
-            }
+            crate::lab_failures::wait_usable(d, k);
         }
         let alive_before = ll.alive();
         d.node_stop(j, Duration::from_secs(20)).unwrap();

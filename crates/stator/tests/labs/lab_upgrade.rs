@@ -15,7 +15,7 @@
 #[allow(unused_imports)]
 use crate::common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use stator_lab::bird::kernel_next_hops;
 use stator_lab::deploy::{Deployment, LISTENER_PORT};
 
-use crate::lab_failures::{EXCHANGE, Lab, open, per_backend_text, plan};
+use crate::common::upgrade::response_body;
+use crate::lab_failures::{EXCHANGE, Lab, open, per_backend_text, wait_usable};
 
 /// Kept-alive HTTP requests to `to` until `stop`, from the thread's namespace: (answered,
 /// failures).
@@ -41,29 +42,8 @@ fn keepalive(to: SocketAddr, stop: &AtomicBool) -> (u64, Vec<String>) {
             let c = conn.as_mut().expect("connected");
             c.get_mut()
                 .write_all(b"GET / HTTP/1.1\r\nHost: lab\r\n\r\n")?;
-            let mut line = String::new();
-            c.read_line(&mut line)?;
-            if !line.starts_with("HTTP/1.1 200") {
-                return Err(std::io::Error::other(format!("status {line:?}")));
-            }
-            let (mut len, mut close) = (0usize, false);
-            loop {
-                line.clear();
-                if c.read_line(&mut line)? == 0 {
-                    return Err(std::io::Error::other("closed in the head"));
-                }
-                let l = line.to_ascii_lowercase();
-                if l == "\r\n" {
-                    break;
-                }
-                if let Some(v) = l.strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-                close |= l.starts_with("connection:") && l.contains("close");
-            }
-            let mut body = vec![0; len];
-            std::io::Read::read_exact(c, &mut body)?;
-            Ok(close)
+            // (the body names the backend that answered)
+            response_body(c).map(|(close, _)| close)
         })();
         match r {
             Ok(close) => {
@@ -215,15 +195,7 @@ fn a_rolling_upgrade_while_backends_join_one_by_one_loses_nothing() {
         if let Some(k) = (j < 2).then_some(3 + j) {
             d.set_in_config(k, true);
             d.reload_all().unwrap();
-            for n in 0..d.nodes.len() {
-                stator_lab::wait::wait_until(
-                    &format!("n{n} to use b{k}"),
-                    Duration::from_secs(10),
-                    Duration::from_millis(20),
-                    || plan(d, n, &format!("b{k}-v4"), "echo4").as_deref() == Some("usable"),
-                )
-                .unwrap();
-            }
+            wait_usable(d, k);
         }
         d.node_upgrade(j)
             .unwrap_or_else(|e| panic!("n{j}'s upgrade: {e}"));
