@@ -169,7 +169,11 @@ fn an_upgrade_keeps_every_client_on_its_worker() {
         before.iter().any(|w| w.ends_with("→0")) && before.iter().any(|w| w.ends_with("→1")),
         "the clients spread over both workers: {before:?}"
     );
-    upgrade(&conf).unwrap_or_else(|e| panic!("{e}"));
+    // the successor is the node's child, not ours: killed by its pid when the test ends
+    let _successor = common::upgrade::Proc {
+        child: None,
+        pid: upgrade(&conf).unwrap_or_else(|e| panic!("{e}")),
+    };
     for &c in &clients {
         request(c, "after");
     }
