@@ -165,10 +165,10 @@ impl Node {
             }
             _ => api::socket::bind(&socket_path, &config.api.socket_group)?,
         };
-        let upgrade_path = opts
-            .socket
-            .as_deref()
-            .map_or_else(|| config.upgrade.socket.clone(), upgrade::beside);
+        let upgrade_path = opts.socket.as_deref().map_or_else(
+            || config.upgrade.socket.clone(),
+            stator_config::upgrade_socket_beside,
+        );
         let upgrade_socket = match inherited.upgrade.take() {
             Some((path, fd)) if path == upgrade_path => upgrade::UpgradeSocket::adopt(fd, &path),
             _ => upgrade::UpgradeSocket::bind(&upgrade_path),

@@ -31,7 +31,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -439,7 +439,14 @@ impl UpgradeSocket {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let tmp = dir.join(format!(".{name}.{}.{nanos:08x}.tmp", std::process::id()));
+        // pid, counter and time: a process with our pid in another pid namespace, sharing the
+        // directory, or a second node of this process (tests), never picks the same name
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(
+            ".{name}.{}.{n}.{nanos:08x}.tmp",
+            std::process::id()
+        ));
         let _ = std::fs::remove_file(&tmp);
         let bound = (|| -> io::Result<Socket> {
             let s = Socket::new(Domain::UNIX, Type::SEQPACKET.cloexec(), None)?;
@@ -585,10 +592,4 @@ impl Drop for UpgradeSocket {
             let _ = std::fs::remove_file(&self.path);
         }
     }
-}
-
-/// The path of the upgrade socket for a node whose API socket the caller moved
-/// (`NodeOptions::socket`): beside it, named after it.
-pub fn beside(api_socket: &Path) -> PathBuf {
-    stator_config::upgrade_socket_beside(api_socket)
 }
